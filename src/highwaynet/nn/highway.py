@@ -1,0 +1,121 @@
+"""``Highway``: a stack of dense highway layers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from ..functional import get_activation
+from .gate import TransformGate, check_carry
+
+__all__ = ["Highway"]
+
+
+def init_gate_bias(bias: Tensor, dim: int, gate_bias: float, carry: str) -> None:
+    """Initialise a ``[H | T]`` (or ``[H | T | C]``) bias: 0 for H, ``gate_bias`` for T, ``-gate_bias`` for C.
+
+    ``dim`` is the size of one part. An independent carry gate starts as open as the coupled form's
+    ``1 - T`` would be, so that both forms start close to the identity.
+    """
+    with torch.no_grad():
+        bias.zero_()
+        bias[dim:2 * dim].fill_(gate_bias)
+        if carry == "independent":
+            bias[2 * dim:3 * dim].fill_(-gate_bias)
+
+
+class Highway(nn.Module):
+    r"""A stack of dense highway layers (Srivastava et al., 2015).
+
+    Each layer ``i`` computes, on inputs of shape ``(..., dim)``,
+
+    .. math::
+        [z_H \mid z_T] = W_i x + b_i, \qquad
+        T = \sigma(z_T), \qquad
+        y = T \odot f(z_H) + (1 - T) \odot x
+
+    with one projection ``nn.Linear(dim, 2 * dim)`` whose output is ``[H | T]`` in that order
+    (GluonNLP's layout). Separate H and T projections (Chainer's and Lasagne's layout) are the
+    same maths: concatenate their weights along the output dimension, H first.
+
+    Args:
+        dim: the width of the input and of every layer.
+        num_layers: how many highway layers to stack. Default: 1.
+        activation: the transform's nonlinearity ``f``: ``"relu"``, ``"tanh"``, ``"sigmoid"``,
+            ``"gelu"``, ``"identity"`` or any callable / ``nn.Module``. Default: ``"relu"``.
+        gate_bias: initial bias of the transform gate. Negative, so that the stack starts out
+            close to the identity and deep stacks train. Default: -2.0 (as GluonNLP).
+        carry: ``"coupled"`` (``C = 1 - T``) or ``"independent"``, where each projection has a
+            third part for a carry gate and ``y = T \odot f(z_H) + \sigma(z_C) \odot x``
+            (its bias starts at ``-gate_bias``). Default: ``"coupled"``.
+        dropout: dropout probability applied to ``f(z_H)`` in training. Default: 0.
+
+    Shape:
+        - Input: ``(*, dim)``
+        - Output: ``(*, dim)``, the same shape.
+
+    Attributes:
+        layers: ``nn.ModuleList`` of the projections, ``nn.Linear(dim, 2 * dim)`` each
+            (``3 * dim`` with an independent carry gate). Biases start at 0 for H and
+            ``gate_bias`` for T.
+        gates: ``nn.ModuleList`` of :class:`TransformGate`, one per layer: where
+            :func:`highwaynet.analysis.record_gates` and :func:`highwaynet.analysis.lesion` act.
+
+    Example::
+
+        >>> net = Highway(64, num_layers=3)
+        >>> net(torch.randn(8, 10, 64)).shape
+        torch.Size([8, 10, 64])
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_layers: int = 1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        gate_bias: float = -2.0,
+        carry: str = "coupled",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if dim < 1 or num_layers < 1:
+            raise ValueError(f"dim and num_layers must be positive, got dim={dim}, num_layers={num_layers}")
+        self.dim = dim
+        self.num_layers = num_layers
+        self.carry = check_carry(carry)
+        self.gate_bias = gate_bias
+        self.activation = get_activation(activation)
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        parts = 2 if carry == "coupled" else 3
+        self.layers = nn.ModuleList(nn.Linear(dim, parts * dim) for _ in range(num_layers))
+        self.gates = nn.ModuleList(TransformGate(carry) for _ in range(num_layers))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Weights as ``nn.Linear`` initialises them; biases 0 for H and ``gate_bias`` for T."""
+        for proj in self.layers:
+            proj.reset_parameters()
+            init_gate_bias(proj.bias, self.dim, self.gate_bias, self.carry)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"Highway expects a torch.Tensor, got {type(x).__name__}")
+        if x.dim() == 0 or x.shape[-1] != self.dim:
+            raise ValueError(f"Highway expects inputs of shape (..., {self.dim}), "
+                             f"got {tuple(x.shape)}")
+        for proj, gate in zip(self.layers, self.gates, strict=True):
+            z = proj(x)
+            if self.carry == "coupled":
+                h, t = z.chunk(2, dim=-1)
+                c = None
+            else:
+                h, t, c = z.chunk(3, dim=-1)
+            x = gate(self.dropout(self.activation(h)), t, x, c)
+        return x
+
+    def extra_repr(self) -> str:
+        act = getattr(self.activation, "__name__", type(self.activation).__name__)
+        return (f"dim={self.dim}, num_layers={self.num_layers}, activation={act}, "
+                f"gate_bias={self.gate_bias}, carry={self.carry!r}")

@@ -1,0 +1,1 @@
+"""The experiments: one file each, a config dataclass and a ``run()``."""

@@ -1,0 +1,6 @@
+"""Training: the general :class:`Trainer` and the tasks it runs."""
+
+from .classification import ClassificationTask
+from .trainer import Task, TrainConfig, Trainer, pick_device, read_metrics
+
+__all__ = ["ClassificationTask", "Task", "TrainConfig", "Trainer", "pick_device", "read_metrics"]

@@ -1,0 +1,61 @@
+"""``ClassificationTask``: batches of in-memory tensors and the cross-entropy loss."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["ClassificationTask"]
+
+
+class ClassificationTask:
+    """A :class:`~highwaynet.training.Task` over ``(inputs, labels)`` tensors held in memory.
+
+    Args:
+        splits: ``{"train": (x, y), "val": (x, y), "test": (x, y)}``; any object with
+            ``train``/``val``/``test`` attributes of that form (an ``ImageData``) also works.
+        batch_size: training batch size; the last, smaller batch is kept.
+        seed: the training order of epoch ``e`` is a permutation drawn from ``(seed, e)``.
+        eval_batch_size: batch size for evaluation.
+        augment: applied to each training batch of inputs (on the device), e.g. random crops.
+
+    Metrics: ``loss`` (mean cross-entropy) and ``acc`` (accuracy).
+    """
+
+    def __init__(self, splits, batch_size: int = 100, seed: int = 0, eval_batch_size: int = 1000,
+                 augment: Callable[[Tensor], Tensor] | None = None) -> None:
+        if not isinstance(splits, dict):
+            splits = {k: getattr(splits, k) for k in ("train", "val", "test")}
+        self.splits = splits
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.seed = seed
+        self.augment = augment
+
+    def batches(self, split: str, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
+        if split not in self.splits:
+            raise ValueError(f"no split {split!r}; this task has {list(self.splits)}")
+        x, y = self.splits[split]
+        if split == "train":
+            generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+            order, size = torch.randperm(len(y), generator=generator), self.batch_size
+        else:
+            order, size = torch.arange(len(y)), self.eval_batch_size
+        for i in range(0, len(y), size):
+            index = order[i:i + size]
+            yield x[index], y[index]
+
+    def step(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        x, y = batch
+        if model.training and self.augment is not None:
+            x = self.augment(x)
+        logits = model(x).float()
+        loss = F.cross_entropy(logits, y)
+        n = torch.tensor(float(len(y)), device=y.device)
+        return loss, {"loss": loss.detach() * n, "correct": (logits.argmax(-1) == y).sum(), "n": n}
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        return {"loss": sums["loss"] / sums["n"], "acc": sums["correct"] / sums["n"]}

@@ -1,0 +1,61 @@
+"""The run folder: what a run was (``config.json``), alongside what it did (metrics, checkpoints)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["environment", "load_run_config", "prepare_run_dir"]
+
+
+def environment() -> dict[str, Any]:
+    """Versions and machine, recorded in every run folder so that a result can be traced."""
+    from .. import __version__
+
+    return {
+        "highwaynet": __version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+
+
+def load_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """The ``config.json`` of a run folder, with a clear error when the folder is not a run."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run folder: it has no config.json "
+                                f"(a run folder is what 'highwaynet train ... --out DIR' writes)")
+    return json.loads(path.read_text())
+
+
+def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool) -> dict[str, Any]:
+    """Create ``run_dir`` for a new run, or check it for a resumed one; returns the config to use.
+
+    A new run refuses a folder that already holds a run (nothing is overwritten). A resumed run
+    takes the configuration saved in the folder, so that it continues exactly as it started.
+    """
+    run_dir = Path(run_dir)
+    if resume:
+        saved = load_run_config(run_dir)
+        if saved.get("recipe") != recipe:
+            raise ValueError(f"{run_dir} holds a {saved.get('recipe')!r} run, not a {recipe!r} run")
+        return saved["config"]
+    if (run_dir / "config.json").exists():
+        raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, or pass "
+                              f"another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = {"recipe": recipe, "config": config, "environment": environment(),
+              "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    (run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
+    return config

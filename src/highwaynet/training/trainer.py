@@ -1,0 +1,346 @@
+"""The Trainer: one small, general training loop for images, sentences and language models.
+
+What a Trainer does not know is owned by a :class:`Task`: how to cut a split into batches, how to
+compute the loss of a batch and which statistics to sum, and how to turn the sums into metrics.
+The Trainer owns the rest: optimiser and schedule, devices, mixed precision, ``torch.compile``,
+progress bars, evaluation each epoch, the run folder (``metrics.jsonl``, checkpoints) and exact
+resumption.
+
+Resuming is exact: a checkpoint holds the model, optimiser and schedule states and every random
+number generator's state, and a task's training order is a function of ``(seed, epoch)`` alone, so
+a run interrupted and resumed writes the same metrics as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+__all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
+
+
+class Task(Protocol):
+    """What the Trainer needs from a data set and its loss."""
+
+    def batches(self, split: str, epoch: int) -> Iterable[Any]:
+        """The batches of ``split`` (``"train"``, ``"val"``, ``"test"``); the training order may
+        depend on ``epoch`` and the task's seed, and on nothing else."""
+
+    def step(self, model: nn.Module, batch: Any) -> tuple[Tensor, dict[str, Tensor]]:
+        """``(loss to minimise, statistics to sum over the split)`` for one batch already on the device."""
+
+    def summarize(self, sums: dict[str, float]) -> dict[str, float]:
+        """Metrics of a split from its summed statistics (for example loss and accuracy)."""
+
+
+@dataclass
+class TrainConfig:
+    """How to train. Everything here is written to the run folder.
+
+    Attributes:
+        epochs: passes over the training split.
+        optimizer: ``"sgd"`` (with ``momentum``, Nesterov off), ``"adam"`` or ``"adamw"``.
+        lr: the peak learning rate.
+        momentum: SGD momentum.
+        weight_decay: L2 penalty (decoupled for AdamW).
+        schedule: ``"constant"``, ``"cosine"`` (to 0 over the epochs) or ``"step"`` (x ``gamma``
+            every ``step_epochs``); a schedule steps once per epoch.
+        warmup_epochs: linear warm-up epochs before the schedule.
+        grad_clip: clip the gradients' global norm to this (None: no clipping).
+        seed: seeds the model's initialisation (through the recipe), dropout and the data order.
+        device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string.
+        amp: train under bfloat16 autocast.
+        compile: run the model through ``torch.compile``.
+        monitor: the validation metric that picks the best weights (``model.pt``); lower is better
+            unless it ends in ``acc``.
+    """
+
+    epochs: int = 10
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    schedule: str = "constant"
+    warmup_epochs: int = 0
+    gamma: float = 0.1
+    step_epochs: int = 10
+    grad_clip: float | None = None
+    seed: int = 0
+    device: str = "auto"
+    amp: bool = False
+    compile: bool = False
+    monitor: str = "val_loss"
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("sgd", "adam", "adamw"):
+            raise ValueError(f"optimizer must be 'sgd', 'adam' or 'adamw', got {self.optimizer!r}")
+        if self.schedule not in ("constant", "cosine", "step"):
+            raise ValueError(f"schedule must be 'constant', 'cosine' or 'step', got {self.schedule!r}")
+        if self.epochs < 1 or self.lr <= 0:
+            raise ValueError(f"epochs and lr must be positive, got epochs={self.epochs}, lr={self.lr}")
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """``"auto"``: CUDA if available, else Apple's MPS, else the CPU; otherwise ``torch.device(name)``."""
+    if name != "auto":
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def _rng_state() -> dict[str, Any]:
+    # numpy's state holds an ndarray: store it as a tensor so that the checkpoint loads with
+    # torch.load(weights_only=True).
+    kind, keys, *rest = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), *rest)}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    kind, keys, *rest = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class Trainer:
+    """Trains ``model`` on ``task`` as ``config`` says, writing to ``run_dir``.
+
+    Args:
+        model: any ``nn.Module``; it is moved to the configured device.
+        task: the data and loss (:class:`Task`).
+        config: a :class:`TrainConfig`.
+        run_dir: the run folder for ``metrics.jsonl``, ``checkpoint.pt`` (the last epoch, to resume)
+            and ``model.pt`` (the best weights by ``config.monitor``). None: nothing is written.
+        log: where the one line per epoch goes (default: printed above the progress bars).
+        progress: show tqdm progress bars (they hide themselves when output is not a terminal).
+
+    Example::
+
+        trainer = Trainer(model, ClassificationTask(data, batch_size=100), TrainConfig(epochs=5), "runs/x")
+        history = trainer.fit()            # or trainer.fit(resume=True) to continue a run
+        print(trainer.evaluate("test"))
+    """
+
+    def __init__(self, model: nn.Module, task: Task, config: TrainConfig, run_dir: str | Path | None = None,
+                 log: Callable[[str], None] | None = None, progress: bool = True) -> None:
+        self.config = config
+        self.task = task
+        self.device = pick_device(config.device)
+        self.model = model.to(self.device)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.log = log or tqdm.write
+        self.progress = progress
+        self.optimizer = self._make_optimizer()
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.epoch = 0  # epochs finished
+        self.best: float | None = None
+        self.history: list[dict[str, float]] = []
+        self._forward_model = torch.compile(self.model) if config.compile else self.model
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        c, params = self.config, self.model.parameters()
+        if c.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+        if c.optimizer == "adam":
+            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay)
+        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+
+    def _lr_factor(self, epoch: int) -> float:
+        c = self.config
+        if epoch < c.warmup_epochs:
+            return (epoch + 1) / (c.warmup_epochs + 1)
+        done = epoch - c.warmup_epochs
+        if c.schedule == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * done / max(1, c.epochs - c.warmup_epochs)))
+        if c.schedule == "step":
+            return c.gamma ** (done // c.step_epochs)
+        return 1.0
+
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.amp)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def fit(self, resume: bool = False) -> list[dict[str, float]]:
+        """Train for the configured epochs; with ``resume``, continue from the run folder's checkpoint.
+
+        Returns the metrics of every epoch (those of earlier sessions included when resuming).
+        """
+        if resume:
+            self.load_checkpoint()
+        elif self.run_dir is not None and (self.run_dir / "metrics.jsonl").exists():
+            raise FileExistsError(f"{self.run_dir} already holds a run; resume it (--resume) or choose "
+                                  f"another run folder")
+        else:
+            seed_everything(self.config.seed)
+        for epoch in range(self.epoch, self.config.epochs):
+            try:
+                metrics = self._run_epoch(epoch)
+            except KeyboardInterrupt:
+                where = f" {self.run_dir}" if self.run_dir else ""
+                self.log(f"interrupted in epoch {epoch + 1}; the last finished epoch ({self.epoch}) is "
+                         f"saved: resume with --resume{where}")
+                raise
+            self.epoch = epoch + 1
+            self.history.append(metrics)
+            self.log(format_metrics(metrics, self.config.epochs))
+            self._save(metrics)
+        return self.history
+
+    def _run_epoch(self, epoch: int) -> dict[str, float]:
+        start = time.perf_counter()
+        self.model.train()
+        sums: dict[str, Tensor] = {}
+        batches = tqdm(self.task.batches("train", epoch), desc=f"epoch {epoch + 1}", leave=False,
+                       disable=None if self.progress else True)
+        for batch in batches:
+            batch = to_device(batch, self.device)
+            with self._autocast():
+                loss, stats = self.task.step(self._forward_model, batch)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.config.grad_clip:
+                nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+            self.optimizer.step()
+            _accumulate(sums, stats)
+        if not sums:
+            raise RuntimeError("the training split gave no batches: is it empty, or smaller than a batch?")
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.scheduler.step()
+        train = self.task.summarize({k: v.item() for k, v in sums.items()})
+        val = self.evaluate("val")
+        return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
+                **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
+
+    @torch.no_grad()
+    def evaluate(self, split: str = "val", model: nn.Module | None = None) -> dict[str, float]:
+        """The task's metrics on ``split``, in evaluation mode (no dropout)."""
+        model = model or self._forward_model
+        was_training = self.model.training
+        self.model.eval()
+        sums: dict[str, Tensor] = {}
+        try:
+            for batch in self.task.batches(split, 0):
+                with self._autocast():
+                    _, stats = self.task.step(model, to_device(batch, self.device))
+                _accumulate(sums, stats)
+        finally:
+            self.model.train(was_training)
+        if not sums:
+            raise RuntimeError(f"the {split!r} split gave no batches")
+        return self.task.summarize({k: v.item() for k, v in sums.items()})
+
+    # -- the run folder -------------------------------------------------------------------------
+    def _is_better(self, value: float) -> bool:
+        if self.best is None or math.isnan(self.best):
+            return True
+        return value > self.best if self.config.monitor.endswith("acc") else value < self.best
+
+    def _save(self, metrics: dict[str, float]) -> None:
+        if self.run_dir is None:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # The metrics line first, then the checkpoint: a run killed between the two re-runs the
+        # epoch on resume, and load_checkpoint drops the line it had written for it.
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        value = metrics.get(self.config.monitor)
+        if value is not None and self._is_better(value):
+            self.best = value
+            _atomic_save(self.model.state_dict(), self.run_dir / "model.pt")
+        _atomic_save({
+            "epoch": self.epoch,
+            "best": self.best,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": _rng_state(),
+            "config": asdict(self.config),
+        }, self.run_dir / "checkpoint.pt")
+
+    def load_checkpoint(self) -> None:
+        """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume)."""
+        if self.run_dir is None:
+            raise ValueError("resuming needs a run folder")
+        path = self.run_dir / "checkpoint.pt"
+        if not path.is_file():
+            raise FileNotFoundError(f"nothing to resume: {path} does not exist (was the run started "
+                                    f"with this folder, and did it finish an epoch?)")
+        # weights_only=True: a checkpoint is data, never code to run.
+        state = torch.load(path, map_location=self.device, weights_only=True)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        _set_rng_state(state["rng"])
+        self.epoch, self.best = state["epoch"], state["best"]
+        self.history = read_metrics(self.run_dir)[: self.epoch]
+        # Rewrite the metrics without lines of epochs that the checkpoint does not hold.
+        with open(self.run_dir / "metrics.jsonl", "w") as f:
+            f.writelines(json.dumps(m) + "\n" for m in self.history)
+        self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
+
+
+def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
+    for k, v in stats.items():
+        v = v.detach().double() if isinstance(v, Tensor) else torch.tensor(float(v), dtype=torch.float64)
+        sums[k] = sums[k] + v if k in sums else v
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
+    """The per-epoch metrics of a run folder, in order."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def format_metrics(metrics: dict[str, float], epochs: int) -> str:
+    """The one-line summary of an epoch: ``epoch 3/10  1.2s  train_loss 0.4102  val_loss ...``."""
+    parts = [f"epoch {metrics['epoch']:>{len(str(epochs))}}/{epochs}", f"{metrics['time']:6.2f}s"]
+    for k, v in metrics.items():
+        if k.startswith(("train_", "val_")):
+            parts.append(f"{k} {v:.4f}")
+    return "  ".join(parts)
