@@ -1,0 +1,23 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The project's real data sets (../shared/data beside the checkout)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} is not here")
+    return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(tmp_path_factory, monkeypatch):
+    # Tests never read or write the user's ~/.cache/highwaynet.
+    monkeypatch.setenv("HIGHWAYNET_DATA", str(tmp_path_factory.mktemp("data-home")))
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -1,0 +1,77 @@
+import pytest
+import torch
+
+from highwaynet.analysis import gate_modules, lesion, record_gates
+from highwaynet.models import HighwayMLP
+from highwaynet.nn import Highway, HighwayConv2d
+
+
+def test_recorder_returns_sigmoid_of_t_half():
+    torch.manual_seed(0)
+    net = Highway(6, 3).double()
+    x = torch.randn(5, 6, dtype=torch.float64)
+    with record_gates(net) as rec:
+        net(x)
+    assert rec.names == ["gates.0", "gates.1", "gates.2"]
+    # Recompute each layer's T by hand from the projections.
+    h = x
+    for i, proj in enumerate(net.layers):
+        z = proj(h)
+        t = torch.sigmoid(z[:, 6:])
+        torch.testing.assert_close(rec.values(i), t.detach(), rtol=0, atol=1e-15)
+        h = t * torch.relu(z[:, :6]) + (1 - t) * h
+    assert rec.mean_per_gate().shape == (3,)
+    # Observers are detached on exit.
+    assert all(g.is_plain for _, g in gate_modules(net))
+
+
+def test_recorder_concatenates_calls_and_finds_nested_gates():
+    model = torch.nn.Sequential(HighwayConv2d(2, 3), torch.nn.Flatten(), Highway(2 * 4 * 4, 2))
+    with record_gates(model) as rec:
+        model(torch.randn(3, 2, 4, 4))
+        model(torch.randn(1, 2, 4, 4))
+    assert rec.names == ["0.gate", "2.gates.0", "2.gates.1"]
+    assert rec.values("0.gate").shape == (4, 2, 4, 4)
+    assert rec.values(2).shape == (4, 32)
+
+
+def test_lesioned_layer_is_identity():
+    torch.manual_seed(0)
+    for net in (Highway(6, 1), Highway(6, 1, carry="independent"), HighwayConv2d(3, 3)):
+        x = torch.randn(2, 6) if isinstance(net, Highway) else torch.randn(2, 3, 5, 5)
+        with lesion(net, [0]) as names:
+            assert torch.equal(net(x), x)
+            assert len(names) == 1
+        assert not torch.equal(net(x), x)
+
+
+def test_lesion_chosen_layers_only_and_recorded_as_zero():
+    torch.manual_seed(0)
+    net = Highway(4, 3)
+    x = torch.randn(3, 4)
+    with lesion(net, [1, "gates.2"]), record_gates(net) as rec:
+        y = net(x)
+    z = net.layers[0](x)
+    t = torch.sigmoid(z[:, 4:])
+    torch.testing.assert_close(y, t * torch.relu(z[:, :4]) + (1 - t) * x)
+    assert torch.equal(rec.values(1), torch.zeros(3, 4))
+    assert not any(g.lesioned for _, g in gate_modules(net))
+
+
+def test_lesion_restores_after_exception():
+    net = Highway(4, 2)
+    with pytest.raises(RuntimeError, match="boom"), lesion(net, [0]):
+        raise RuntimeError("boom")
+    assert not net.gates[0].lesioned
+
+
+def test_lesion_bad_layers():
+    net = HighwayMLP(10, 2, depth=3, width=4)
+    with pytest.raises(IndexError, match="gate index 5 out of range: the model has 2 gates"):
+        with lesion(net, [5]):
+            pass
+    with pytest.raises(ValueError, match="no gate named 'x'"):
+        with lesion(net, ["x"]):
+            pass
+    with pytest.raises(TypeError, match="expected an nn.Module"):
+        gate_modules("net")

