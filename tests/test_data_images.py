@@ -5,7 +5,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from highwaynet.data import DataNotFoundError, images, load_digits, load_fashion_mnist, load_image_data, load_mnist5k
+from highwaynet.data import (
+    DataNotFoundError,
+    images,
+    load_digits,
+    load_fashion_mnist,
+    load_image_data,
+    load_mnist5k,
+)
 from highwaynet.data.download import DataFile, package_file, sha256_of
 
 HAVE_FASHION = images.DEBIAN_FASHION_MNIST.is_dir()

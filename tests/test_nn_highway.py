@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
-
 from conftest import cuda
+
 from highwaynet.nn import Highway
 
 NP_ACT = {

@@ -23,18 +23,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, optimizer: str) -> None:
+def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, optimizer: str,
+                          batch_size: int = 100) -> None:
     g = p.add_argument_group("training")
-    g.add_argument("--epochs", type=_positive_int, default=epochs, help="passes over the training data (default: %(default)s)")
-    g.add_argument("--batch-size", type=_positive_int, default=100, help="training batch size (default: %(default)s)")
+    g.add_argument("--epochs", type=_positive_int, default=epochs,
+                   help="passes over the training data (default: %(default)s)")
+    g.add_argument("--batch-size", type=_positive_int, default=batch_size,
+                   help="training batch size (default: %(default)s)")
     g.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default=optimizer, help="(default: %(default)s)")
     g.add_argument("--lr", type=float, default=lr, help="learning rate (default: %(default)s)")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: %(default)s)")
     g.add_argument("--weight-decay", type=float, default=0.0, help="(default: %(default)s)")
     g.add_argument("--schedule", choices=("constant", "cosine", "step"), default="constant",
                    help="learning-rate schedule over the epochs (default: %(default)s)")
-    g.add_argument("--seed", type=int, default=0, help="seeds initialisation, dropout and data order (default: %(default)s)")
-    g.add_argument("--device", default="auto", help="auto (CUDA, MPS, then CPU), cpu, cuda, cuda:1, ... (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seeds initialisation, dropout and data order (default: %(default)s)")
+    g.add_argument("--device", default="auto",
+                   help="auto (CUDA, MPS, then CPU), cpu, cuda, cuda:1, ... (default: %(default)s)")
     g.add_argument("--amp", action="store_true", help="train under bfloat16 autocast")
     g.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     r = p.add_argument_group("run folder")
@@ -78,6 +83,65 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
     _add_training_options(mlp, epochs=10, lr=0.1, optimizer="sgd")
     mlp.set_defaults(run=_train_mlp)
+
+    lm = models.add_parser(
+        "lm", help="a character- or word-level language model, RHN or LSTM",
+        description="A language model on a text corpus: embedding, a Recurrent Highway Network (or an LSTM), "
+                    "a decoder tied to the embedding. Reports bits per character (char) or perplexity (word).",
+        epilog="example: highwaynet train lm --corpus austen --level word --model rhn --depth 5 "
+               "--data-dir ../shared/data/text")
+    g = lm.add_argument_group("corpus")
+    g.add_argument("--corpus", default="tinyshakespeare",
+                   help="tinyshakespeare, austen, or a folder with train.txt/valid.txt/test.txt (default: %(default)s)")
+    g.add_argument("--level", choices=("char", "word"), default="char", help="(default: %(default)s)")
+    g.add_argument("--max-vocab", type=_positive_int, help="most frequent tokens kept (word default: 10000)")
+    g.add_argument("--data-dir", help="folder holding the corpora (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet)")
+    g.add_argument("--download", action="store_true", help="download Tiny Shakespeare if missing")
+    g = lm.add_argument_group("model")
+    g.add_argument("--model", choices=("rhn", "lstm"), default="rhn", help="(default: %(default)s)")
+    g.add_argument("--depth", type=_positive_int, default=4, help="RHN recurrence depth (default: %(default)s)")
+    g.add_argument("--hidden", type=_positive_int, default=256, help="state size (default: %(default)s)")
+    g.add_argument("--layers", type=_positive_int, default=1, help="stacked recurrent layers (default: %(default)s)")
+    g.add_argument("--no-tie", action="store_true", help="do not tie the embedding and decoder weights")
+    g.add_argument("--dropout", type=float, default=0.1,
+                   help="variational dropout on inputs, states and outputs (default: %(default)s)")
+    g.add_argument("--bptt", type=_positive_int, default=50, help="truncated BPTT window (default: %(default)s)")
+    g.add_argument("--steps-per-epoch", type=_positive_int, default=200,
+                   help="windows per epoch, from a random start (default: %(default)s)")
+    _add_training_options(lm, epochs=10, lr=2e-3, optimizer="adam", batch_size=32)
+    lm.set_defaults(run=_train_lm)
+
+    gen = commands.add_parser("generate", help="sample text from a trained language model",
+                              description="Sample text from a language model's run folder (its best weights).")
+    gen.add_argument("run_dir", metavar="RUN_DIR")
+    gen.add_argument("--prompt", default="\n", help="text to start from (default: a new line)")
+    gen.add_argument("--length", type=_positive_int, default=200, help="tokens to sample (default: %(default)s)")
+    gen.add_argument("--temperature", type=float, default=0.8, help="(default: %(default)s)")
+    gen.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    gen.add_argument("--data-dir", help="folder holding the corpus (for its vocabulary)")
+    gen.set_defaults(run=_generate)
+
+    reproduce = commands.add_parser("reproduce", help="rerun a paper's experiment",
+                                    description="Rerun a paper's experiment and write its figures and report.")
+    experiments = reproduce.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    depth = experiments.add_parser(
+        "rhn-depth", help="RHN language models against recurrence depth at a fixed budget, and vs an LSTM",
+        description="RHN language models at recurrence depths 1..10 with the parameter budget fixed, then an "
+                    "LSTM of the same budget trained for the same time. Writes depth.png and report.md.")
+    depth.add_argument("--corpora", default="tinyshakespeare:char",
+                       help="comma-separated name:level pairs (default: %(default)s)")
+    depth.add_argument("--depths", default="1,2,4,6,8,10", help="(default: %(default)s)")
+    depth.add_argument("--budget", type=_positive_int, default=200_000,
+                       help="parameters per model (default: %(default)s)")
+    depth.add_argument("--epochs", type=_positive_int, default=8, help="epochs per RHN (default: %(default)s)")
+    depth.add_argument("--steps-per-epoch", type=_positive_int, default=50, help="(default: %(default)s)")
+    depth.add_argument("--batch-size", type=_positive_int, default=128, help="(default: %(default)s)")
+    depth.add_argument("--no-lstm", action="store_true", help="skip the LSTM baseline")
+    depth.add_argument("--data-dir", help="folder holding the corpora")
+    depth.add_argument("--device", default="auto", help="(default: %(default)s)")
+    depth.add_argument("--out", default="runs/rhn-depth", help="(default: %(default)s)")
+    depth.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
+    depth.set_defaults(run=_reproduce_rhn_depth)
     return parser
 
 
@@ -106,6 +170,62 @@ def _train_mlp(args: argparse.Namespace) -> None:
     test = results["test"]
     print(f"test_loss {test['loss']:.4f}  test_acc {test['acc']:.4f}  "
           f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
+
+
+def _train_lm(args: argparse.Namespace) -> None:
+    from .recipes import lm
+
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out, the run folder to continue")
+    train = _train_config(args)
+    train.grad_clip = 1.0
+    config = lm.LMConfig(corpus=args.corpus, level=args.level, model=args.model, depth=args.depth,
+                         hidden=args.hidden, layers=args.layers, tie_weights=not args.no_tie,
+                         input_dropout=args.dropout, state_dropout=args.dropout, output_dropout=args.dropout,
+                         max_vocab=args.max_vocab, batch_size=args.batch_size, bptt=args.bptt,
+                         steps_per_epoch=args.steps_per_epoch, train=train)
+    name = f"{args.model}-depth{args.depth}" if args.model == "rhn" else "lstm"
+    out = args.out or f"runs/lm-{args.corpus.rstrip('/').split('/')[-1]}-{args.level}-{name}-seed{args.seed}"
+    print(f"training a {name} language model on {args.corpus} ({args.level} level); run folder: {out}")
+    results = lm.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    key = "bpc" if config.level == "char" else "ppl"
+    print(f"test_loss {results['test']['loss']:.4f}  test_{key} {results['test'][key]:.4f}  "
+          f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
+    print(results["sample"])
+
+
+def _generate(args: argparse.Namespace) -> None:
+    from .recipes import lm
+
+    if args.temperature <= 0:
+        raise ValueError(f"--temperature must be positive, got {args.temperature}")
+    model, config, corpus = lm.load_trained(args.run_dir, args.data_dir)
+    prompt = args.prompt.encode().decode("unicode_escape") if "\\" in args.prompt else args.prompt
+    print(lm.sample(model, corpus, prompt, args.length, args.temperature, args.seed))
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{name} takes comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{name} takes positive integers, got {text!r}")
+    return values
+
+
+def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
+    from .recipes import rhn_depth
+
+    config = rhn_depth.RHNDepthConfig(corpora=[c.strip() for c in args.corpora.split(",")],
+                                      depths=_int_list(args.depths, "--depths"), budget=args.budget,
+                                      lstm=not args.no_lstm)
+    config.base.train.epochs = args.epochs
+    config.base.train.device = args.device
+    config.base.steps_per_epoch = args.steps_per_epoch
+    config.base.batch_size = args.batch_size
+    summary = rhn_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir)
+    print(f"wrote {args.out}/report.md and {args.out}/depth.png ({summary['seconds']:.0f}s)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,6 @@
 """Whole networks built from the layers, as the recipes use them."""
 
+from .lm import LSTMLanguageModel, RHNLanguageModel
 from .mlp import HighwayMLP, PlainMLP
 
-__all__ = ["HighwayMLP", "PlainMLP"]
+__all__ = ["HighwayMLP", "LSTMLanguageModel", "PlainMLP", "RHNLanguageModel"]

@@ -4,12 +4,15 @@ from .conv import HighwayConv1d, HighwayConv2d
 from .gate import TransformGate
 from .highway import Highway
 from .resize import Projection, ZeroPad, make_resize
+from .rhn import RHN, RHNCell
 
 __all__ = [
     "Highway",
     "HighwayConv1d",
     "HighwayConv2d",
     "Projection",
+    "RHN",
+    "RHNCell",
     "TransformGate",
     "ZeroPad",
     "make_resize",

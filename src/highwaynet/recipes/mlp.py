@@ -95,7 +95,8 @@ def run(config: MLPConfig, out: str | Path, *, resume: bool = False, data_dir: s
     return results
 
 
-def load_trained(run_dir: str | Path, data_dir: str | Path | None = None, weights: str = "model.pt") -> tuple[nn.Module, MLPConfig, ImageData]:
+def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
+                 weights: str = "model.pt") -> tuple[nn.Module, MLPConfig, ImageData]:
     """A trained MLP from its run folder (best weights by default), with its config and data."""
     from ..training.run_dir import load_run_config
 

@@ -1,6 +1,7 @@
 """Training: the general :class:`Trainer` and the tasks it runs."""
 
 from .classification import ClassificationTask
+from .language_model import LanguageModelTask
 from .trainer import Task, TrainConfig, Trainer, pick_device, read_metrics
 
-__all__ = ["ClassificationTask", "Task", "TrainConfig", "Trainer", "pick_device", "read_metrics"]
+__all__ = ["ClassificationTask", "LanguageModelTask", "Task", "TrainConfig", "Trainer", "pick_device", "read_metrics"]

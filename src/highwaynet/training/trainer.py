@@ -198,9 +198,11 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.amp)
 
     # -- the loop -------------------------------------------------------------------------------
-    def fit(self, resume: bool = False) -> list[dict[str, float]]:
+    def fit(self, resume: bool = False, max_time: float | None = None) -> list[dict[str, float]]:
         """Train for the configured epochs; with ``resume``, continue from the run folder's checkpoint.
 
+        ``max_time`` (seconds) stops after the first epoch at which the epochs' summed time reaches
+        it, to compare models trained for the same time (such a run depends on the machine's speed).
         Returns the metrics of every epoch (those of earlier sessions included when resuming).
         """
         if resume:
@@ -222,6 +224,8 @@ class Trainer:
             self.history.append(metrics)
             self.log(format_metrics(metrics, self.config.epochs))
             self._save(metrics)
+            if max_time is not None and sum(m["time"] for m in self.history) >= max_time:
+                break
         return self.history
 
     def _run_epoch(self, epoch: int) -> dict[str, float]:

@@ -1,0 +1,164 @@
+"""Text corpora for language modelling, at the character or the word level.
+
+A :class:`Corpus` holds a vocabulary built from the training split and the three splits as 1-D
+tensors of token ids. Known corpora: Tiny Shakespeare (first 90% of the characters to train, next
+5% to validate, last 5% to test) and Jane Austen's six novels (train on four, validate on
+*Northanger Abbey*, test on *Persuasion*). Any folder with ``train.txt``, ``valid.txt`` and
+``test.txt`` in Penn Treebank's format (one sentence a line, ``<eos>`` added at each line end) also
+works.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .download import DataFile, locate, search_folders
+
+__all__ = ["AUSTEN_NOVELS", "Corpus", "load_corpus", "tokenize_words"]
+
+UNK, EOS = "<unk>", "<eos>"
+
+TINY_SHAKESPEARE = DataFile(
+    "tinyshakespeare.txt",
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+    "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
+
+AUSTEN_NOVELS = {
+    "train": ["emma.txt", "mansfield_park.txt", "pride_prejudice.txt", "sense_sensibility.txt"],
+    "valid": ["northanger_abbey.txt"],
+    "test": ["persuasion.txt"],
+}
+AUSTEN_HINT = ("put the six novels' text files (emma.txt, mansfield_park.txt, northanger_abbey.txt, "
+               "persuasion.txt, pride_prejudice.txt, sense_sensibility.txt; one novel a file, from CRAN's "
+               "janeaustenr or Debian's r-cran-janeaustenr) in a folder 'austen' inside the data folder")
+
+_WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)*|[^\sa-z0-9]")
+
+
+def tokenize_words(text: str) -> list[str]:
+    """Lower-cased words and punctuation marks; a blank line (a paragraph's end) becomes ``<eos>``."""
+    tokens: list[str] = []
+    for paragraph in re.split(r"\n\s*\n", text.lower()):
+        words = _WORD.findall(paragraph)
+        if words:
+            tokens += words + [EOS]
+    return tokens
+
+
+@dataclass
+class Corpus:
+    """A tokenised corpus: a vocabulary and the train / valid / test splits as token ids.
+
+    Attributes:
+        name: the corpus's name.
+        level: ``"char"`` or ``"word"``.
+        vocab: the tokens, index = id; ``<unk>`` is id 0.
+        train, valid, test: 1-D int64 tensors of token ids.
+    """
+
+    name: str
+    level: str
+    vocab: list[str]
+    train: Tensor
+    valid: Tensor
+    test: Tensor
+
+    def __post_init__(self) -> None:
+        self.index = {tok: i for i, tok in enumerate(self.vocab)}
+
+    def encode(self, text: str | list[str]) -> Tensor:
+        """Token ids of ``text`` (a string, or a list of tokens); unknown tokens map to ``<unk>``."""
+        tokens = list(text) if self.level == "char" and isinstance(text, str) else (
+            tokenize_words(text)[:-1] if isinstance(text, str) else text)
+        return torch.tensor([self.index.get(t, 0) for t in tokens], dtype=torch.long)
+
+    def decode(self, ids: Tensor | list[int]) -> str:
+        tokens = [self.vocab[int(i)] for i in ids]
+        if self.level == "char":
+            return "".join(tokens)
+        # Words joined by spaces; <eos> ends a paragraph (or a sentence, in PTB's format).
+        return "".join("\n\n" if t == EOS else (t if i == 0 or tokens[i - 1] == EOS else " " + t)
+                       for i, t in enumerate(tokens))
+
+    def unigram_entropy_bits(self, split: str = "valid") -> float:
+        """Entropy (bits per token) of the split's token frequencies: what a model must beat."""
+        counts = torch.bincount(getattr(self, split), minlength=len(self.vocab)).double()
+        p = counts[counts > 0] / counts.sum()
+        return float(-(p * p.log2()).sum())
+
+    def __repr__(self) -> str:
+        return (f"Corpus({self.name!r}, {self.level}, vocab={len(self.vocab)}, train={len(self.train)}, "
+                f"valid={len(self.valid)}, test={len(self.test)})")
+
+
+def _build(name: str, level: str, texts: dict[str, str], max_vocab: int | None, min_count: int,
+           lines_are_sentences: bool) -> Corpus:
+    def tokens(text: str) -> list[str]:
+        if level == "char":
+            return list(text)
+        if lines_are_sentences:  # Penn Treebank's format: already tokenised, one sentence a line
+            return [t for line in text.splitlines() if line.strip() for t in (*line.split(), EOS)]
+        return tokenize_words(text)
+
+    split_tokens = {k: tokens(v) for k, v in texts.items()}
+    if not split_tokens["train"]:
+        raise ValueError(f"{name}: the training split is empty")
+    counts = Counter(split_tokens["train"])
+    counts.pop(UNK, None)
+    ranked = sorted((t for t, c in counts.items() if c >= min_count), key=lambda t: (-counts[t], t))
+    vocab = [UNK] + ranked[: None if max_vocab is None else max_vocab - 1]
+    index = {t: i for i, t in enumerate(vocab)}
+    ids = {k: torch.tensor([index.get(t, 0) for t in v], dtype=torch.long) for k, v in split_tokens.items()}
+    return Corpus(name, level, vocab, ids["train"], ids["valid"], ids["test"])
+
+
+def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = None, *, download: bool = False,
+                max_vocab: int | None = None, min_count: int = 1) -> Corpus:
+    """Load ``"tinyshakespeare"``, ``"austen"``, or a folder path with ``train.txt / valid.txt / test.txt``.
+
+    Args:
+        name: a corpus name, or a folder holding PTB-format split files.
+        level: ``"char"`` or ``"word"``.
+        data_dir: where to look for the known corpora (then ``$HIGHWAYNET_DATA``).
+        download: fetch Tiny Shakespeare from its public source if it is missing.
+        max_vocab: keep the most frequent tokens of the training split (``<unk>`` included);
+            the rest become ``<unk>``. Default: all (char) or 10,000 (word).
+        min_count: tokens seen fewer times in training become ``<unk>``.
+    """
+    if level not in ("char", "word"):
+        raise ValueError(f"level must be 'char' or 'word', got {level!r}")
+    if level == "word" and max_vocab is None:
+        max_vocab = 10_000
+    folders = search_folders(data_dir)
+    if name == "tinyshakespeare":
+        path = locate(TINY_SHAKESPEARE, folders, download=download,
+                      hint="download it from github.com/karpathy/char-rnn (data/tinyshakespeare/input.txt)")
+        text = path.read_text(encoding="utf-8")
+        a, b = int(0.9 * len(text)), int(0.95 * len(text))
+        return _build(name, level, {"train": text[:a], "valid": text[a:b], "test": text[b:]},
+                      max_vocab, min_count, lines_are_sentences=False)
+    if name == "austen":
+        texts = {}
+        for split, novels in AUSTEN_NOVELS.items():
+            paths = [locate(DataFile(f"austen/{n}", None, ""), folders, download=False, hint=AUSTEN_HINT)
+                     for n in novels]
+            texts[split] = "\n\n".join(p.read_text(encoding="utf-8") for p in paths)
+        return _build(name, level, texts, max_vocab, min_count, lines_are_sentences=False)
+    folder = Path(name)
+    if not folder.is_dir():
+        raise ValueError(f"unknown corpus {name!r}: expected 'tinyshakespeare', 'austen', or a folder with "
+                         f"train.txt, valid.txt and test.txt")
+    texts = {}
+    for split in ("train", "valid", "test"):
+        path = folder / f"{split}.txt"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found: a corpus folder needs train.txt, valid.txt and test.txt "
+                                    f"(one sentence a line)")
+        texts[split] = path.read_text(encoding="utf-8")
+    return _build(folder.name, level, texts, max_vocab, min_count, lines_are_sentences=True)

@@ -1,0 +1,127 @@
+"""Language models: an RHN language model and an LSTM baseline built the same way.
+
+Both are ``embedding -> (variational dropout) -> recurrent stack -> (variational dropout) ->
+linear decoder`` with optional weight tying (Press & Wolf, 2017; Inan et al., 2017), so that at
+equal parameters they differ only in the recurrent cell.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..nn import RHN
+from ..nn.rhn import variational_mask
+
+__all__ = ["LSTMLanguageModel", "RHNLanguageModel", "count_parameters", "generate"]
+
+State = Tensor | tuple[Tensor, Tensor]
+
+
+class _LanguageModel(nn.Module):
+    """The shared frame; subclasses set ``self.rnn`` and implement :meth:`_recur`."""
+
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, tie_weights: bool,
+                 input_dropout: float, output_dropout: float) -> None:
+        super().__init__()
+        if tie_weights and embed_size != hidden_size:
+            raise ValueError(f"tying weights needs embed_size == hidden_size, got {embed_size} and {hidden_size}")
+        self.vocab_size, self.embed_size, self.hidden_size = vocab_size, embed_size, hidden_size
+        self.input_dropout, self.output_dropout = input_dropout, output_dropout
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.decoder = nn.Linear(hidden_size, vocab_size)
+        if tie_weights:
+            self.decoder.weight = self.embedding.weight
+        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+
+    def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:
+        """``tokens`` ``(T, B)`` ids -> logits ``(T, B, vocab_size)`` and the state to pass on."""
+        if tokens.dim() != 2:
+            raise ValueError(f"expected token ids of shape (T, B), got {tuple(tokens.shape)}")
+        x = self.embedding(tokens)
+        if self.training and self.input_dropout:
+            x = x * variational_mask(x, self.input_dropout, (1, x.shape[1], x.shape[2]))
+        out, state = self._recur(x, state)
+        if self.training and self.output_dropout:
+            out = out * variational_mask(out, self.output_dropout, (1, out.shape[1], out.shape[2]))
+        return self.decoder(out), state
+
+    def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
+        raise NotImplementedError
+
+
+class RHNLanguageModel(_LanguageModel):
+    r"""Embedding, a Recurrent Highway Network, a decoder (Zilly et al., 2017).
+
+    Args:
+        vocab_size: tokens in the vocabulary.
+        hidden_size: the RHN's state size.
+        depth: recurrence depth.
+        num_layers: stacked RHN layers. Default: 1 (as the paper).
+        embed_size: embedding size; default ``hidden_size`` (needed for tying).
+        tie_weights: share the embedding and decoder weights. Default: True.
+        input_dropout, state_dropout, output_dropout: variational dropout on the embeddings, on
+            the recurrent states, and on the RHN's outputs (and between layers).
+        gate_bias: the RHN's initial transform-gate bias. Default: -2.0.
+
+    Shape:
+        ``(T, B)`` token ids, state ``(num_layers, B, hidden_size)`` -> logits ``(T, B, vocab_size)``, state.
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int, depth: int, num_layers: int = 1,
+                 embed_size: int | None = None, tie_weights: bool = True, input_dropout: float = 0.0,
+                 state_dropout: float = 0.0, output_dropout: float = 0.0, gate_bias: float = -2.0) -> None:
+        embed_size = embed_size or hidden_size
+        super().__init__(vocab_size, embed_size, hidden_size, tie_weights, input_dropout, output_dropout)
+        self.rnn = RHN(embed_size, hidden_size, depth, num_layers, dropout=output_dropout,
+                       gate_bias=gate_bias, state_dropout=state_dropout)
+
+    def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
+        return self.rnn(x, state)
+
+
+class LSTMLanguageModel(_LanguageModel):
+    """The LSTM baseline: as :class:`RHNLanguageModel`, with ``nn.LSTM`` (cuDNN on GPU) as the stack.
+
+    ``state_dropout`` has no counterpart in ``nn.LSTM``'s fused kernel and is not offered.
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, embed_size: int | None = None,
+                 tie_weights: bool = True, input_dropout: float = 0.0, output_dropout: float = 0.0) -> None:
+        embed_size = embed_size or hidden_size
+        super().__init__(vocab_size, embed_size, hidden_size, tie_weights, input_dropout, output_dropout)
+        self.rnn = nn.LSTM(embed_size, hidden_size, num_layers,
+                           dropout=output_dropout if num_layers > 1 else 0.0)
+
+    def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
+        return self.rnn(x, state)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters, each shared tensor (tied weights) counted once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@torch.no_grad()
+def generate(model: _LanguageModel, prompt: Tensor, length: int, temperature: float = 1.0,
+             generator: torch.Generator | None = None) -> Tensor:
+    """Sample ``length`` tokens after ``prompt`` (1-D ids); returns only the new ids.
+
+    ``temperature`` < 1 sharpens the distribution, > 1 flattens it.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    if prompt.numel() == 0:
+        raise ValueError("the prompt is empty (or all of it is outside the vocabulary)")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    logits, state = model(prompt.to(device).view(-1, 1))
+    out = []
+    for _ in range(length):
+        probs = torch.softmax(logits[-1, 0].float() / temperature, dim=-1)
+        token = torch.multinomial(probs.cpu(), 1, generator=generator)
+        out.append(int(token))
+        logits, state = model(token.to(device).view(1, 1), state)
+    model.train(was_training)
+    return torch.tensor(out, dtype=torch.long)

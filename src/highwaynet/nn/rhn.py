@@ -1,0 +1,231 @@
+"""Recurrent Highway Networks (Zilly, Srivastava, Koutník & Schmidhuber, ICML 2017)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from ..functional import get_activation
+from .gate import TransformGate, check_carry
+from .highway import init_gate_bias
+
+__all__ = ["RHN", "RHNCell", "variational_mask"]
+
+
+def variational_mask(x: Tensor, p: float, shape: tuple[int, ...]) -> Tensor | None:
+    """A dropout mask of ``shape`` (scaled by ``1 / (1 - p)``), or None when ``p == 0``.
+
+    Drawn once and reused at every time step: variational dropout (Gal & Ghahramani, 2016), the
+    scheme of the RHN paper.
+    """
+    if p == 0:
+        return None
+    return torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p).div_(1 - p)
+
+
+class RHNCell(nn.Module):
+    r"""One layer of a Recurrent Highway Network for one time step, with recurrence depth ``L``.
+
+    Micro-layer ``d = 0 .. L-1`` of step ``t`` updates the state ``s``:
+
+    .. math::
+        [z_H \mid z_T] = R_d\, s_{d-1} + b_d + [d = 0]\, W x_t, \qquad
+        s_d = \tanh(z_H) \odot \sigma(z_T) + s_{d-1} \odot (1 - \sigma(z_T))
+
+    with ``s_{-1}`` the previous step's state and ``s_{L-1}`` the new one (coupled carry gate; with
+    ``carry="independent"`` each projection has a third part and ``C = σ(z_C)``).
+
+    Args:
+        input_size: features of ``x_t``.
+        hidden_size: features of the state.
+        depth: recurrence depth ``L`` (micro-layers per time step).
+        carry: ``"coupled"`` or ``"independent"``. Default: ``"coupled"``.
+        gate_bias: initial transform-gate bias of every micro-layer. Default: -2.0.
+        activation: the transform's nonlinearity. Default: ``"tanh"``.
+
+    Attributes:
+        input_proj: ``nn.Linear(input_size, 2 * hidden_size, bias=False)``, output ``[H | T]``.
+        hidden_proj: ``nn.ModuleList`` of ``nn.Linear(hidden_size, 2 * hidden_size)``, one per micro-layer.
+        gates: one :class:`TransformGate` per micro-layer (recorded and lesioned per micro-layer).
+
+    Shape:
+        ``input`` ``(B, input_size)`` and ``state`` ``(B, hidden_size)`` (zeros if None) ->
+        the new state ``(B, hidden_size)``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, depth: int, carry: str = "coupled",
+                 gate_bias: float = -2.0, activation: str | Callable[[Tensor], Tensor] = "tanh") -> None:
+        super().__init__()
+        if min(input_size, hidden_size, depth) < 1:
+            raise ValueError(f"input_size, hidden_size and depth must be positive, got "
+                             f"{input_size}, {hidden_size}, {depth}")
+        self.input_size, self.hidden_size, self.depth = input_size, hidden_size, depth
+        self.carry = check_carry(carry)
+        self.gate_bias = gate_bias
+        self.activation = get_activation(activation)
+        self.parts = 2 if carry == "coupled" else 3
+        self.input_proj = nn.Linear(input_size, self.parts * hidden_size, bias=False)
+        self.hidden_proj = nn.ModuleList(nn.Linear(hidden_size, self.parts * hidden_size) for _ in range(depth))
+        self.gates = nn.ModuleList(TransformGate(carry) for _ in range(depth))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.input_proj.reset_parameters()
+        for proj in self.hidden_proj:
+            proj.reset_parameters()
+            init_gate_bias(proj.bias, self.hidden_size, self.gate_bias, self.carry)
+
+    def step(self, x_proj: Tensor, state: Tensor, state_mask: Tensor | None = None) -> Tensor:
+        """One time step from the input's projection ``x_proj = input_proj(x_t)``, ``(B, parts·H)``.
+
+        ``state_mask`` (variational dropout) multiplies the state where it enters the products;
+        the carried state is never dropped.
+        """
+        s = state
+        for d, (proj, gate) in enumerate(zip(self.hidden_proj, self.gates, strict=True)):
+            z = proj(s if state_mask is None else s * state_mask)
+            if d == 0:
+                z = z + x_proj
+            parts = z.chunk(self.parts, dim=-1)
+            s = gate(self.activation(parts[0]), parts[1], s, parts[2] if self.parts == 3 else None)
+        return s
+
+    def forward(self, input: Tensor, state: Tensor | None = None) -> Tensor:
+        if input.dim() != 2 or input.shape[-1] != self.input_size:
+            raise ValueError(f"RHNCell expects input of shape (B, {self.input_size}), got {tuple(input.shape)}")
+        if state is None:
+            state = input.new_zeros(input.shape[0], self.hidden_size)
+        elif state.shape != (input.shape[0], self.hidden_size):
+            raise ValueError(f"RHNCell expects state of shape ({input.shape[0]}, {self.hidden_size}), "
+                             f"got {tuple(state.shape)}")
+        return self.step(self.input_proj(input), state)
+
+    def extra_repr(self) -> str:
+        return (f"{self.input_size}, {self.hidden_size}, depth={self.depth}, carry={self.carry!r}, "
+                f"gate_bias={self.gate_bias}")
+
+
+class RHN(nn.Module):
+    r"""A multi-layer Recurrent Highway Network with an ``nn.LSTM``-like API.
+
+    Each layer is an :class:`RHNCell` of recurrence depth ``depth``; layer ``l + 1`` reads layer
+    ``l``'s states as its input sequence. The input projection of a whole sequence is computed in
+    one matrix product before the recurrence.
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features of the state of every layer.
+        depth: recurrence depth (micro-layers per time step).
+        num_layers: stacked RHN layers. Default: 1.
+        dropout: variational dropout on the outputs of every layer but the last (as ``nn.LSTM``'s
+            ``dropout``, but one mask per sequence). Default: 0.
+        batch_first: inputs and outputs are ``(B, T, F)`` instead of ``(T, B, F)``. Default: False.
+        carry: ``"coupled"`` or ``"independent"``. Default: ``"coupled"``.
+        gate_bias: initial transform-gate bias (negative, as in the paper). Default: -2.0.
+        input_dropout: variational dropout on the first layer's input. Default: 0.
+        state_dropout: variational dropout on the states where they enter the recurrent
+            products, per layer (the paper's scheme). Default: 0.
+
+    Inputs: ``input, state``
+        - **input**: ``(T, B, input_size)`` (or ``(B, T, input_size)`` when ``batch_first``), or a
+          :class:`~torch.nn.utils.rnn.PackedSequence`.
+        - **state**: ``(num_layers, B, hidden_size)``, zeros when None.
+        - **lengths** (keyword): ``(B,)`` valid lengths of a padded batch. Steps past a sequence's
+          length leave its state unchanged and give zero outputs, so padding never changes a
+          shorter sequence's result.
+
+    Outputs: ``output, state``
+        - **output**: ``(T, B, hidden_size)`` (or batch first, or packed like the input): the last
+          layer's state at every step.
+        - **state**: ``(num_layers, B, hidden_size)``, each layer's state after each sequence's
+          last valid step. Passing it to the next call continues the sequence exactly.
+
+    Example::
+
+        >>> rhn = RHN(32, 64, depth=3, num_layers=2)
+        >>> out, state = rhn(torch.randn(35, 8, 32))
+        >>> out.shape, state.shape
+        (torch.Size([35, 8, 64]), torch.Size([2, 8, 64]))
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, depth: int, num_layers: int = 1, dropout: float = 0.0,
+                 batch_first: bool = False, carry: str = "coupled", gate_bias: float = -2.0,
+                 input_dropout: float = 0.0, state_dropout: float = 0.0) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be positive, got {num_layers}")
+        for name, p in (("dropout", dropout), ("input_dropout", input_dropout), ("state_dropout", state_dropout)):
+            if not 0 <= p < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {p}")
+        self.input_size, self.hidden_size, self.depth, self.num_layers = input_size, hidden_size, depth, num_layers
+        self.batch_first = batch_first
+        self.dropout, self.input_dropout, self.state_dropout = dropout, input_dropout, state_dropout
+        self.cells = nn.ModuleList(
+            RHNCell(input_size if layer == 0 else hidden_size, hidden_size, depth, carry, gate_bias)
+            for layer in range(num_layers))
+
+    def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
+                lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:
+        packed = isinstance(input, PackedSequence)
+        if packed:
+            if lengths is not None:
+                raise ValueError("pass lengths or a PackedSequence, not both")
+            input, lengths = pad_packed_sequence(input, batch_first=False)
+        elif self.batch_first:
+            input = input.transpose(0, 1)
+        x = self._check(input, state, lengths)
+        steps, batch = x.shape[0], x.shape[1]
+        if state is None:
+            state = x.new_zeros(self.num_layers, batch, self.hidden_size)
+        valid = None
+        if lengths is not None:
+            lengths = torch.as_tensor(lengths, device=x.device)
+            # (T, B, 1): whether step t is inside sequence b.
+            valid = (torch.arange(steps, device=x.device)[:, None] < lengths[None, :]).unsqueeze(-1)
+
+        final = []
+        for layer, cell in enumerate(self.cells):
+            p_in = self.input_dropout if layer == 0 else self.dropout
+            if self.training and p_in:
+                x = x * variational_mask(x, p_in, (1, batch, x.shape[-1]))
+            state_mask = variational_mask(x, self.state_dropout, (batch, self.hidden_size)) \
+                if self.training else None
+            # Every time step's input projection in one product. unbind, not x_proj[t]: indexing's
+            # backward would write a full-size zero gradient at every step (quadratic in T).
+            x_proj = cell.input_proj(x).unbind(0)
+            s, outputs = state[layer], []
+            for t in range(steps):
+                s_new = cell.step(x_proj[t], s, state_mask)
+                s = s_new if valid is None else torch.where(valid[t], s_new, s)
+                outputs.append(s_new if valid is None else s_new * valid[t])
+            x = torch.stack(outputs)
+            final.append(s)
+        state = torch.stack(final)
+
+        if packed:
+            return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
+        return (x.transpose(0, 1) if self.batch_first else x), state
+
+    def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"RHN expects a torch.Tensor or PackedSequence, got {type(x).__name__}")
+        layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            raise ValueError(f"RHN expects input of shape {layout} with input_size={self.input_size}, "
+                             f"got {tuple(x.shape)}")
+        expected = (self.num_layers, x.shape[1], self.hidden_size)
+        if state is not None and tuple(state.shape) != expected:
+            raise ValueError(f"RHN expects state of shape (num_layers, B, hidden_size) = {expected}, "
+                             f"got {tuple(state.shape)}")
+        if lengths is not None and (len(lengths) != x.shape[1] or int(max(lengths)) > x.shape[0]):
+            raise ValueError(f"lengths must give one length <= {x.shape[0]} per sequence "
+                             f"({x.shape[1]}), got {list(map(int, lengths))}")
+        return x
+
+    def extra_repr(self) -> str:
+        return (f"{self.input_size}, {self.hidden_size}, depth={self.depth}, num_layers={self.num_layers}, "
+                f"batch_first={self.batch_first}, dropout={self.dropout}, input_dropout={self.input_dropout}, "
+                f"state_dropout={self.state_dropout}")

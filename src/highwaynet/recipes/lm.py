@@ -1,0 +1,139 @@
+"""Recipe: a character- or word-level language model, RHN or LSTM, on a text corpus.
+
+``highwaynet train lm --corpus tinyshakespeare --level char --model rhn --depth 4`` runs it;
+``highwaynet generate RUN_DIR`` samples from the result.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..data.corpora import Corpus, load_corpus
+from ..models.lm import LSTMLanguageModel, RHNLanguageModel, count_parameters, generate
+from ..training import LanguageModelTask, TrainConfig, Trainer
+from ..training.run_dir import load_run_config, prepare_run_dir
+from ..training.trainer import seed_everything
+
+__all__ = ["LMConfig", "build_model", "load_trained", "run", "sample"]
+
+
+@dataclass
+class LMConfig:
+    """A language-modelling experiment. ``hidden`` is the state size of the RHN or the LSTM."""
+
+    corpus: str = "tinyshakespeare"
+    level: str = "char"
+    model: str = "rhn"
+    depth: int = 4
+    hidden: int = 256
+    layers: int = 1
+    tie_weights: bool = True
+    input_dropout: float = 0.1
+    state_dropout: float = 0.1
+    output_dropout: float = 0.1
+    gate_bias: float = -2.0
+    max_vocab: int | None = None
+    batch_size: int = 32
+    bptt: int = 50
+    steps_per_epoch: int | None = 200
+    eval_batch_size: int = 64
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(
+        epochs=10, optimizer="adam", lr=2e-3, grad_clip=1.0, schedule="cosine", monitor="val_loss"))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.train, dict):
+            self.train = TrainConfig(**self.train)
+        if self.model not in ("rhn", "lstm"):
+            raise ValueError(f"model must be 'rhn' or 'lstm', got {self.model!r}")
+        if self.level not in ("char", "word"):
+            raise ValueError(f"level must be 'char' or 'word', got {self.level!r}")
+        if self.depth < 1:
+            raise ValueError(f"depth must be at least 1, got {self.depth}")
+
+
+def build_model(config: LMConfig, vocab_size: int, device: str | torch.device | None = None) -> nn.Module:
+    """The model the config describes, initialised from ``config.train.seed``."""
+    seed_everything(config.train.seed)
+    with torch.device(device or "cpu"):
+        if config.model == "rhn":
+            return RHNLanguageModel(vocab_size, config.hidden, config.depth, config.layers,
+                                    tie_weights=config.tie_weights, input_dropout=config.input_dropout,
+                                    state_dropout=config.state_dropout, output_dropout=config.output_dropout,
+                                    gate_bias=config.gate_bias)
+        return LSTMLanguageModel(vocab_size, config.hidden, config.layers, tie_weights=config.tie_weights,
+                                 input_dropout=config.input_dropout, output_dropout=config.output_dropout)
+
+
+def parameters_for(config: LMConfig, vocab_size: int, hidden: int) -> int:
+    """Parameters of the config's model at state size ``hidden`` (built on the meta device: free)."""
+    probe = LMConfig(**{**asdict(config), "hidden": hidden})
+    return count_parameters(build_model(probe, vocab_size, device="meta"))
+
+
+def hidden_for_budget(config: LMConfig, vocab_size: int, budget: int) -> int:
+    """The state size whose model has the parameter count closest to ``budget``."""
+    lo, hi = 1, 8192
+    while lo < hi:  # the count grows with the state size: the first size at or above the budget
+        mid = (lo + hi) // 2
+        if parameters_for(config, vocab_size, mid) < budget:
+            lo = mid + 1
+        else:
+            hi = mid
+    return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab_size, h) - budget))
+
+
+def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
+        download: bool = False, corpus: Corpus | None = None, max_time: float | None = None, log=None,
+        progress: bool = True) -> dict[str, Any]:
+    """Train, evaluate on the test split, write ``results.json`` (and a generated sample) in ``out``."""
+    config = LMConfig(**prepare_run_dir(out, "lm", asdict(config), resume))
+    start = time.perf_counter()
+    corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
+                                   max_vocab=config.max_vocab)
+    model = build_model(config, len(corpus.vocab))
+    task = LanguageModelTask(corpus, config.batch_size, config.bptt, seed=config.train.seed,
+                             eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch)
+    trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
+    history = trainer.fit(resume=resume, max_time=max_time)
+    # Test with the best weights by validation loss, as is usual for language models.
+    model.load_state_dict(torch.load(Path(out) / "model.pt", map_location=trainer.device, weights_only=True))
+    test = trainer.evaluate("test")
+    results = {
+        "model": config.model, "depth": config.depth if config.model == "rhn" else None,
+        "hidden": config.hidden, "parameters": count_parameters(model),
+        "epochs": len(history), "best_val": min(m["val_loss"] for m in history), "final": history[-1],
+        "test": test, "train_seconds": round(sum(m["time"] for m in history), 1),
+        "seconds": round(time.perf_counter() - start, 1), "device": str(trainer.device),
+        "unigram_bits": corpus.unigram_entropy_bits("test"),
+    }
+    prompt = "\n" if config.level == "char" else "the"
+    results["sample"] = sample(model, corpus, prompt, 300 if config.level == "char" else 80, 0.8, seed=0)
+    Path(out, "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def sample(model: nn.Module, corpus: Corpus, prompt: str, length: int, temperature: float, seed: int = 0) -> str:
+    """``prompt`` followed by ``length`` sampled tokens, as text."""
+    ids = corpus.encode(prompt)
+    new = generate(model, ids, length, temperature, torch.Generator().manual_seed(seed))
+    sep = "" if corpus.level == "char" else " "
+    return prompt + sep + corpus.decode(new)
+
+
+def load_trained(run_dir: str | Path, data_dir: str | Path | None = None) -> tuple[nn.Module, LMConfig, Corpus]:
+    """The best weights of a trained language model, its config and its corpus (for the vocabulary)."""
+    config = LMConfig(**load_run_config(run_dir)["config"])
+    corpus = load_corpus(config.corpus, config.level, data_dir, max_vocab=config.max_vocab)
+    model = build_model(config, len(corpus.vocab))
+    weights = Path(run_dir) / "model.pt"
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights} not found: the run has not finished an epoch yet")
+    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    return model.eval(), config, corpus

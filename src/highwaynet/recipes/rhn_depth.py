@@ -1,0 +1,94 @@
+"""Reproduction: what recurrence depth buys an RHN at a fixed parameter budget (Zilly et al., 2017, Fig. 4),
+and the RHN against an LSTM of equal parameters trained for the same time.
+
+For each corpus, an RHN language model is trained at each recurrence depth with its state size
+chosen so that the whole model has ``budget`` parameters; then an LSTM language model of the same
+budget is trained for as long as the best RHN took. ``highwaynet reproduce rhn-depth`` runs it and
+writes a figure, tables, generated text and a Markdown report. Finished runs are skipped and
+unfinished ones resumed when the command is run again with ``--resume``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..data.corpora import load_corpus
+from ..training import TrainConfig
+from . import lm
+
+__all__ = ["RHNDepthConfig", "run"]
+
+
+@dataclass
+class RHNDepthConfig:
+    """The sweep. ``corpora`` entries are ``name:level``; ``base`` sets everything but depth and size."""
+
+    corpora: list[str] = field(default_factory=lambda: ["tinyshakespeare:char"])
+    depths: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 10])
+    budget: int = 200_000
+    lstm: bool = True
+    base: lm.LMConfig = field(default_factory=lambda: lm.LMConfig(
+        batch_size=128, bptt=50, steps_per_epoch=50, input_dropout=0.0, state_dropout=0.0, output_dropout=0.0,
+        train=TrainConfig(epochs=8, optimizer="adam", lr=3e-3, grad_clip=1.0, schedule="cosine")))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.base, dict):
+            self.base = lm.LMConfig(**self.base)
+        for entry in self.corpora:
+            if entry.count(":") != 1 or entry.split(":")[1] not in ("char", "word"):
+                raise ValueError(f"corpora entries are 'name:level' with level char or word, got {entry!r}")
+
+
+def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
+        log=print, progress: bool = True) -> dict[str, Any]:
+    """Run the sweep into ``out`` (one run folder per model) and write ``summary.json`` and the report."""
+    from ..report import write_rhn_depth_report
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps({"recipe": "rhn-depth", "config": asdict(config)}, indent=2))
+    summary: dict[str, Any] = {"config": asdict(config), "corpora": {}}
+    start = time.perf_counter()
+    for entry in config.corpora:
+        name, level = entry.split(":")
+        corpus = load_corpus(name, level, data_dir, max_vocab=config.base.max_vocab)
+        rows = []
+        for depth in config.depths:
+            probe = lm.LMConfig(**{**asdict(config.base), "corpus": name, "level": level, "model": "rhn",
+                                   "depth": depth})
+            probe.hidden = lm.hidden_for_budget(probe, len(corpus.vocab), config.budget)
+            rows.append(_run_one(probe, out / f"{name}-{level}" / f"rhn-depth{depth}", corpus, None, log, progress))
+        result = {"level": level, "vocab": len(corpus.vocab), "rhn": rows}
+        if config.lstm:
+            best = min(rows, key=lambda r: r["best_val"])
+            lstm_config = lm.LMConfig(**{**asdict(config.base), "corpus": name, "level": level, "model": "lstm"})
+            lstm_config.hidden = lm.hidden_for_budget(lstm_config, len(corpus.vocab), config.budget)
+            # Same time as the best RHN: many epochs allowed, cut by the time limit.
+            lstm_config.train.epochs = config.base.train.epochs * 20
+            result["lstm"] = _run_one(lstm_config, out / f"{name}-{level}" / "lstm", corpus,
+                                      best["train_seconds"], log, progress)
+            result["lstm"]["time_of"] = f"rhn depth {best['depth']}"
+        summary["corpora"][entry] = result
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_rhn_depth_report(out, summary)
+    return summary
+
+
+def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress) -> dict[str, Any]:
+    if (run_dir / "results.json").is_file():
+        log(f"{run_dir}: done, skipped")
+        return json.loads((run_dir / "results.json").read_text())
+    again = (run_dir / "checkpoint.pt").is_file()
+    what = f"rhn depth {config.depth}" if config.model == "rhn" else "lstm"
+    log(f"{run_dir}: {what}, hidden {config.hidden}" + (" (resumed)" if again else ""))
+    if (run_dir / "config.json").is_file() and not again:  # started, but no epoch finished: start over
+        for f in run_dir.iterdir():
+            f.unlink()
+    return lm.run(config, run_dir, resume=again, corpus=corpus, max_time=max_time, log=log, progress=progress)

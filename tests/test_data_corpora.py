@@ -1,0 +1,74 @@
+import pytest
+import torch
+
+from highwaynet.data import DataNotFoundError
+from highwaynet.data.corpora import load_corpus, tokenize_words
+from highwaynet.training.language_model import LanguageModelTask, batchify
+
+
+def test_tiny_shakespeare_char_splits(shared_data):
+    corpus = load_corpus("tinyshakespeare", "char", shared_data / "text")
+    text = (shared_data / "text" / "tinyshakespeare.txt").read_text()
+    assert len(corpus.train) + len(corpus.valid) + len(corpus.test) == len(text) == 1115394
+    assert len(corpus.train) == int(0.9 * len(text))
+    assert len(corpus.vocab) == 66  # 65 distinct characters and <unk>
+    assert corpus.decode(corpus.train[:14]) == "First Citizen:"
+    assert corpus.decode(corpus.test) == text[int(0.95 * len(text)):]  # every test character is known
+
+
+def test_austen_word_level_splits_and_unk(shared_data):
+    corpus = load_corpus("austen", "word", shared_data / "text", max_vocab=5000)
+    assert len(corpus.vocab) == 5000 and corpus.vocab[0] == "<unk>"
+    assert corpus.decode(corpus.train[:4]) == "emma\n\nby jane"  # Emma opens the training split
+    # Validation is Northanger Abbey, test Persuasion: different novels.
+    assert corpus.decode(corpus.valid[:2]) == "<unk> abbey"  # "northanger" is not in the training novels
+    assert corpus.decode(corpus.test[:1]) == "persuasion"
+    # Rare words are <unk> in training too, and the splits hold unknown words.
+    assert 0 < (corpus.train == 0).float().mean() < (corpus.test == 0).float().mean() < 0.1
+    assert 600_000 < len(corpus.train) < 800_000
+
+
+def test_ptb_format_folder(tmp_path):
+    (tmp_path / "train.txt").write_text(" the cat sat \n the dog sat \n")
+    (tmp_path / "valid.txt").write_text(" the bird sat \n")
+    (tmp_path / "test.txt").write_text(" a cat \n")
+    corpus = load_corpus(str(tmp_path), "word")
+    assert corpus.vocab == ["<unk>", "<eos>", "sat", "the", "cat", "dog"]  # by frequency, then name
+    assert corpus.decode(corpus.valid) == "the <unk> sat\n\n"
+    assert len(corpus.train) == 8  # 3 words and <eos>, twice
+
+
+def test_missing_files(tmp_path):
+    with pytest.raises(DataNotFoundError, match="tinyshakespeare.txt not found; looked in: .*--download"):
+        load_corpus("tinyshakespeare", "char", tmp_path)
+    with pytest.raises(DataNotFoundError, match="austen/emma.txt not found.*janeaustenr"):
+        load_corpus("austen", "word", tmp_path)
+    (tmp_path / "train.txt").write_text("a b\n")
+    with pytest.raises(FileNotFoundError, match="valid.txt not found"):
+        load_corpus(str(tmp_path), "word")
+    with pytest.raises(ValueError, match="unknown corpus 'ptb'"):
+        load_corpus("ptb", "word")
+    with pytest.raises(ValueError, match="level must be"):
+        load_corpus("austen", "sentence")
+
+
+def test_tokenize_words():
+    assert tokenize_words("Emma Woodhouse, handsome.\n\nShe wasn't.") == [
+        "emma", "woodhouse", ",", "handsome", ".", "<eos>", "she", "wasn't", ".", "<eos>"]
+
+
+def test_batchify_and_bptt_windows():
+    ids = torch.arange(103)
+    streams = batchify(ids, 4)
+    assert streams.shape == (25, 4) and torch.equal(streams[:, 1], torch.arange(25, 50))
+
+    class Tiny:
+        level, train, valid, test = "char", torch.arange(1000), torch.arange(200), torch.arange(200)
+
+    task = LanguageModelTask(Tiny(), batch_size=4, bptt=10, eval_batch_size=2)
+    windows = list(task.batches("val", 0))
+    assert all(torch.equal(y[:-1], x[1:]) for x, y in windows)  # targets are the next tokens
+    assert sum(len(x) for x, _ in windows) == 99
+    a, b = list(task.batches("train", 0)), list(task.batches("train", 1))
+    assert not torch.equal(a[0][0], b[0][0])  # each epoch starts at its own offset
+    assert torch.equal(a[0][0], list(task.batches("train", 0))[0][0])

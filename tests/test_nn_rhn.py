@@ -1,0 +1,200 @@
+"""The RHN against a float64 reference loop written out here (numpy)."""
+
+import numpy as np
+import pytest
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from highwaynet.analysis import gate_modules, lesion, record_gates
+from highwaynet.nn import RHN, RHNCell
+
+
+def sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def reference_rhn(x, rhn, state=None, carry="coupled"):
+    """x: (T, B, F) numpy -> (outputs (T, B, H), final states (layers, B, H)), no dropout."""
+    steps, batch = x.shape[:2]
+    hid = rhn.hidden_size
+    finals = []
+    for layer, cell in enumerate(rhn.cells):
+        w = cell.input_proj.weight.detach().double().numpy()
+        rs = [(p.weight.detach().double().numpy(), p.bias.detach().double().numpy()) for p in cell.hidden_proj]
+        s = np.zeros((batch, hid)) if state is None else state[layer]
+        outs = []
+        for t in range(steps):
+            for d, (r, b) in enumerate(rs):
+                z = s @ r.T + b + (x[t] @ w.T if d == 0 else 0)
+                h, tg = np.tanh(z[:, :hid]), sigmoid(z[:, hid:2 * hid])
+                c = 1 - tg if carry == "coupled" else sigmoid(z[:, 2 * hid:])
+                s = h * tg + s * c
+            outs.append(s)
+        x = np.stack(outs)
+        finals.append(s)
+    return x, np.stack(finals)
+
+
+@pytest.mark.parametrize("depth,layers", [(1, 1), (3, 1), (2, 3), (5, 2)])
+def test_matches_reference(depth, layers):
+    torch.manual_seed(depth * 10 + layers)
+    rhn = RHN(4, 6, depth, num_layers=layers).double()
+    x = np.random.default_rng(0).standard_normal((7, 3, 4))
+    out, state = rhn(torch.from_numpy(x))
+    ref_out, ref_state = reference_rhn(x, rhn)
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(state.detach().numpy(), ref_state, rtol=1e-10, atol=1e-12)
+
+
+def test_independent_carry_matches_reference():
+    torch.manual_seed(0)
+    rhn = RHN(3, 5, 2, num_layers=2, carry="independent").double()
+    assert rhn.cells[0].hidden_proj[0].weight.shape == (15, 5)
+    x = np.random.default_rng(1).standard_normal((4, 2, 3))
+    out, state = rhn(torch.from_numpy(x))
+    ref_out, ref_state = reference_rhn(x, rhn, carry="independent")
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-10)
+    np.testing.assert_allclose(state.detach().numpy(), ref_state, rtol=1e-10)
+
+
+def test_batch_first_and_given_state():
+    torch.manual_seed(0)
+    rhn = RHN(4, 6, 2, num_layers=2, batch_first=True).double()
+    x = np.random.default_rng(2).standard_normal((3, 5, 4))  # (B, T, F)
+    s0 = np.random.default_rng(3).standard_normal((2, 3, 6))
+    out, state = rhn(torch.from_numpy(x), torch.from_numpy(s0))
+    ref_out, ref_state = reference_rhn(x.transpose(1, 0, 2), rhn, s0)
+    np.testing.assert_allclose(out.detach().numpy(), ref_out.transpose(1, 0, 2), rtol=1e-10)
+    np.testing.assert_allclose(state.detach().numpy(), ref_state, rtol=1e-10)
+
+
+def test_state_carried_across_calls_equals_one_call():
+    torch.manual_seed(0)
+    rhn = RHN(4, 6, 3, num_layers=2).double()
+    x = torch.randn(10, 3, 4, dtype=torch.float64)
+    whole, s_whole = rhn(x)
+    first, s = rhn(x[:4])
+    second, s = rhn(x[4:], s)
+    torch.testing.assert_close(torch.cat([first, second]), whole)
+    torch.testing.assert_close(s, s_whole)
+
+
+def test_cell_is_one_step():
+    torch.manual_seed(0)
+    rhn = RHN(4, 6, 3).double()
+    x = torch.randn(2, 5, 4, dtype=torch.float64)
+    out, _ = rhn(x)
+    s = rhn.cells[0](x[0])
+    torch.testing.assert_close(rhn.cells[0](x[1], s), out[1])
+
+
+def test_parameter_layout_and_gate_bias():
+    rhn = RHN(4, 6, 3, num_layers=2, gate_bias=-3.0)
+    cell = rhn.cells[1]
+    assert isinstance(cell, RHNCell)
+    assert cell.input_proj.weight.shape == (12, 6) and cell.input_proj.bias is None
+    assert len(cell.hidden_proj) == 3 and cell.hidden_proj[2].weight.shape == (12, 6)
+    assert torch.equal(cell.hidden_proj[0].bias[:6], torch.zeros(6))
+    assert torch.equal(cell.hidden_proj[0].bias[6:], torch.full((6,), -3.0))
+
+
+def test_gradcheck():
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, 2, num_layers=2).double()
+    x = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(2, 2, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: rhn(a, b), (x, s0))
+
+
+def test_variational_masks_constant_in_time_and_differ_across_sequences():
+    # Depth 1, H = input through an identity input projection, T ≈ 1, no recurrence: the output
+    # at each step is tanh(dropped input), so it shows the input mask directly.
+    torch.manual_seed(0)
+    size = 64
+    rhn = RHN(size, size, 1, input_dropout=0.5)
+    with torch.no_grad():
+        rhn.cells[0].input_proj.weight.copy_(torch.cat([torch.eye(size), torch.zeros(size, size)]))
+        rhn.cells[0].hidden_proj[0].weight.zero_()
+        rhn.cells[0].hidden_proj[0].bias.copy_(torch.cat([torch.zeros(size), torch.full((size,), 50.0)]))
+    x = torch.ones(6, 4, size)  # the same sequence 4 times
+    out, _ = rhn.train()(x)
+    kept = out != 0
+    assert torch.equal(kept, kept[:1].expand_as(kept))          # constant across time
+    assert not torch.equal(kept[0, 0], kept[0, 1])              # different across sequences
+    assert 0.3 < kept.float().mean() < 0.7
+    assert torch.equal(rhn.eval()(x)[0], torch.full((6, 4, size), float(np.tanh(1.0))))
+
+
+def test_state_dropout_masks_are_per_sequence():
+    torch.manual_seed(0)
+    rhn = RHN(3, 8, 2, state_dropout=0.5).train()
+    x = torch.randn(5, 1, 3).expand(5, 6, 3)
+    out, _ = rhn(x)
+    assert not torch.allclose(out[:, 0], out[:, 1])   # same input, different masks
+    out_eval, _ = rhn.eval()(x)
+    torch.testing.assert_close(out_eval[:, 0], out_eval[:, 1])
+
+
+def test_padding_never_changes_a_shorter_sequence():
+    torch.manual_seed(0)
+    rhn = RHN(3, 5, 2, num_layers=2).double()
+    x = torch.randn(6, 3, 3, dtype=torch.float64)
+    lengths = torch.tensor([6, 2, 4])
+    out, state = rhn(x, lengths=lengths)
+    for b, n in enumerate(lengths.tolist()):
+        alone, s = rhn(x[:n, b:b + 1])
+        torch.testing.assert_close(out[:n, b], alone[:, 0])
+        assert torch.equal(out[n:, b], torch.zeros(6 - n, 5, dtype=torch.float64))
+        torch.testing.assert_close(state[:, b], s[:, 0])
+    # Garbage in the padding changes nothing.
+    noisy = x.clone()
+    noisy[2:, 1] = 1e3
+    torch.testing.assert_close(rhn(noisy, lengths=lengths)[0], out)
+
+
+def test_packed_sequence():
+    torch.manual_seed(0)
+    rhn = RHN(3, 5, 2, batch_first=True).double()
+    x = torch.randn(3, 6, 3, dtype=torch.float64)
+    lengths = torch.tensor([2, 6, 4])
+    packed_out, state = rhn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+    out, out_lengths = pad_packed_sequence(packed_out, batch_first=True)
+    assert torch.equal(out_lengths, lengths)
+    padded_out, padded_state = rhn(x, lengths=lengths)
+    torch.testing.assert_close(out, padded_out[:, :6])
+    torch.testing.assert_close(state, padded_state)
+
+
+def test_gates_recorded_and_lesioned_per_micro_layer():
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, 3, num_layers=2)
+    names = [n for n, _ in gate_modules(rhn)]
+    assert names == [f"cells.{layer}.gates.{d}" for layer in range(2) for d in range(3)]
+    x = torch.randn(5, 2, 3)
+    with record_gates(rhn) as rec:
+        rhn(x)
+    assert rec.values("cells.0.gates.1").shape == (5 * 2, 4)  # one (B, H) per time step
+    # Lesion every micro-layer of layer 1: its state never moves from the initial one.
+    with lesion(rhn, [3, 4, 5]):
+        out, state = rhn(x)
+    assert torch.equal(out, torch.zeros(5, 2, 4)) and torch.equal(state[1], torch.zeros(2, 4))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda r: r(torch.randn(5, 2, 7)), r"input_size=3, got \(5, 2, 7\)"),
+    (lambda r: r(torch.randn(5, 3)), r"shape \(T, B, input_size\)"),
+    (lambda r: r(torch.randn(5, 2, 3), torch.zeros(1, 2, 4)), r"state of shape .* \(2, 2, 4\), got \(1, 2, 4\)"),
+    (lambda r: r(torch.randn(5, 2, 3), lengths=torch.tensor([5, 6])), "lengths must give"),
+])
+def test_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(RHN(3, 4, 2, num_layers=2))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="dropout must be in"):
+        RHN(3, 4, 2, dropout=1.0)
+    with pytest.raises(ValueError, match="must be positive"):
+        RHN(3, 4, 0)
+    with pytest.raises(TypeError, match="got list"):
+        RHN(3, 4, 2)([1, 2])
