@@ -142,6 +142,39 @@ def build_parser() -> argparse.ArgumentParser:
     depth.add_argument("--out", default="runs/rhn-depth", help="(default: %(default)s)")
     depth.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
     depth.set_defaults(run=_reproduce_rhn_depth)
+
+    sent = experiments.add_parser(
+        "sentences", help="sentence classification: HBiLSTM vs BiLSTM stacks by depth, and Kim's CNN",
+        description="Sentence classification on SST-1, SST-2, MR, Subj and TREC: highway BiLSTM stacks against "
+                    "plain BiLSTM stacks of each depth, Kim's CNN and Kim's CNN with highway layers. Several "
+                    "seeds (10-fold cross-validation for MR and Subj). Writes report.md and depth-<task>.png.",
+        epilog="example: highwaynet reproduce sentences --task sst2 --encoder bilstm,hbilstm --layers 1,2,4,8")
+    sent.add_argument("--task", default="sst2", help="sst1, sst2, mr, subj, trec, comma-separated, or all "
+                                                     "(default: %(default)s)")
+    sent.add_argument("--encoder", default="hbilstm",
+                      help="hbilstm, bilstm, cnn, cnn-highway, comma-separated (default: %(default)s)")
+    sent.add_argument("--layers", default="1", help="stack depths, comma-separated (default: %(default)s)")
+    sent.add_argument("--seeds", default="0", help="seeds for SST and TREC (default: %(default)s)")
+    sent.add_argument("--folds", type=_positive_int, default=10,
+                      help="how many of the 10 cross-validation folds to run for MR and Subj (default: %(default)s)")
+    sent.add_argument("--hidden", type=_positive_int, default=150, help="LSTM size per direction (default: %(default)s)")
+    sent.add_argument("--embed-dim", type=_positive_int, default=300, help="(default: %(default)s)")
+    sent.add_argument("--resize", choices=("projection", "zeropad"), default="projection",
+                      help="how a highway block's input reaches its width (default: %(default)s)")
+    sent.add_argument("--vectors", help="word vectors in a text file (GloVe or word2vec text format)")
+    sent.add_argument("--epochs", type=_positive_int, default=10, help="(default: %(default)s)")
+    sent.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default: %(default)s)")
+    sent.add_argument("--data-dir", help="folder holding the sentence files")
+    sent.add_argument("--device", default="auto", help="(default: %(default)s)")
+    sent.add_argument("--out", default="runs/sentences", help="(default: %(default)s)")
+    sent.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
+    sent.set_defaults(run=_reproduce_sentences)
+
+    pred = commands.add_parser("predict", help="classify sentences with a trained sentence classifier",
+                               description="Print the label and class probabilities of each sentence.")
+    pred.add_argument("run_dir", metavar="RUN_DIR")
+    pred.add_argument("sentences", nargs="+", metavar="SENTENCE")
+    pred.set_defaults(run=_predict)
     return parser
 
 
@@ -226,6 +259,35 @@ def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
     config.base.batch_size = args.batch_size
     summary = rhn_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir)
     print(f"wrote {args.out}/report.md and {args.out}/depth.png ({summary['seconds']:.0f}s)")
+
+
+def _reproduce_sentences(args: argparse.Namespace) -> None:
+    from .recipes import sentences
+    from .training import TrainConfig
+
+    tasks = list(sentences.SENTENCE_TASKS) if args.task == "all" else [t.strip() for t in args.task.split(",")]
+    if args.folds > 10:
+        raise ValueError(f"--folds is at most 10, got {args.folds}")
+    base = sentences.SentenceConfig(hidden=args.hidden, embed_dim=args.embed_dim, resize=args.resize,
+                                    vectors=args.vectors,
+                                    train=TrainConfig(epochs=args.epochs, optimizer="adam", lr=args.lr,
+                                                      monitor="val_acc", grad_clip=5.0, device=args.device))
+    config = sentences.SweepConfig(tasks=tasks, encoders=[e.strip() for e in args.encoder.split(",")],
+                                   layers=_int_list(args.layers, "--layers"),
+                                   seeds=[int(s) for s in args.seeds.split(",")], folds=args.folds, base=base)
+    summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir)
+    for row in summary["table"]:
+        print(f"{row['task']:5} {row['encoder']:12} {row['layers']:3} layers  "
+              f"{row['mean']:.1f} ± {row['std']:.1f}% ({row['runs']} runs)")
+    print(f"wrote {args.out}/report.md ({summary['seconds']:.0f}s)")
+
+
+def _predict(args: argparse.Namespace) -> None:
+    from .recipes import sentences
+
+    for sentence, (label, probs) in zip(args.sentences, sentences.predict(args.run_dir, args.sentences),
+                                        strict=True):
+        print(f"{label}\t{' '.join(f'{p:.3f}' for p in probs)}\t{sentence}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

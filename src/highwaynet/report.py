@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["markdown_table", "write_rhn_depth_report"]
+__all__ = ["markdown_table", "write_rhn_depth_report", "write_sentences_report"]
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
@@ -69,4 +69,40 @@ def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         f"(embedding tied to the decoder) has about {summary['config']['budget']:,} parameters; every RHN "
         "trains for the same number of steps; the LSTM trains for as long as the best RHN did.", "",
         "![depth](depth.png)", "", *sections]))
+    return report
+
+
+def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
+    """``depth-<task>.png`` (test accuracy against stack depth, BiLSTM vs HBiLSTM, error bars) and ``report.md``."""
+    from .recipes.sentences import KIM_CNN_RAND
+
+    table = summary["table"]
+    lines = ["# Sentence classification: highway BiLSTM stacks", "",
+             f"Total time {summary['seconds']:.0f} s. Test accuracy (%), mean ± std over seeds (SST, TREC) or "
+             "cross-validation folds (MR, Subj); the best validation epoch's weights are tested. Embeddings are "
+             "randomly initialised and SST is trained on sentences only (no phrases), as Kim's CNN-rand.", ""]
+    for task in dict.fromkeys(row["task"] for row in table):
+        rows = [r for r in table if r["task"] == task]
+        lines += [f"## {task}", "", markdown_table(
+            ["encoder", "layers", "runs", "test accuracy (%)"],
+            [[r["encoder"], r["layers"], r["runs"], f"{r['mean']:.1f} ± {r['std']:.1f}"] for r in rows]
+            + [["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND.get(task, float('nan')):.1f}"]]), ""]
+        stacks = {e: sorted((r for r in rows if r["encoder"] == e), key=lambda r: r["layers"])
+                  for e in ("bilstm", "hbilstm")}
+        if all(len(v) > 1 for v in stacks.values()):
+            fig, ax = plt.subplots(figsize=(5.5, 3.6))
+            for encoder, label in (("bilstm", "BiLSTM stack"), ("hbilstm", "highway BiLSTM stack")):
+                rs = stacks[encoder]
+                ax.errorbar([r["layers"] for r in rs], [r["mean"] for r in rs], yerr=[r["std"] for r in rs],
+                            marker="o", capsize=3, label=label)
+            ax.axhline(KIM_CNN_RAND.get(task, float("nan")), color="gray", ls=":", label="Kim CNN-rand (published)")
+            ax.set(xlabel="layers in the stack", ylabel="test accuracy (%)", title=f"{task}: accuracy vs depth")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            fig.tight_layout()
+            fig.savefig(out / f"depth-{task}.png", dpi=120)
+            plt.close(fig)
+            lines += [f"![{task} depth](depth-{task}.png)", ""]
+    report = out / "report.md"
+    report.write_text("\n".join(lines))
     return report

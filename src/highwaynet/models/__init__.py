@@ -2,5 +2,6 @@
 
 from .lm import LSTMLanguageModel, RHNLanguageModel
 from .mlp import HighwayMLP, PlainMLP
+from .sentence import SentenceClassifier
 
-__all__ = ["HighwayMLP", "LSTMLanguageModel", "PlainMLP", "RHNLanguageModel"]
+__all__ = ["HighwayMLP", "LSTMLanguageModel", "PlainMLP", "RHNLanguageModel", "SentenceClassifier"]

@@ -3,6 +3,7 @@
 from .conv import HighwayConv1d, HighwayConv2d
 from .gate import TransformGate
 from .highway import Highway
+from .lstm import HighwayLSTM, HighwayLSTMBlock
 from .resize import Projection, ZeroPad, make_resize
 from .rhn import RHN, RHNCell
 
@@ -10,6 +11,8 @@ __all__ = [
     "Highway",
     "HighwayConv1d",
     "HighwayConv2d",
+    "HighwayLSTM",
+    "HighwayLSTMBlock",
     "Projection",
     "RHN",
     "RHNCell",

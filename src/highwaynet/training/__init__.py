@@ -2,6 +2,7 @@
 
 from .classification import ClassificationTask
 from .language_model import LanguageModelTask
+from .sentences import SentenceTask
 from .trainer import Task, TrainConfig, Trainer, pick_device, read_metrics
 
-__all__ = ["ClassificationTask", "LanguageModelTask", "Task", "TrainConfig", "Trainer", "pick_device", "read_metrics"]
+__all__ = ["ClassificationTask", "LanguageModelTask", "SentenceTask", "Task", "TrainConfig", "Trainer", "pick_device", "read_metrics"]

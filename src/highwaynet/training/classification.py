@@ -48,11 +48,12 @@ class ClassificationTask:
             index = order[i:i + size]
             yield x[index], y[index]
 
-    def step(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        x, y = batch
+    def step(self, model: nn.Module, batch: tuple[Tensor, ...]) -> tuple[Tensor, dict[str, Tensor]]:
+        # A batch is (inputs..., labels): the model gets every input (e.g. tokens and lengths).
+        *inputs, y = batch
         if model.training and self.augment is not None:
-            x = self.augment(x)
-        logits = model(x).float()
+            inputs[0] = self.augment(inputs[0])
+        logits = model(*inputs).float()
         loss = F.cross_entropy(logits, y)
         n = torch.tensor(float(len(y)), device=y.device)
         return loss, {"loss": loss.detach() * n, "correct": (logits.argmax(-1) == y).sum(), "n": n}

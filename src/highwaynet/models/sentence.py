@@ -1,0 +1,118 @@
+"""Sentence classifiers: highway BiLSTM stacks, plain BiLSTM stacks, Kim's CNN, and Kim's CNN with highway layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from ..nn import Highway, HighwayLSTM
+
+__all__ = ["ENCODERS", "SentenceClassifier", "load_word_vectors"]
+
+ENCODERS = ("hbilstm", "bilstm", "cnn", "cnn-highway")
+
+
+def _masked_max(x: Tensor, valid: Tensor) -> Tensor:
+    """Max over time of ``x`` ``(B, T, F)`` where ``valid`` ``(B, T)`` is True."""
+    return x.masked_fill(~valid.unsqueeze(-1), float("-inf")).amax(dim=1)
+
+
+class SentenceClassifier(nn.Module):
+    r"""Embedding -> encoder -> max over time -> dropout -> linear classifier.
+
+    Encoders:
+        - ``"hbilstm"``: a stack of highway-gated BiLSTM blocks (:class:`~highwaynet.nn.HighwayLSTM`);
+        - ``"bilstm"``: the same stack without the gates (a plain BiLSTM stack of equal depth and width);
+        - ``"cnn"``: Kim (2014)'s CNN: filters of widths 3, 4, 5 with 100 maps each, ReLU, max over time;
+        - ``"cnn-highway"``: Kim's CNN followed by ``highway_layers`` dense highway layers.
+
+    Args:
+        vocab_size: tokens in the vocabulary, ``<pad>`` = 0.
+        num_classes: labels.
+        encoder: one of :data:`ENCODERS`.
+        embed_dim: embedding size. Default: 300.
+        hidden_size: LSTM state size per direction. Default: 150 (a BiLSTM then keeps 300 wide).
+        num_layers: blocks in a (H)BiLSTM stack. Default: 1.
+        dropout: dropout on the sentence vector and between blocks. Default: 0.5.
+        resize: how an HBiLSTM block brings its input to its width: ``"projection"`` or ``"zeropad"``.
+        gate_bias: initial transform-gate bias. Default: -2.0.
+        highway_layers: dense highway layers after the CNN (``"cnn-highway"``). Default: 2.
+
+    Shape:
+        ``tokens`` ``(B, T)`` ids (0 = padding), ``lengths`` ``(B,)`` -> logits ``(B, num_classes)``.
+        Padding never changes a sentence's logits.
+    """
+
+    def __init__(self, vocab_size: int, num_classes: int, encoder: str = "hbilstm", embed_dim: int = 300,
+                 hidden_size: int = 150, num_layers: int = 1, dropout: float = 0.5, resize: str = "projection",
+                 gate_bias: float = -2.0, highway_layers: int = 2, kernel_sizes: tuple[int, ...] = (3, 4, 5),
+                 feature_maps: int = 100) -> None:
+        super().__init__()
+        if encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
+        self.encoder = encoder
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        nn.init.uniform_(self.embedding.weight, -0.25, 0.25)  # Kim's random initialisation
+        with torch.no_grad():
+            self.embedding.weight[0].zero_()
+        self.dropout = nn.Dropout(dropout)
+        if encoder in ("hbilstm", "bilstm"):
+            self.lstm = HighwayLSTM(embed_dim, hidden_size, num_layers, bidirectional=True, batch_first=True,
+                                    dropout=dropout, resize=resize, gate_bias=gate_bias,
+                                    highway=encoder == "hbilstm")
+            features = 2 * hidden_size
+        else:
+            self.kernel_sizes = tuple(kernel_sizes)
+            self.convs = nn.ModuleList(nn.Conv1d(embed_dim, feature_maps, k) for k in self.kernel_sizes)
+            features = feature_maps * len(self.kernel_sizes)
+            self.highway = Highway(features, highway_layers, gate_bias=gate_bias) if encoder == "cnn-highway" else None
+        self.classifier = nn.Linear(features, num_classes)
+
+    @property
+    def min_length(self) -> int:
+        """The shortest padded batch the encoder accepts (the widest filter for a CNN)."""
+        return max(self.kernel_sizes) if hasattr(self, "kernel_sizes") else 1
+
+    def encode(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        """The sentence vectors ``(B, features)`` before dropout and the classifier."""
+        if tokens.dim() != 2:
+            raise ValueError(f"expected token ids of shape (B, T), got {tuple(tokens.shape)}")
+        x = self.embedding(tokens)
+        steps = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
+        lengths = lengths.to(tokens.device)
+        if self.encoder in ("hbilstm", "bilstm"):
+            out, _ = self.lstm(x, lengths=lengths)
+            return _masked_max(out, steps < lengths[:, None])
+        x = x.transpose(1, 2)  # (B, E, T)
+        pooled = []
+        for k, conv in zip(self.kernel_sizes, self.convs, strict=True):
+            feature = torch.relu(conv(x)).transpose(1, 2)  # (B, T - k + 1, maps)
+            # A window counts if it lies inside the sentence (or is the first, for a short one).
+            valid = steps[:, :feature.shape[1]] < (lengths[:, None] - k + 1).clamp(min=1)
+            pooled.append(_masked_max(feature, valid))
+        h = torch.cat(pooled, dim=-1)
+        return self.highway(h) if self.highway is not None else h
+
+    def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
+        return self.classifier(self.dropout(self.encode(tokens, lengths)))
+
+
+def load_word_vectors(path: str | Path, vocab: list[str], embedding: nn.Embedding) -> int:
+    """Copy the vectors of a text file (GloVe, or word2vec's text format) into ``embedding`` for the
+    words of ``vocab`` it has; returns how many were found. Other rows keep their random values."""
+    index = {w: i for i, w in enumerate(vocab)}
+    found = 0
+    with open(path, encoding="utf-8", errors="replace") as f, torch.no_grad():
+        for number, line in enumerate(f, 1):
+            parts = line.rstrip().split(" ")
+            if number == 1 and len(parts) == 2:  # word2vec's header: "count dimension"
+                continue
+            if parts[0] in index:
+                if len(parts) - 1 != embedding.embedding_dim:
+                    raise ValueError(f"{path}, line {number}: {len(parts) - 1} values, but the embedding has "
+                                     f"{embedding.embedding_dim} dimensions (use --embed-dim)")
+                embedding.weight[index[parts[0]]] = torch.tensor([float(v) for v in parts[1:]])
+                found += 1
+    return found

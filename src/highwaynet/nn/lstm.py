@@ -1,0 +1,148 @@
+"""Highway (Bi)LSTM: LSTM layers with a highway gate around each (the HBiLSTM of sentence classification).
+
+One block computes, on a sequence ``x`` of width ``in``,
+
+.. math::
+    H = \\mathrm{BiLSTM}(x), \\qquad T = \\sigma(W_T x + b_T), \\qquad y = T \\odot H + (1 - T) \\odot x'
+
+where ``H`` has width ``out`` (``2 · hidden_size`` when bidirectional), the gate ``T`` is computed
+from the block's input, and ``x'`` is the input brought to width ``out`` by a learned projection
+or by zero padding (:mod:`highwaynet.nn.resize`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from .gate import TransformGate
+from .resize import make_resize
+
+__all__ = ["HighwayLSTM", "HighwayLSTMBlock"]
+
+LSTMState = tuple[Tensor, Tensor]
+
+
+class HighwayLSTMBlock(nn.Module):
+    r"""One highway-gated (Bi)LSTM layer on padded sequences ``(B, T, in)`` with ``lengths``.
+
+    Args:
+        input_size: width of the input ``in``.
+        hidden_size: LSTM state size per direction.
+        bidirectional: a BiLSTM (output width ``2 · hidden_size``). Default: True.
+        resize: how the carried input reaches the output width when they differ:
+            ``"projection"`` (learned, no bias) or ``"zeropad"``. Default: ``"projection"``.
+        gate_bias: initial bias of ``T``. Default: -2.0.
+        highway: False gives a plain (Bi)LSTM layer (``y = H``), for comparisons. Default: True.
+
+    Attributes:
+        lstm: the ``nn.LSTM`` (one layer, batch first).
+        transform: ``nn.Linear(in, out)`` computing the gate's logits from the input.
+        resize: ``nn.Identity``, :class:`~highwaynet.nn.Projection` or :class:`~highwaynet.nn.ZeroPad`.
+        gate: the :class:`TransformGate` (recorded and lesioned like every highway layer).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bidirectional: bool = True, resize: str = "projection",
+                 gate_bias: float = -2.0, highway: bool = True) -> None:
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.output_size = hidden_size * (2 if bidirectional else 1)
+        self.highway = highway
+        self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
+        if highway:
+            self.transform = nn.Linear(input_size, self.output_size)
+            nn.init.constant_(self.transform.bias, gate_bias)
+            self.resize = make_resize(resize, input_size, self.output_size)
+            self.gate = TransformGate()
+
+    def forward(self, x: Tensor, lengths: Tensor, state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
+        """``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` -> ``(B, T, out)`` (zero past each length), state."""
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        h, state = self.lstm(packed, state)
+        h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
+        if not self.highway:
+            return h, state
+        y = self.gate(h, self.transform(x), self.resize(x))
+        mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
+        return y * mask, state
+
+
+class HighwayLSTM(nn.Module):
+    r"""A stack of highway-gated (Bi)LSTM blocks with an ``nn.LSTM``-like API.
+
+    Args:
+        input_size: features of the input.
+        hidden_size: LSTM state size per direction, in every block.
+        num_layers: blocks in the stack.
+        bidirectional: BiLSTM blocks. Default: True.
+        batch_first: ``(B, T, F)`` instead of ``(T, B, F)``. Default: False.
+        dropout: dropout on each block's output but the last (as ``nn.LSTM``). Default: 0.
+        resize: ``"projection"`` or ``"zeropad"``: how the first block's input reaches the
+            stack's width. Default: ``"projection"``.
+        gate_bias: initial transform-gate bias. Default: -2.0.
+        highway: False gives a plain (Bi)LSTM stack of the same depth and width. Default: True.
+
+    Inputs: ``input, state`` (and keyword ``lengths``)
+        - **input**: ``(T, B, input_size)`` (or batch first), or a ``PackedSequence``.
+        - **state**: ``(h_0, c_0)``, each ``(num_layers · directions, B, hidden_size)``; zeros when None.
+        - **lengths**: ``(B,)`` valid lengths of a padded batch (default: all full length).
+
+    Outputs: ``output, (h_n, c_n)`` as ``nn.LSTM``: ``output`` ``(T, B, directions · hidden_size)``
+    (zero past each sequence's length), or packed like the input.
+
+    Example::
+
+        >>> stack = HighwayLSTM(300, 150, num_layers=4, batch_first=True)
+        >>> out, (h, c) = stack(torch.randn(8, 20, 300), lengths=torch.full((8,), 20))
+        >>> out.shape, h.shape
+        (torch.Size([8, 20, 300]), torch.Size([8, 8, 150]))
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, resize: str = "projection",
+                 gate_bias: float = -2.0, highway: bool = True) -> None:
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be positive, got {num_layers}")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.directions = 2 if bidirectional else 1
+        self.batch_first = batch_first
+        width = hidden_size * self.directions
+        self.blocks = nn.ModuleList(
+            HighwayLSTMBlock(input_size if i == 0 else width, hidden_size, bidirectional, resize, gate_bias, highway)
+            for i in range(num_layers))
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+
+    def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *,
+                lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:
+        packed = isinstance(input, PackedSequence)
+        if packed:
+            x, lengths = pad_packed_sequence(input, batch_first=True)
+        else:
+            if not isinstance(input, Tensor):
+                raise TypeError(f"HighwayLSTM expects a torch.Tensor or PackedSequence, got {type(input).__name__}")
+            x = input if self.batch_first else input.transpose(0, 1)
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
+            raise ValueError(f"HighwayLSTM expects input of shape {layout} with input_size={self.input_size}, "
+                             f"got {tuple(input.shape) if not packed else tuple(x.shape)}")
+        if lengths is None:
+            lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long)
+        expected = (self.num_layers * self.directions, x.shape[0], self.hidden_size)
+        if state is not None and (tuple(state[0].shape) != expected or tuple(state[1].shape) != expected):
+            raise ValueError(f"HighwayLSTM expects (h_0, c_0) of shape {expected} each, "
+                             f"got {tuple(state[0].shape)} and {tuple(state[1].shape)}")
+        hs, cs = [], []
+        for i, block in enumerate(self.blocks):
+            block_state = None if state is None else tuple(
+                s[i * self.directions:(i + 1) * self.directions].contiguous() for s in state)
+            x, (h, c) = block(x, lengths, block_state)
+            if i < self.num_layers - 1:
+                x = self.dropout(x)
+            hs.append(h)
+            cs.append(c)
+        final = (torch.cat(hs), torch.cat(cs))
+        if packed:
+            return pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False), final
+        return (x if self.batch_first else x.transpose(0, 1)), final

@@ -1,0 +1,198 @@
+"""Recipe: sentence classification with HBiLSTM, BiLSTM and Kim-CNN encoders (the HBiLSTM article).
+
+One run trains one encoder on one task (one seed, or one cross-validation fold); a sweep runs
+tasks x encoders x depths x seeds (or folds), skips finished runs, and reports mean ± std next to
+Kim (2014)'s CNN-rand.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..data.sentences import SENTENCE_TASKS, SentenceData, load_sentences
+from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
+from ..training import SentenceTask, TrainConfig, Trainer
+from ..training.run_dir import load_run_config, prepare_run_dir
+from ..training.trainer import seed_everything
+
+__all__ = ["KIM_CNN_RAND", "LABEL_NAMES", "SentenceConfig", "SweepConfig", "predict", "run", "sweep"]
+
+#: Kim (2014), CNN-rand test accuracy (%).
+KIM_CNN_RAND = {"mr": 76.1, "sst1": 45.0, "sst2": 82.7, "subj": 89.6, "trec": 91.2}
+
+LABEL_NAMES = {
+    "sst1": ["very negative", "negative", "neutral", "positive", "very positive"],
+    "sst2": ["negative", "positive"],
+    "mr": ["negative", "positive"],
+    "subj": ["subjective", "objective"],
+    "trec": ["description", "entity", "abbreviation", "human", "location", "numeric"],
+}
+CROSS_VALIDATED = tuple(t for t, files in SENTENCE_TASKS.items() if "all" in files)
+
+
+@dataclass
+class SentenceConfig:
+    """One sentence-classification run."""
+
+    task: str = "sst2"
+    encoder: str = "hbilstm"
+    layers: int = 1
+    hidden: int = 150
+    embed_dim: int = 300
+    dropout: float = 0.5
+    resize: str = "projection"
+    gate_bias: float = -2.0
+    min_count: int = 1
+    batch_size: int = 50
+    fold: int = 0
+    vectors: str | None = None
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(
+        epochs=10, optimizer="adam", lr=1e-3, monitor="val_acc", grad_clip=5.0))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.train, dict):
+            self.train = TrainConfig(**self.train)
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {self.encoder!r}; expected one of {ENCODERS}")
+        if self.layers < 1:
+            raise ValueError(f"layers must be at least 1, got {self.layers}")
+
+
+def build_model(config: SentenceConfig, vocab: list[str], num_classes: int) -> SentenceClassifier:
+    seed_everything(config.train.seed)
+    model = SentenceClassifier(len(vocab), num_classes, config.encoder, config.embed_dim, config.hidden,
+                               config.layers, config.dropout, config.resize, config.gate_bias)
+    if config.vectors:
+        load_word_vectors(config.vectors, vocab, model.embedding)
+    return model
+
+
+def load_data(config: SentenceConfig, data_dir: str | Path | None, download: bool = False) -> SentenceData:
+    # Folds and dev splits are drawn from seed 0, so that every seed sees the same split.
+    return load_sentences(config.task, data_dir, fold=config.fold, min_count=config.min_count, download=download)
+
+
+def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
+        download: bool = False, data: SentenceData | None = None, log=None, progress: bool = True) -> dict[str, Any]:
+    """Train, test the best weights by validation accuracy, write ``results.json`` and ``vocab.json``."""
+    config = SentenceConfig(**prepare_run_dir(out, "sentences", asdict(config), resume))
+    start = time.perf_counter()
+    data = data or load_data(config, data_dir, download)
+    (Path(out) / "vocab.json").write_text(json.dumps({"vocab": data.vocab, "num_classes": data.num_classes}))
+    model = build_model(config, data.vocab, data.num_classes)
+    task = SentenceTask(data, config.batch_size, seed=config.train.seed, min_length=model.min_length)
+    trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
+    history = trainer.fit(resume=resume)
+    model.load_state_dict(torch.load(Path(out) / "model.pt", map_location=trainer.device, weights_only=True))
+    results = {"task": config.task, "encoder": config.encoder, "layers": config.layers, "seed": config.train.seed,
+               "fold": config.fold, "parameters": sum(p.numel() for p in model.parameters()),
+               "best_val_acc": max(m["val_acc"] for m in history), "test": trainer.evaluate("test"),
+               "seconds": round(time.perf_counter() - start, 1), "device": str(trainer.device)}
+    Path(out, "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def load_trained(run_dir: str | Path) -> tuple[nn.Module, SentenceConfig, list[str]]:
+    config = SentenceConfig(**load_run_config(run_dir)["config"])
+    saved = json.loads((Path(run_dir) / "vocab.json").read_text())
+    model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"])
+    weights = Path(run_dir) / "model.pt"
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights} not found: the run has not finished an epoch yet")
+    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    return model.eval(), config, saved["vocab"]
+
+
+@torch.no_grad()
+def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, list[float]]]:
+    """``(label, class probabilities)`` for each sentence (tokenised on white space, as the training data)."""
+    from ..training.sentences import pad_batch
+
+    model, config, vocab = load_trained(run_dir)
+    index = {w: i for i, w in enumerate(vocab)}
+    lower = config.task != "trec"  # TREC keeps case, the other sets are lower-cased
+    ids = [torch.tensor([index.get(w.lower() if lower else w, 1) for w in s.split()] or [1]) for s in sentences]
+    tokens, lengths = pad_batch(ids, model.min_length)
+    probs = torch.softmax(model(tokens, lengths), dim=-1)
+    names = LABEL_NAMES.get(config.task, [str(i) for i in range(probs.shape[1])])
+    return [(names[int(p.argmax())], p.tolist()) for p in probs]
+
+
+@dataclass
+class SweepConfig:
+    """Tasks x encoders x layer counts x seeds (x folds for MR and Subj)."""
+
+    tasks: list[str] = field(default_factory=lambda: ["sst2"])
+    encoders: list[str] = field(default_factory=lambda: ["bilstm", "hbilstm"])
+    layers: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 10, 15, 20])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    folds: int = 10
+    base: SentenceConfig = field(default_factory=SentenceConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.base, dict):
+            self.base = SentenceConfig(**self.base)
+        for task in self.tasks:
+            if task not in SENTENCE_TASKS:
+                raise ValueError(f"unknown task {task!r}; expected one of {', '.join(SENTENCE_TASKS)}")
+        for encoder in self.encoders:
+            if encoder not in ENCODERS:
+                raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
+
+
+def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
+          log=print, progress: bool = True) -> dict[str, Any]:
+    """Run every combination into ``out/<task>/<encoder>-L<layers>/<seed or fold>``; write the report."""
+    from ..report import write_sentences_report
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    results = []
+    for task in config.tasks:
+        # Cross-validated sets: one run per fold (seed 0); the others: one run per seed.
+        repeats = [("fold", f) for f in range(config.folds)] if task in CROSS_VALIDATED else \
+            [("seed", s) for s in config.seeds]
+        for kind, k in repeats:
+            base = SentenceConfig(**{**asdict(config.base), "task": task, "fold": k if kind == "fold" else 0})
+            base.train.seed = k if kind == "seed" else 0
+            data = None
+            for encoder in config.encoders:
+                for layers in (config.layers if encoder in ("hbilstm", "bilstm") else [1]):
+                    run_dir = out / task / f"{encoder}-L{layers}" / f"{kind}{k}"
+                    if (run_dir / "results.json").is_file():
+                        results.append(json.loads((run_dir / "results.json").read_text()))
+                        continue
+                    data = data or load_data(base, data_dir)
+                    again = (run_dir / "checkpoint.pt").is_file()
+                    if (run_dir / "config.json").is_file() and not again:
+                        for f in run_dir.iterdir():
+                            f.unlink()
+                    one = SentenceConfig(**{**asdict(base), "encoder": encoder, "layers": layers})
+                    log(f"{run_dir}: {task} {encoder} {layers} layer(s), {kind} {k}")
+                    results.append(run(one, run_dir, resume=again, data=data, log=log, progress=progress))
+    summary = {"config": asdict(config), "runs": results, "seconds": round(time.perf_counter() - start, 1),
+               "table": summarize(results)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_sentences_report(out, summary)
+    return summary
+
+
+def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and std of test accuracy (%) per (task, encoder, layers)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in results:
+        groups.setdefault((r["task"], r["encoder"], r["layers"]), []).append(100 * r["test"]["acc"])
+    return [{"task": t, "encoder": e, "layers": n, "runs": len(v), "mean": statistics.fmean(v),
+             "std": statistics.stdev(v) if len(v) > 1 else 0.0}
+            for (t, e, n), v in sorted(groups.items())]
