@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     sent.add_argument("--seeds", default="0", help="seeds for SST and TREC (default: %(default)s)")
     sent.add_argument("--folds", type=_positive_int, default=10,
                       help="how many of the 10 cross-validation folds to run for MR and Subj (default: %(default)s)")
-    sent.add_argument("--hidden", type=_positive_int, default=150, help="LSTM size per direction (default: %(default)s)")
+    sent.add_argument("--hidden", type=_positive_int, default=150,
+                      help="LSTM size per direction (default: %(default)s)")
     sent.add_argument("--embed-dim", type=_positive_int, default=300, help="(default: %(default)s)")
     sent.add_argument("--resize", choices=("projection", "zeropad"), default="projection",
                       help="how a highway block's input reaches its width (default: %(default)s)")

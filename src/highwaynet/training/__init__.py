@@ -5,4 +5,13 @@ from .language_model import LanguageModelTask
 from .sentences import SentenceTask
 from .trainer import Task, TrainConfig, Trainer, pick_device, read_metrics
 
-__all__ = ["ClassificationTask", "LanguageModelTask", "SentenceTask", "Task", "TrainConfig", "Trainer", "pick_device", "read_metrics"]
+__all__ = [
+    "ClassificationTask",
+    "LanguageModelTask",
+    "SentenceTask",
+    "Task",
+    "TrainConfig",
+    "Trainer",
+    "pick_device",
+    "read_metrics",
+]

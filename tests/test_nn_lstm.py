@@ -1,0 +1,93 @@
+import pytest
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from highwaynet.analysis import gate_modules, lesion, record_gates
+from highwaynet.nn import HighwayLSTM, HighwayLSTMBlock, Projection, ZeroPad
+
+
+def reference_block(block, x):
+    """The block written out: BiLSTM output H, gate from the input, carried input resized."""
+    h, _ = block.lstm(x)
+    t = torch.sigmoid(x @ block.transform.weight.T + block.transform.bias)
+    return t * h + (1 - t) * block.resize(x)
+
+
+@pytest.mark.parametrize("resize", ["projection", "zeropad"])
+def test_block_matches_formula(resize):
+    torch.manual_seed(0)
+    block = HighwayLSTMBlock(6, 5, resize=resize).double()
+    assert isinstance(block.resize, Projection if resize == "projection" else ZeroPad)
+    assert torch.equal(block.transform.bias, torch.full((10,), -2.0, dtype=torch.float64))
+    x = torch.randn(3, 7, 6, dtype=torch.float64)
+    y, _ = block(x, torch.full((3,), 7))
+    torch.testing.assert_close(y, reference_block(block, x))
+
+
+def test_same_width_carries_input_unchanged():
+    block = HighwayLSTMBlock(10, 5)
+    assert isinstance(block.resize, torch.nn.Identity)
+
+
+def test_stack_shapes_and_state_like_lstm():
+    torch.manual_seed(0)
+    stack = HighwayLSTM(8, 4, num_layers=3)
+    x = torch.randn(6, 2, 8)  # (T, B, F)
+    out, (h, c) = stack(x)
+    assert out.shape == (6, 2, 8) and h.shape == c.shape == (6, 2, 4)
+    out2, _ = stack(x, (h, c))
+    assert not torch.allclose(out, out2)  # the given state is used
+    with pytest.raises(ValueError, match=r"\(h_0, c_0\) of shape \(6, 2, 4\)"):
+        stack(x, (h[:2], c[:2]))
+    with pytest.raises(ValueError, match=r"input_size=8, got \(6, 2, 5\)"):
+        stack(torch.randn(6, 2, 5))
+
+
+def test_padding_never_changes_a_sentence():
+    torch.manual_seed(0)
+    stack = HighwayLSTM(5, 3, num_layers=2, batch_first=True).double().eval()
+    x = torch.randn(3, 8, 5, dtype=torch.float64)
+    lengths = torch.tensor([8, 3, 5])
+    out, (h, _) = stack(x, lengths=lengths)
+    for b, n in enumerate(lengths.tolist()):
+        alone, (h_alone, _) = stack(x[b:b + 1, :n], lengths=torch.tensor([n]))
+        torch.testing.assert_close(out[b, :n], alone[0])
+        assert torch.equal(out[b, n:], torch.zeros(8 - n, 6, dtype=torch.float64))
+        torch.testing.assert_close(h[:, b], h_alone[:, 0])
+
+
+def test_packed_sequence_round_trip():
+    torch.manual_seed(0)
+    stack = HighwayLSTM(5, 3, num_layers=2).double()
+    x = torch.randn(7, 3, 5, dtype=torch.float64)
+    lengths = torch.tensor([7, 2, 4])
+    packed, _ = stack(pack_padded_sequence(x, lengths, enforce_sorted=False))
+    out, out_lengths = pad_packed_sequence(packed)
+    torch.testing.assert_close(out, stack(x, lengths=lengths)[0])
+    assert torch.equal(out_lengths, lengths)
+
+
+def test_gradients_flow_through_every_gate():
+    torch.manual_seed(0)
+    stack = HighwayLSTM(6, 3, num_layers=4, batch_first=True, resize="zeropad")
+    out, _ = stack(torch.randn(2, 5, 6), lengths=torch.tensor([5, 3]))
+    out.sum().backward()
+    for block in stack.blocks:
+        assert block.transform.weight.grad.abs().sum() > 0 and block.transform.bias.grad.abs().sum() > 0
+        assert all(p.grad.abs().sum() > 0 for p in block.lstm.parameters())
+
+
+def test_plain_stack_has_no_gates_and_recorder_lesion_work_on_highway():
+    plain = HighwayLSTM(6, 3, num_layers=3, highway=False)
+    assert gate_modules(plain) == [] and not hasattr(plain.blocks[0], "transform")
+    torch.manual_seed(0)
+    stack = HighwayLSTM(6, 3, num_layers=3, batch_first=True)
+    x = torch.randn(2, 4, 6)
+    with record_gates(stack) as rec:
+        stack(x)
+    assert rec.names == ["blocks.0.gate", "blocks.1.gate", "blocks.2.gate"]
+    assert rec.values(0).shape == (2, 4, 6)
+    # Lesioning blocks 1 and 2 leaves block 0's output.
+    first, _ = stack.blocks[0](x, torch.full((2,), 4))
+    with lesion(stack, [1, 2]):
+        torch.testing.assert_close(stack(x)[0], first)

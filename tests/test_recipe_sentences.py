@@ -1,0 +1,75 @@
+import json
+
+import pytest
+import torch
+
+from highwaynet.cli import main
+from highwaynet.data.sentences import load_sentences
+from highwaynet.models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
+from highwaynet.recipes import sentences
+from highwaynet.training import TrainConfig
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_padding_never_changes_a_sentence(encoder):
+    torch.manual_seed(0)
+    model = SentenceClassifier(30, 3, encoder, embed_dim=8, hidden_size=4, num_layers=2, feature_maps=5).eval()
+    lengths = torch.tensor([2, 7, 4])
+    tokens = torch.randint(2, 30, (3, 7)) * (torch.arange(7)[None] < lengths[:, None])
+    logits = model(tokens, lengths)
+    assert logits.shape == (3, 3)
+    wider = torch.cat([tokens, torch.zeros(3, 5, dtype=torch.long)], dim=1)
+    torch.testing.assert_close(model(wider, lengths), logits)
+    for b, n in enumerate(lengths.tolist()):
+        alone = model(tokens[b:b + 1, :max(n, model.min_length)], lengths[b:b + 1])
+        torch.testing.assert_close(alone[0], logits[b], rtol=1e-5, atol=1e-6)
+
+
+def test_encoder_choices():
+    with pytest.raises(ValueError, match="unknown encoder 'gru'"):
+        SentenceClassifier(10, 2, "gru")
+    cnn = SentenceClassifier(10, 2, "cnn-highway")
+    assert cnn.highway.num_layers == 2 and cnn.min_length == 5
+
+
+def test_load_word_vectors(tmp_path):
+    path = tmp_path / "vectors.txt"
+    path.write_text("3 2\nfilm 0.5 -1.0\nzzz 9 9\ngood 1 2\n")
+    embedding = torch.nn.Embedding(4, 2)
+    assert load_word_vectors(path, ["<pad>", "<unk>", "good", "film"], embedding) == 2
+    assert embedding.weight[3].tolist() == [0.5, -1.0] and embedding.weight[2].tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="2 values, but the embedding has 3 dimensions"):
+        load_word_vectors(path, ["film"], torch.nn.Embedding(1, 3))
+
+
+@pytest.mark.slow
+def test_sst2_hbilstm_beats_majority_class(shared_data, tmp_path):
+    data = load_sentences("sst2", shared_data / "sentence")
+    majority = max(data.test[1].float().mean().item(), 1 - data.test[1].float().mean().item())
+    config = sentences.SentenceConfig(encoder="hbilstm", layers=2, hidden=32, embed_dim=64, dropout=0.3,
+                                      train=TrainConfig(epochs=2, optimizer="adam", lr=3e-3, monitor="val_acc"))
+    results = sentences.run(config, tmp_path, data=data, log=lambda s: None, progress=False)
+    assert results["test"]["acc"] > majority + 0.12, (results["test"]["acc"], majority)
+
+
+def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    args = ["reproduce", "sentences", "--task", "trec", "--encoder", "bilstm,hbilstm,cnn", "--layers", "1,2",
+            "--epochs", "1", "--hidden", "8", "--embed-dim", "16", "--data-dir", str(shared_data / "sentence"),
+            "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "trec  hbilstm        2 layers" in printed
+    report = (out / "report.md").read_text()
+    assert "| hbilstm | 2 | 1 |" in report and "Kim (2014) CNN-rand, published | - | - | 91.2" in report
+    assert (out / "depth-trec.png").stat().st_size > 10_000
+    assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
+    assert main(args + ["--resume"]) == 0  # everything finished: nothing retrained
+    capsys.readouterr()
+    run_dir = out / "trec" / "cnn-L1" / "seed0"
+    assert main(["predict", str(run_dir), "Who wrote Hamlet ?", "How far is Denver ?"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and lines[0].split("\t")[2] == "Who wrote Hamlet ?"
+    assert len(lines[0].split("\t")[1].split()) == 6  # six class probabilities
+    assert main(["reproduce", "sentences", "--task", "imdb", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown task 'imdb'" in capsys.readouterr().err
