@@ -18,6 +18,7 @@ from typing import Any
 
 from ..data.corpora import load_corpus
 from ..training import TrainConfig
+from ..training.run_dir import run_once, start_sweep
 from . import lm
 
 __all__ = ["RHNDepthConfig", "run"]
@@ -48,10 +49,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
     """Run the sweep into ``out`` (one run folder per model) and write ``summary.json`` and the report."""
     from ..report import write_rhn_depth_report
 
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not resume:
-        raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_sweep(out, resume)
     (out / "sweep.json").write_text(json.dumps({"recipe": "rhn-depth", "config": asdict(config)}, indent=2))
     summary: dict[str, Any] = {"config": asdict(config), "corpora": {}}
     start = time.perf_counter()
@@ -82,13 +80,6 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
 
 
 def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress) -> dict[str, Any]:
-    if (run_dir / "results.json").is_file():
-        log(f"{run_dir}: done, skipped")
-        return json.loads((run_dir / "results.json").read_text())
-    again = (run_dir / "checkpoint.pt").is_file()
-    what = f"rhn depth {config.depth}" if config.model == "rhn" else "lstm"
-    log(f"{run_dir}: {what}, hidden {config.hidden}" + (" (resumed)" if again else ""))
-    if (run_dir / "config.json").is_file() and not again:  # started, but no epoch finished: start over
-        for f in run_dir.iterdir():
-            f.unlink()
-    return lm.run(config, run_dir, resume=again, corpus=corpus, max_time=max_time, log=log, progress=progress)
+    what = (f"rhn depth {config.depth}" if config.model == "rhn" else "lstm") + f", hidden {config.hidden}"
+    return run_once(run_dir, lambda resume: lm.run(config, run_dir, resume=resume, corpus=corpus, max_time=max_time,
+                                                   log=log, progress=progress), log, what)

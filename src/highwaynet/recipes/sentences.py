@@ -20,7 +20,7 @@ from torch import nn
 from ..data.sentences import SENTENCE_TASKS, SentenceData, load_sentences
 from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from ..training import SentenceTask, TrainConfig, Trainer
-from ..training.run_dir import load_run_config, prepare_run_dir
+from ..training.run_dir import load_run_config, prepare_run_dir, run_once, start_sweep
 from ..training.trainer import seed_everything
 
 __all__ = ["KIM_CNN_RAND", "LABEL_NAMES", "SentenceConfig", "SweepConfig", "predict", "run", "sweep"]
@@ -153,10 +153,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
     """Run every combination into ``out/<task>/<encoder>-L<layers>/<seed or fold>``; write the report."""
     from ..report import write_sentences_report
 
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not resume:
-        raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    out = start_sweep(out, resume)
     start = time.perf_counter()
     results = []
     for task in config.tasks:
@@ -170,17 +167,13 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
             for encoder in config.encoders:
                 for layers in (config.layers if encoder in ("hbilstm", "bilstm") else [1]):
                     run_dir = out / task / f"{encoder}-L{layers}" / f"{kind}{k}"
-                    if (run_dir / "results.json").is_file():
-                        results.append(json.loads((run_dir / "results.json").read_text()))
-                        continue
-                    data = data or load_data(base, data_dir)
-                    again = (run_dir / "checkpoint.pt").is_file()
-                    if (run_dir / "config.json").is_file() and not again:
-                        for f in run_dir.iterdir():
-                            f.unlink()
                     one = SentenceConfig(**{**asdict(base), "encoder": encoder, "layers": layers})
-                    log(f"{run_dir}: {task} {encoder} {layers} layer(s), {kind} {k}")
-                    results.append(run(one, run_dir, resume=again, data=data, log=log, progress=progress))
+                    if data is None and not (run_dir / "results.json").is_file():
+                        data = load_data(base, data_dir)
+                    results.append(run_once(
+                        run_dir, lambda resume, one=one, run_dir=run_dir, data=data: run(
+                            one, run_dir, resume=resume, data=data, log=log, progress=progress),
+                        log, f"{task} {encoder} {layers} layer(s), {kind} {k}"))
     summary = {"config": asdict(config), "runs": results, "seconds": round(time.perf_counter() - start, 1),
                "table": summarize(results)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

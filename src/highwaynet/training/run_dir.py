@@ -6,13 +6,14 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["environment", "load_run_config", "prepare_run_dir"]
+__all__ = ["environment", "load_run_config", "prepare_run_dir", "run_once", "start_sweep"]
 
 
 def environment() -> dict[str, Any]:
@@ -59,3 +60,30 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     (run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
     return config
+
+
+def start_sweep(out: str | Path, resume: bool) -> Path:
+    """Create a sweep's folder; refuse one that already holds results unless resuming."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def run_once(run_dir: Path, train: Callable[[bool], dict[str, Any]], log: Callable[[str], None],
+             what: str) -> dict[str, Any]:
+    """One run of a sweep: skipped when finished, resumed when it has a checkpoint, else started anew.
+
+    ``train(resume)`` runs it into ``run_dir`` and returns its results (also in ``results.json``).
+    A run that was started but never finished an epoch is started over.
+    """
+    if (run_dir / "results.json").is_file():
+        log(f"{run_dir}: done, skipped")
+        return json.loads((run_dir / "results.json").read_text())
+    resume = (run_dir / "checkpoint.pt").is_file()
+    if (run_dir / "config.json").is_file() and not resume:
+        for f in run_dir.iterdir():
+            f.unlink()
+    log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))
+    return train(resume)
