@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--activation", default="relu", choices=("relu", "tanh", "sigmoid", "gelu"),
                    help="(default: %(default)s)")
     g.add_argument("--gate-bias", type=float, default=-4.0, help="initial transform-gate bias (default: %(default)s)")
+    g.add_argument("--init", choices=("default", "he"), default="default",
+                   help="linear weights as nn.Linear initialises them, or He et al. (default: %(default)s)")
     g.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
     _add_training_options(mlp, epochs=10, lr=0.1, optimizer="sgd")
     mlp.set_defaults(run=_train_mlp)
@@ -171,6 +173,41 @@ def build_parser() -> argparse.ArgumentParser:
     sent.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
     sent.set_defaults(run=_reproduce_sentences)
 
+    deep = experiments.add_parser(
+        "depth", help="plain vs highway MLPs at 10/20/50/100 layers (Training Very Deep Networks, Fig. 1)",
+        description="Plain (71 wide) and highway (50 wide) MLPs at each depth, He initialisation, SGD with "
+                    "momentum; a learning-rate search per net, then several seeds. Writes depth.png and report.md.",
+        epilog="example: highwaynet reproduce depth --data fashion-mnist --max-train 10000")
+    deep.add_argument("--data", choices=("mnist5k", "fashion-mnist", "digits", "mnist"), default="mnist5k",
+                      help="(default: %(default)s)")
+    deep.add_argument("--depths", default="10,20,50,100", help="(default: %(default)s)")
+    deep.add_argument("--lrs", default="0.01,0.03,0.1", help="learning rates searched (default: %(default)s)")
+    deep.add_argument("--search-epochs", type=_positive_int, default=2, help="(default: %(default)s)")
+    deep.add_argument("--epochs", type=_positive_int, default=10, help="(default: %(default)s)")
+    deep.add_argument("--seeds", default="0,1,2", help="(default: %(default)s)")
+    deep.add_argument("--gate-bias", type=float, default=-4.0, help="(default: %(default)s)")
+    deep.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
+    deep.add_argument("--data-dir", help="folder with the data files")
+    deep.add_argument("--download", action="store_true", help="download missing files from their public source")
+    deep.add_argument("--out", default=None, help="(default: runs/depth-<data>)")
+    deep.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
+    deep.set_defaults(run=_reproduce_depth)
+
+    for name, helptext in (("gates", "what a trained highway MLP's gates learned (Fig. 2)"),
+                           ("lesion", "test accuracy with each layer of a highway MLP lesioned (Fig. 4)")):
+        p = experiments.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".",
+                                   epilog=f"example: highwaynet reproduce {name} runs/depth-mnist5k/highway-50/seed0")
+        p.add_argument("run_dir", metavar="RUN_DIR", help="a trained highway mlp run folder")
+        p.add_argument("--out", help=f"(default: RUN_DIR/{name})")
+        p.add_argument("--data-dir", help="folder with the data files")
+        p.set_defaults(run=_reproduce_gates if name == "gates" else _reproduce_lesion)
+
+    report = commands.add_parser("report", help="write a self-contained HTML page for experiment folders",
+                                 description="Write report.html (figures inlined, configuration and versions "
+                                             "appended) beside each folder's report.md.")
+    report.add_argument("folders", nargs="+", metavar="FOLDER")
+    report.set_defaults(run=_report)
+
     pred = commands.add_parser("predict", help="classify sentences with a trained sentence classifier",
                                description="Print the label and class probabilities of each sentence.")
     pred.add_argument("run_dir", metavar="RUN_DIR")
@@ -195,7 +232,8 @@ def _train_mlp(args: argparse.Namespace) -> None:
     if args.resume and not args.out:
         raise ValueError("--resume needs --out, the run folder to continue")
     config = mlp.MLPConfig(data=args.data, depth=args.depth, width=args.width, plain=args.plain,
-                           activation=args.activation, gate_bias=args.gate_bias, batch_size=args.batch_size,
+                           activation=args.activation, gate_bias=args.gate_bias, init=args.init,
+                           batch_size=args.batch_size,
                            max_train=args.max_train, train=_train_config(args))
     kind = "plain" if args.plain else "highway"
     out = args.out or f"runs/mlp-{args.data}-{kind}{args.depth}-seed{args.seed}"
@@ -283,6 +321,61 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
     print(f"wrote {args.out}/report.md ({summary['seconds']:.0f}s)")
 
 
+def _float_list(text: str, name: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{name} takes comma-separated numbers, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise ValueError(f"{name} takes positive numbers, got {text!r}")
+    return values
+
+
+def _reproduce_depth(args: argparse.Namespace) -> None:
+    from .recipes import depth
+
+    depths = _int_list(args.depths, "--depths")
+    if min(depths) < 2:
+        raise ValueError(f"--depths must all be at least 2 (one plain layer, then highway layers), got {args.depths}")
+    config = depth.DepthConfig(data=args.data, depths=depths, lrs=_float_list(args.lrs, "--lrs"),
+                               search_epochs=args.search_epochs, epochs=args.epochs,
+                               seeds=[int(s) for s in args.seeds.split(",")], gate_bias=args.gate_bias,
+                               max_train=args.max_train)
+    out = args.out or f"runs/depth-{args.data}"
+    summary = depth.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    for net in summary["nets"]:
+        print(f"{net['depth']:4} layers {net['kind']:8} lr {net['lr']:<5g} train loss "
+              f"{net['train_loss']['mean']:.4f} ± {net['train_loss']['std']:.4f}  test acc "
+              f"{net['test_acc']['mean']:.2f} ± {net['test_acc']['std']:.2f}%")
+    print(f"wrote {out}/report.md and {out}/depth.png ({summary['seconds']:.0f}s)")
+
+
+def _reproduce_gates(args: argparse.Namespace) -> None:
+    from .recipes.gates import analyze_gates
+
+    result = analyze_gates(args.run_dir, args.out, args.data_dir)
+    print(f"test accuracy {100 * result['test_acc']:.2f}%; {100 * result['closed_fraction']:.1f}% of gate outputs "
+          f"below 0.1; wrote {args.out or args.run_dir + '/gates'}/gates.png")
+
+
+def _reproduce_lesion(args: argparse.Namespace) -> None:
+    from .recipes.gates import lesion_layers
+
+    result = lesion_layers(args.run_dir, args.out, args.data_dir)
+    print(f"intact {100 * result['baseline']:.2f}%; worst single lesion "
+          f"{100 * min(result['lesioned']):.2f}%; {result['harmless']} of {len(result['lesioned'])} layers "
+          f"cost at most one point; wrote {args.out or args.run_dir + '/lesion'}/lesion.png")
+
+
+def _report(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .report import write_html
+
+    for folder in args.folders:
+        print(f"wrote {write_html(Path(folder))}")
+
+
 def _predict(args: argparse.Namespace) -> None:
     from .recipes import sentences
 
@@ -294,6 +387,9 @@ def _predict(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .training.distributed import init_distributed
+
+    init_distributed()  # a no-op unless started by torchrun
     try:
         args.run(args)
     except KeyboardInterrupt:

@@ -10,7 +10,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["markdown_table", "write_rhn_depth_report", "write_sentences_report"]
+__all__ = ["markdown_table", "write_depth_report", "write_gates_report", "write_lesion_report",
+           "write_html", "write_rhn_depth_report", "write_sentences_report"]
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
@@ -106,3 +107,146 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
     report = out / "report.md"
     report.write_text("\n".join(lines))
     return report
+
+
+def write_depth_report(out: Path, summary: dict[str, Any]) -> Path:
+    """``depth.png`` (training loss vs epoch, one panel per depth, plain vs highway) and ``report.md``."""
+    import numpy as np
+
+    config, nets = summary["config"], summary["nets"]
+    depths = config["depths"]
+    fig, axes = plt.subplots(1, len(depths), figsize=(3.4 * len(depths), 3.2), squeeze=False, sharey=True)
+    for ax, depth in zip(axes[0], depths, strict=True):
+        for net, color in ((n, "C0" if n["kind"] == "plain" else "C1") for n in nets if n["depth"] == depth):
+            curves = np.array(net["curves"])
+            epochs = np.arange(1, curves.shape[1] + 1)
+            mean, std = curves.mean(0), curves.std(0)
+            ax.plot(epochs, mean, color=color, label=f"{net['kind']} (lr {net['lr']:g})")
+            ax.fill_between(epochs, np.maximum(mean - std, 1e-6), mean + std, color=color, alpha=0.2)
+        ax.set(title=f"{depth} layers", xlabel="epoch", yscale="log")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("training loss (mean over seeds)")
+    fig.suptitle(f"Plain vs highway networks on {config['data']}", y=1.0)
+    fig.tight_layout()
+    fig.savefig(out / "depth.png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+    rows = [[n["depth"], n["kind"], n["parameters"], f"{n['lr']:g}",
+             f"{n['train_loss']['mean']:.4f} ± {n['train_loss']['std']:.4f}",
+             f"{n['test_acc']['mean']:.2f} ± {n['test_acc']['std']:.2f}"] for n in nets]
+    search = [[n["depth"], n["kind"], *(f"{v:.4f}" for v in n["search"].values())] for n in nets]
+    report = out / "report.md"
+    report.write_text("\n".join([
+        f"# Plain vs highway networks at {', '.join(map(str, depths))} layers ({config['data']})", "",
+        f"Total time {summary['seconds']:.0f} s. Highway layers {config['highway_width']} wide, plain layers "
+        f"{config['plain_width']} wide; SGD with momentum 0.9, batch {config['batch_size']}, {config['epochs']} "
+        f"epochs, seeds {config['seeds']}; highway gate bias {config['gate_bias']}. The learning rate of each net "
+        f"is the one of {config['lrs']} with the lowest training loss after {config['search_epochs']} epochs "
+        "(seed 0).", "", "![training loss vs epoch](depth.png)", "",
+        markdown_table(["layers", "net", "parameters", "lr", "final training loss", "test accuracy (%)"], rows), "",
+        "Learning-rate search: training loss after the search epochs.", "",
+        markdown_table(["layers", "net", *(f"lr {lr:g}" for lr in config["lrs"])], search), ""]))
+    return report
+
+
+def write_gates_report(out: Path, result: dict[str, Any]) -> Path:
+    """The highway paper's Fig. 2 for one net: gate biases, mean gate activity, and single examples' gates."""
+    import numpy as np
+
+    panels = [("transform gate bias", np.array(result["bias"]), "RdBu_r"),
+              ("mean transform gate output\n(test set)", np.array(result["mean_activity"]), "viridis")]
+    panels += [(f"gate outputs, one example\n(label {e['label']})", np.array(e["gates"]), "viridis")
+               for e in result["examples"]]
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(2.6 * (len(panels) + 1), 4.2))
+    for ax, (title, values, cmap) in zip(axes, panels, strict=False):
+        image = ax.imshow(values, aspect="auto", cmap=cmap, interpolation="nearest",
+                          vmin=None if cmap == "RdBu_r" else 0, vmax=None if cmap == "RdBu_r" else 1)
+        ax.set(title=title, xlabel="unit", ylabel="highway layer")
+        ax.title.set_fontsize(9)
+        fig.colorbar(image, ax=ax, fraction=0.05)
+    per_layer = result["mean_activity_per_layer"]
+    axes[-1].plot(per_layer, range(len(per_layer)), "o-", ms=3)
+    axes[-1].invert_yaxis()
+    axes[-1].set(title="mean gate output\nper layer", xlabel="mean T", ylabel="highway layer")
+    axes[-1].title.set_fontsize(9)
+    fig.tight_layout()
+    fig.savefig(out / "gates.png", dpi=110)
+    plt.close(fig)
+    report = out / "report.md"
+    report.write_text("\n".join([
+        f"# What the gates of a {result['depth']}-layer highway network learned ({result['data']})", "",
+        f"Run: `{result['run_dir']}`; test accuracy {100 * result['test_acc']:.2f}%.", "",
+        "![gates](gates.png)", "",
+        markdown_table(["measure", "value"], [
+            ["gates mostly shut (T < 0.1), share of all gate outputs on the test set",
+             f"{100 * result['closed_fraction']:.1f}%"],
+            ["input dependence: std of T over test examples, mean over units",
+             f"{result['input_dependence']:.3f}"],
+            ["mean T, first / last highway layer",
+             f"{result['mean_activity_per_layer'][0]:.3f} / {result['mean_activity_per_layer'][-1]:.3f}"]]), ""]))
+    return report
+
+
+def write_lesion_report(out: Path, result: dict[str, Any]) -> Path:
+    """Test accuracy with each layer lesioned in turn (Fig. 4 of the highway paper), as a figure and table."""
+    lesioned = result["lesioned"]
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(range(len(lesioned)), [100 * a for a in lesioned], "o-", ms=3, label="one layer lesioned (T = 0)")
+    ax.axhline(100 * result["baseline"], color="gray", ls="--", label="intact network")
+    ax.set(xlabel="lesioned highway layer", ylabel="test accuracy (%)",
+           title=f"{result['depth']}-layer highway net, {result['data']}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "lesion.png", dpi=120)
+    plt.close(fig)
+    report = out / "report.md"
+    report.write_text("\n".join([
+        f"# Lesioning a {result['depth']}-layer highway network ({result['data']})", "",
+        f"Run: `{result['run_dir']}`. Intact test accuracy {100 * result['baseline']:.2f}%; "
+        f"{result['harmless']} of {len(lesioned)} layers can be lesioned alone at a cost of at most one point.", "",
+        "![lesion](lesion.png)", "",
+        markdown_table(["lesioned layer", "test accuracy (%)", "change (points)"],
+                       [[i, f"{100 * a:.2f}", f"{100 * (a - result['baseline']):+.2f}"]
+                        for i, a in enumerate(lesioned)]), ""]))
+    return report
+
+
+def write_html(folder: Path) -> Path:
+    """``report.html`` beside a folder's ``report.md``: one self-contained page, figures inlined,
+    with the folder's configuration, versions and time taken appended."""
+    import base64
+    import json
+    import re
+
+    import markdown
+
+    source = folder / "report.md"
+    if not source.is_file():
+        raise FileNotFoundError(f"{folder} has no report.md: give the folder an experiment wrote "
+                                f"(a 'reproduce' output folder, or its gates/ or lesion/ folder)")
+    text = source.read_text()
+    for name in ("sweep.json", "config.json"):
+        if (folder / name).is_file():
+            text += f"\n\n## Configuration ({name})\n\n```json\n{(folder / name).read_text().strip()}\n```\n"
+    body = markdown.markdown(text, extensions=["tables", "fenced_code"])
+
+    def inline(match: re.Match) -> str:
+        image = folder / match.group(1)
+        if not image.is_file():
+            return match.group(0)
+        return f'src="data:image/png;base64,{base64.b64encode(image.read_bytes()).decode()}"'
+
+    body = re.sub(r'src="([^"]+\.png)"', inline, body)
+    from .training.run_dir import environment
+
+    footer = f"<p><small>Rendered with {json.dumps(environment())}</small></p>"
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}"
+             "img{max-width:100%}pre{background:#f6f6f6;padding:1em;overflow:auto}")
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{folder.name}</title>"
+            f"<style>{style}</style></head><body>{body}{footer}</body></html>")
+    out = folder / "report.html"
+    out.write_text(page)
+    return out

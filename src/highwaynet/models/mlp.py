@@ -9,7 +9,16 @@ from torch import Tensor, nn
 from ..functional import get_activation
 from ..nn import Highway
 
-__all__ = ["HighwayMLP", "PlainMLP"]
+__all__ = ["HighwayMLP", "PlainMLP", "he_init"]
+
+
+def he_init(model: nn.Module) -> nn.Module:
+    """He et al. (2015) initialisation of every ``nn.Linear`` weight (normal, fan-in, ReLU gain),
+    as the highway paper's networks; biases are left as they are (the gate biases included)."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+    return model
 
 
 class HighwayMLP(nn.Module):

@@ -46,12 +46,16 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
     A new run refuses a folder that already holds a run (nothing is overwritten). A resumed run
     takes the configuration saved in the folder, so that it continues exactly as it started.
     """
+    from .distributed import is_main_process
+
     run_dir = Path(run_dir)
     if resume:
         saved = load_run_config(run_dir)
         if saved.get("recipe") != recipe:
             raise ValueError(f"{run_dir} holds a {saved.get('recipe')!r} run, not a {recipe!r} run")
         return saved["config"]
+    if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
+        return config
     if (run_dir / "config.json").exists():
         raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, or pass "
                               f"another --out")

@@ -26,7 +26,10 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
+
+from .distributed import all_reduce_sums, init_distributed, shard_batch
 
 __all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
 
@@ -162,17 +165,25 @@ class Trainer:
                  log: Callable[[str], None] | None = None, progress: bool = True) -> None:
         self.config = config
         self.task = task
+        self.rank, self.world_size = init_distributed()
         self.device = pick_device(config.device)
+        if self.device.type == "cuda" and self.world_size > 1:
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.model = model.to(self.device)
-        self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.log = log or tqdm.write
-        self.progress = progress
+        # Under torchrun only rank 0 writes files and logs.
+        self.run_dir = Path(run_dir) if run_dir is not None and self.rank == 0 else None
+        self.log = (log or tqdm.write) if self.rank == 0 else (lambda message: None)
+        self.progress = progress and self.rank == 0
         self.optimizer = self._make_optimizer()
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.epoch = 0  # epochs finished
         self.best: float | None = None
         self.history: list[dict[str, float]] = []
-        self._forward_model = torch.compile(self.model) if config.compile else self.model
+        forward = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
+        self._forward_model = torch.compile(forward) if config.compile else forward
+        # Evaluation needs no gradient synchronisation: the bare model (compiled once if asked).
+        self._eval_model = self._forward_model if self.world_size == 1 else self.model
+        self._run_dir_arg = Path(run_dir) if run_dir is not None else None
 
     # -- set-up ---------------------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -235,7 +246,7 @@ class Trainer:
         batches = tqdm(self.task.batches("train", epoch), desc=f"epoch {epoch + 1}", leave=False,
                        disable=None if self.progress else True)
         for batch in batches:
-            batch = to_device(batch, self.device)
+            batch = to_device(self._shard(batch), self.device)
             with self._autocast():
                 loss, stats = self.task.step(self._forward_model, batch)
             self.optimizer.zero_grad(set_to_none=True)
@@ -248,7 +259,7 @@ class Trainer:
             raise RuntimeError("the training split gave no batches: is it empty, or smaller than a batch?")
         lr = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
-        train = self.task.summarize({k: v.item() for k, v in sums.items()})
+        train = self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
         val = self.evaluate("val")
         return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
                 **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
@@ -256,20 +267,23 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, split: str = "val", model: nn.Module | None = None) -> dict[str, float]:
         """The task's metrics on ``split``, in evaluation mode (no dropout)."""
-        model = model or self._forward_model
+        model = model or self._eval_model
         was_training = self.model.training
         self.model.eval()
         sums: dict[str, Tensor] = {}
         try:
             for batch in self.task.batches(split, 0):
                 with self._autocast():
-                    _, stats = self.task.step(model, to_device(batch, self.device))
+                    _, stats = self.task.step(model, to_device(self._shard(batch), self.device))
                 _accumulate(sums, stats)
         finally:
             self.model.train(was_training)
         if not sums:
             raise RuntimeError(f"the {split!r} split gave no batches")
-        return self.task.summarize({k: v.item() for k, v in sums.items()})
+        return self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
+
+    def _shard(self, batch: Any) -> Any:
+        return shard_batch(batch, self.rank, self.world_size) if self.world_size > 1 else batch
 
     # -- the run folder -------------------------------------------------------------------------
     def _is_better(self, value: float) -> bool:
@@ -301,9 +315,9 @@ class Trainer:
 
     def load_checkpoint(self) -> None:
         """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume)."""
-        if self.run_dir is None:
+        if self._run_dir_arg is None:
             raise ValueError("resuming needs a run folder")
-        path = self.run_dir / "checkpoint.pt"
+        path = self._run_dir_arg / "checkpoint.pt"
         if not path.is_file():
             raise FileNotFoundError(f"nothing to resume: {path} does not exist (was the run started "
                                     f"with this folder, and did it finish an epoch?)")
@@ -314,11 +328,12 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"])
         self.epoch, self.best = state["epoch"], state["best"]
-        self.history = read_metrics(self.run_dir)[: self.epoch]
-        # Rewrite the metrics without lines of epochs that the checkpoint does not hold.
-        with open(self.run_dir / "metrics.jsonl", "w") as f:
-            f.writelines(json.dumps(m) + "\n" for m in self.history)
-        self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
+        self.history = read_metrics(self._run_dir_arg)[: self.epoch]
+        if self.run_dir is not None:
+            # Rewrite the metrics without lines of epochs that the checkpoint does not hold.
+            with open(self.run_dir / "metrics.jsonl", "w") as f:
+                f.writelines(json.dumps(m) + "\n" for m in self.history)
+        self.log(f"resumed {self._run_dir_arg} after epoch {self.epoch}")
 
 
 def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:

@@ -1,0 +1,103 @@
+"""Training Very Deep Networks, fast versions: depth sweep, gates, lesioning and the HTML report."""
+
+import json
+import re
+
+import pytest
+
+from highwaynet.cli import main
+from highwaynet.training import Trainer, read_metrics
+
+SWEEP = ["reproduce", "depth", "--data", "digits", "--depths", "2,4", "--lrs", "0.03,0.1", "--search-epochs", "1",
+         "--epochs", "2", "--seeds", "0,1"]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("depth") / "sweep"
+    assert main(SWEEP + ["--out", str(out)]) == 0
+    return out
+
+
+def test_depth_sweep_writes_figure_table_and_runs(sweep):
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert [(n["depth"], n["kind"]) for n in summary["nets"]] == [
+        (2, "plain"), (2, "highway"), (4, "plain"), (4, "highway")]
+    for net in summary["nets"]:
+        assert net["lr"] in (0.03, 0.1) and len(net["curves"]) == 2 and len(net["curves"][0]) == 2
+        assert set(net["search"]) == {"0.03", "0.1"}
+    assert (sweep / "depth.png").stat().st_size > 20_000
+    report = (sweep / "report.md").read_text()
+    assert "![training loss vs epoch](depth.png)" in report and "| 4 | highway |" in report
+    assert (sweep / "highway-4" / "seed1" / "results.json").is_file()
+
+
+def test_resume_picks_up_an_interrupted_sweep_without_redoing_finished_runs(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sweep"
+    argv = [*SWEEP[:5], "2", *SWEEP[6:], "--out", str(out)]  # depth 2 only: 8 runs
+    epochs = {"n": 0}
+    run_epoch = Trainer._run_epoch
+
+    def killed_at_tenth_epoch(self, epoch):
+        epochs["n"] += 1
+        if epochs["n"] == 10:  # highway-2/seed0 has finished its first epoch: Ctrl-C in its second
+            raise KeyboardInterrupt
+        return run_epoch(self, epoch)
+
+    monkeypatch.setattr(Trainer, "_run_epoch", killed_at_tenth_epoch)
+    assert main(argv) == 130
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("done, skipped") == 6  # plain: search x2, seeds x2; highway: search x2
+    assert "highway-2/seed0: highway 2: lr" in printed and printed.count("(resumed)") == 1
+    assert "resumed" in printed and "after epoch 1" in printed
+    assert len(read_metrics(out / "highway-2" / "seed0")) == 2
+    assert main(argv) == 2
+    assert "already holds a sweep" in capsys.readouterr().err
+
+
+def test_gates_and_lesion(sweep, capsys):
+    run = sweep / "highway-4" / "seed0"
+    assert main(["reproduce", "gates", str(run)]) == 0
+    gates = json.loads((run / "gates" / "gates.json").read_text())
+    assert len(gates["bias"]) == 3 and len(gates["mean_activity_per_layer"]) == 3
+    assert len(gates["examples"]) == 3 and 0 <= gates["closed_fraction"] <= 1
+    assert (run / "gates" / "gates.png").stat().st_size > 20_000
+    assert main(["reproduce", "lesion", str(run)]) == 0
+    lesion = json.loads((run / "lesion" / "lesion.json").read_text())
+    assert len(lesion["lesioned"]) == 3 and 0 < lesion["baseline"] <= 1
+    assert "| 2 |" in (run / "lesion" / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["reproduce", "gates", str(sweep / "plain-4" / "seed0")]) == 2
+    assert "plain network" in capsys.readouterr().err
+
+
+def test_report_html_holds_every_figure_and_table(sweep):
+    assert main(["report", str(sweep)]) == 0
+    page = (sweep / "report.html").read_text()
+    assert len(re.findall(r'src="data:image/png;base64,', page)) == 1  # depth.png, inlined
+    assert page.count("<table>") == 2 and "search_epochs" in page and "torch" in page  # tables, config, versions
+    run = sweep / "highway-4" / "seed0"
+    main(["reproduce", "lesion", str(run)])
+    assert main(["report", str(run / "lesion")]) == 0
+    assert "data:image/png;base64," in (run / "lesion" / "report.html").read_text()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "depth", "--depths", "1,10"], "--depths must all be at least 2"),
+    (["reproduce", "depth", "--lrs", "fast"], "--lrs takes comma-separated numbers"),
+    (["reproduce", "gates", "/nonexistent"], "is not a run folder"),
+    (["reproduce", "lesion", "/nonexistent"], "is not a run folder"),
+    (["report", "/nonexistent"], "has no report.md"),
+])
+def test_bad_arguments(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unknown_data_set(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reproduce", "depth", "--data", "cifar"])
+    assert exit_info.value.code == 2 and "invalid choice: 'cifar'" in capsys.readouterr().err
