@@ -86,6 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_training_options(mlp, epochs=10, lr=0.1, optimizer="sgd")
     mlp.set_defaults(run=_train_mlp)
 
+    cnn = models.add_parser(
+        "cnn", help="a convolutional highway (or plain) network on images, with crops and flips",
+        description="A convolutional classifier: per stage a 3x3 convolution to the stage's width, then "
+                    "highway convolutions (or, with --plain, plain conv-BN-ReLU layers), then 2x2 max-pooling; "
+                    "global average pooling and a linear classifier. Trains with random crops and flips.",
+        epilog="example: highwaynet train cnn --data fashion-mnist --epochs 30")
+    _add_data_options(cnn, ("fashion-mnist", "mnist5k", "digits", "mnist"), "fashion-mnist")
+    g = cnn.add_argument_group("model")
+    g.add_argument("--channels", default="32,64,128", help="channels of each stage (default: %(default)s)")
+    g.add_argument("--layers-per-stage", type=_positive_int, default=3, help="(default: %(default)s)")
+    g.add_argument("--plain", action="store_true", help="a plain CNN of the same depth and width")
+    g.add_argument("--gate-bias", type=float, default=-1.0, help="(default: %(default)s)")
+    g.add_argument("--no-augment", action="store_true", help="no random crops and flips")
+    g.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
+    _add_training_options(cnn, epochs=30, lr=0.05, optimizer="sgd", batch_size=128)
+    cnn.set_defaults(run=_train_cnn)
+
     lm = models.add_parser(
         "lm", help="a character- or word-level language model, RHN or LSTM",
         description="A language model on a text corpus: embedding, a Recurrent Highway Network (or an LSTM), "
@@ -241,6 +258,26 @@ def _train_mlp(args: argparse.Namespace) -> None:
     results = mlp.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     test = results["test"]
     print(f"test_loss {test['loss']:.4f}  test_acc {test['acc']:.4f}  "
+          f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
+
+
+def _train_cnn(args: argparse.Namespace) -> None:
+    from .recipes import cnn
+
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out, the run folder to continue")
+    train = _train_config(args)
+    train.monitor = "val_acc"
+    train.weight_decay = args.weight_decay or 5e-4
+    config = cnn.CNNConfig(data=args.data, channels=_int_list(args.channels, "--channels"),
+                           layers_per_stage=args.layers_per_stage, plain=args.plain, gate_bias=args.gate_bias,
+                           augment=not args.no_augment, batch_size=args.batch_size, max_train=args.max_train,
+                           train=train)
+    kind = "plain" if args.plain else "highway"
+    out = args.out or f"runs/cnn-{args.data}-{kind}{config.depth}-seed{args.seed}"
+    print(f"training a {config.depth}-layer {kind} CNN on {args.data}; run folder: {out}")
+    results = cnn.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    print(f"test_loss {results['test']['loss']:.4f}  test_acc {results['test']['acc']:.4f}  "
           f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
 
 

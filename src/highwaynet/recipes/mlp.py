@@ -84,16 +84,23 @@ def run(config: MLPConfig, out: str | Path, *, resume: bool = False, data_dir: s
     last finished epoch. Returns the results (test metrics, parameters, time).
     """
     config = MLPConfig.from_dict(prepare_run_dir(out, "mlp", asdict(config), resume))
+    return train_image_classifier(config, "plain" if config.plain else "highway", build_model, out, resume=resume,
+                                  data_dir=data_dir, download=download, data=data, log=log, progress=progress)
+
+
+def train_image_classifier(config, kind: str, build, out: str | Path, *, resume: bool, data_dir, download: bool,
+                           data: ImageData | None, log, progress: bool, augment=None) -> dict[str, Any]:
+    """The image recipes' shared part: data, model from ``build(config, data)``, Trainer, test, results."""
     start = time.perf_counter()
     if data is None:
         data = load_image_data(config.data, data_dir, download=download, split_seed=config.split_seed,
                                max_train=config.max_train)
-    model = build_model(config, data)
-    task = ClassificationTask(data, config.batch_size, seed=config.train.seed)
+    model = build(config, data)
+    task = ClassificationTask(data, config.batch_size, seed=config.train.seed, augment=augment)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
     history = trainer.fit(resume=resume)
     results = {
-        "model": "plain" if config.plain else "highway",
+        "model": kind,
         "depth": config.depth,
         "parameters": sum(p.numel() for p in model.parameters()),
         "final": history[-1],

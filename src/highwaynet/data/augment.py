@@ -1,0 +1,40 @@
+"""Data augmentation for image batches on their device: random crops with zero padding, and flips."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["RandomCropFlip"]
+
+
+class RandomCropFlip:
+    """Pad each image by ``padding`` zeros, crop back to its size at a random offset, and flip it
+    left-right with probability ``flip`` (draws from the global RNG, so a seeded run is repeatable).
+
+    Works on a whole batch ``(N, C, H, W)`` at once, on any device.
+    """
+
+    def __init__(self, padding: int = 2, flip: float = 0.5) -> None:
+        self.padding, self.flip = padding, flip
+
+    def __call__(self, x: Tensor) -> Tensor:
+        n, _, h, w = x.shape
+        p = self.padding
+        if p:
+            # Zero in standardised units is the mean pixel; pad with the batch's minimum (the background).
+            padded = F.pad(x, (p, p, p, p), value=float(x.min()))
+            dy = torch.randint(0, 2 * p + 1, (n,), device=x.device)
+            dx = torch.randint(0, 2 * p + 1, (n,), device=x.device)
+            rows = (dy[:, None] + torch.arange(h, device=x.device))[:, None, :, None]
+            cols = (dx[:, None] + torch.arange(w, device=x.device))[:, None, None, :]
+            x = padded[torch.arange(n, device=x.device)[:, None, None, None],
+                       torch.arange(x.shape[1], device=x.device)[None, :, None, None], rows, cols]
+        if self.flip:
+            flipped = torch.rand(n, device=x.device) < self.flip
+            x = torch.where(flipped[:, None, None, None], x.flip(-1), x)
+        return x
+
+    def __repr__(self) -> str:
+        return f"RandomCropFlip(padding={self.padding}, flip={self.flip})"

@@ -1,0 +1,54 @@
+"""Convolutional classifiers: a highway CNN (stacked ``HighwayConv2d`` between pooling stages, a
+Fitnet-like layout as the highway paper's CIFAR nets) and a plain CNN of equal depth and width."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ..nn import HighwayConv2d
+
+__all__ = ["HighwayCNN"]
+
+
+class HighwayCNN(nn.Module):
+    r"""``stem conv -> [layers_per_stage conv layers -> 2x2 max-pool] per stage -> global average pool -> linear``.
+
+    Each stage widens to its channel count with a plain 3x3 convolution, then stacks
+    ``layers_per_stage`` highway convolutions (:class:`~highwaynet.nn.HighwayConv2d`), or, with
+    ``plain=True``, as many plain ``Conv2d -> BatchNorm -> ReLU`` layers of the same width.
+
+    Args:
+        in_channels: image channels (1 for Fashion-MNIST).
+        num_classes: classes.
+        channels: channels of each stage. Default: ``(32, 64, 128)``.
+        layers_per_stage: highway (or plain) layers in each stage. Default: 3.
+        plain: build the plain network of equal depth and width.
+        gate_bias: initial transform-gate bias. Default: -1.0.
+        dropout: dropout before the classifier. Default: 0.2.
+
+    Shape:
+        ``(N, in_channels, H, W)`` -> ``(N, num_classes)``.
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, channels: tuple[int, ...] = (32, 64, 128),
+                 layers_per_stage: int = 3, plain: bool = False, gate_bias: float = -1.0, dropout: float = 0.2) -> None:
+        super().__init__()
+        stages: list[nn.Module] = []
+        width = in_channels
+        for c in channels:
+            stages += [nn.Conv2d(width, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU()]
+            for _ in range(layers_per_stage):
+                if plain:
+                    stages += [nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU()]
+                else:
+                    stages.append(HighwayConv2d(c, 3, gate_bias=gate_bias))
+            stages.append(nn.MaxPool2d(2))
+            width = c
+        self.features = nn.Sequential(*stages)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4:
+            raise ValueError(f"HighwayCNN expects images of shape (N, C, H, W), got {tuple(x.shape)}")
+        return self.classifier(self.dropout(self.features(x).mean((2, 3))))
