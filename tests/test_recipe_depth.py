@@ -8,8 +8,8 @@ import pytest
 from highwaynet.cli import main
 from highwaynet.training import Trainer, read_metrics
 
-SWEEP = ["reproduce", "depth", "--data", "digits", "--depths", "2,4", "--lrs", "0.03,0.1", "--search-epochs", "1",
-         "--epochs", "2", "--seeds", "0,1"]
+SWEEP = ["reproduce", "depth", "--data", "digits", "--depths", "2,4", "--lrs", "0.03,0.1", "--epochs", "2",
+         "--seeds", "0,1"]
 
 
 @pytest.fixture(scope="module")
@@ -29,18 +29,20 @@ def test_depth_sweep_writes_figure_table_and_runs(sweep):
     assert (sweep / "depth.png").stat().st_size > 20_000
     report = (sweep / "report.md").read_text()
     assert "![training loss vs epoch](depth.png)" in report and "| 4 | highway |" in report
-    assert (sweep / "highway-4" / "seed1" / "results.json").is_file()
+    highway4 = summary["nets"][3]
+    assert highway4["run_dirs"][1].endswith(f"highway-4/lr{highway4['lr']:g}-seed1")
+    assert (sweep / "highway-4" / "lr0.03-seed0" / "results.json").is_file()  # both rates were searched
 
 
 def test_resume_picks_up_an_interrupted_sweep_without_redoing_finished_runs(tmp_path, monkeypatch, capsys):
     out = tmp_path / "sweep"
-    argv = [*SWEEP[:5], "2", *SWEEP[6:], "--out", str(out)]  # depth 2 only: 8 runs
+    argv = [*SWEEP[:5], "2", *SWEEP[6:], "--out", str(out)]  # depth 2 only: 3 runs per kind
     epochs = {"n": 0}
     run_epoch = Trainer._run_epoch
 
     def killed_at_tenth_epoch(self, epoch):
         epochs["n"] += 1
-        if epochs["n"] == 10:  # highway-2/seed0 has finished its first epoch: Ctrl-C in its second
+        if epochs["n"] == 8:  # highway-2's first search run has finished epoch 1 of 2: Ctrl-C in its second
             raise KeyboardInterrupt
         return run_epoch(self, epoch)
 
@@ -50,16 +52,16 @@ def test_resume_picks_up_an_interrupted_sweep_without_redoing_finished_runs(tmp_
     capsys.readouterr()
     assert main(argv + ["--resume"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("done, skipped") == 6  # plain: search x2, seeds x2; highway: search x2
-    assert "highway-2/seed0: highway 2: lr" in printed and printed.count("(resumed)") == 1
-    assert "resumed" in printed and "after epoch 1" in printed
-    assert len(read_metrics(out / "highway-2" / "seed0")) == 2
+    assert printed.count("done, skipped") == 3  # plain: both rates and the second seed
+    assert "highway-2/lr0.03-seed0: highway 2: lr 0.03, seed 0 (resumed)" in printed
+    assert printed.count("(resumed)") == 1 and "after epoch 1" in printed
+    assert len(read_metrics(out / "highway-2" / "lr0.03-seed0")) == 2
     assert main(argv) == 2
     assert "already holds a sweep" in capsys.readouterr().err
 
 
 def test_gates_and_lesion(sweep, capsys):
-    run = sweep / "highway-4" / "seed0"
+    run = sweep / "highway-4" / "lr0.1-seed0"
     assert main(["reproduce", "gates", str(run)]) == 0
     gates = json.loads((run / "gates" / "gates.json").read_text())
     assert len(gates["bias"]) == 3 and len(gates["mean_activity_per_layer"]) == 3
@@ -70,7 +72,7 @@ def test_gates_and_lesion(sweep, capsys):
     assert len(lesion["lesioned"]) == 3 and 0 < lesion["baseline"] <= 1
     assert "| 2 |" in (run / "lesion" / "report.md").read_text()
     capsys.readouterr()
-    assert main(["reproduce", "gates", str(sweep / "plain-4" / "seed0")]) == 2
+    assert main(["reproduce", "gates", str(sweep / "plain-4" / "lr0.1-seed0")]) == 2
     assert "plain network" in capsys.readouterr().err
 
 
@@ -78,8 +80,8 @@ def test_report_html_holds_every_figure_and_table(sweep):
     assert main(["report", str(sweep)]) == 0
     page = (sweep / "report.html").read_text()
     assert len(re.findall(r'src="data:image/png;base64,', page)) == 1  # depth.png, inlined
-    assert page.count("<table>") == 2 and "search_epochs" in page and "torch" in page  # tables, config, versions
-    run = sweep / "highway-4" / "seed0"
+    assert page.count("<table>") == 2 and "highway_width" in page and "torch" in page  # tables, config, versions
+    run = sweep / "highway-4" / "lr0.1-seed0"
     main(["reproduce", "lesion", str(run)])
     assert main(["report", str(run / "lesion")]) == 0
     assert "data:image/png;base64," in (run / "lesion" / "report.html").read_text()

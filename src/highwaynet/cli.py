@@ -193,14 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
     deep = experiments.add_parser(
         "depth", help="plain vs highway MLPs at 10/20/50/100 layers (Training Very Deep Networks, Fig. 1)",
         description="Plain (71 wide) and highway (50 wide) MLPs at each depth, He initialisation, SGD with "
-                    "momentum; a learning-rate search per net, then several seeds. Writes depth.png and report.md.",
+                    "momentum; a learning-rate search per net (the first seed at every rate), then more seeds. "
+                    "Writes depth.png and report.md.",
         epilog="example: highwaynet reproduce depth --data fashion-mnist --max-train 10000")
     deep.add_argument("--data", choices=("mnist5k", "fashion-mnist", "digits", "mnist"), default="mnist5k",
                       help="(default: %(default)s)")
     deep.add_argument("--depths", default="10,20,50,100", help="(default: %(default)s)")
     deep.add_argument("--lrs", default="0.01,0.03,0.1", help="learning rates searched (default: %(default)s)")
-    deep.add_argument("--search-epochs", type=_positive_int, default=2, help="(default: %(default)s)")
-    deep.add_argument("--epochs", type=_positive_int, default=10, help="(default: %(default)s)")
+    deep.add_argument("--epochs", type=_positive_int, default=6, help="(default: %(default)s)")
     deep.add_argument("--seeds", default="0,1,2", help="(default: %(default)s)")
     deep.add_argument("--gate-bias", type=float, default=-4.0, help="(default: %(default)s)")
     deep.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
@@ -375,7 +375,7 @@ def _reproduce_depth(args: argparse.Namespace) -> None:
     if min(depths) < 2:
         raise ValueError(f"--depths must all be at least 2 (one plain layer, then highway layers), got {args.depths}")
     config = depth.DepthConfig(data=args.data, depths=depths, lrs=_float_list(args.lrs, "--lrs"),
-                               search_epochs=args.search_epochs, epochs=args.epochs,
+                               epochs=args.epochs,
                                seeds=[int(s) for s in args.seeds.split(",")], gate_bias=args.gate_bias,
                                max_train=args.max_train)
     out = args.out or f"runs/depth-{args.data}"

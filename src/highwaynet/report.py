@@ -141,11 +141,11 @@ def write_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         f"# Plain vs highway networks at {', '.join(map(str, depths))} layers ({config['data']})", "",
         f"Total time {summary['seconds']:.0f} s. Highway layers {config['highway_width']} wide, plain layers "
         f"{config['plain_width']} wide; SGD with momentum 0.9, batch {config['batch_size']}, {config['epochs']} "
-        f"epochs, seeds {config['seeds']}; highway gate bias {config['gate_bias']}. The learning rate of each net "
-        f"is the one of {config['lrs']} with the lowest training loss after {config['search_epochs']} epochs "
-        "(seed 0).", "", "![training loss vs epoch](depth.png)", "",
+        f"epochs, seeds {config['seeds']}; He initialisation; highway gate bias {config['gate_bias']}. The learning "
+        f"rate of each net is the one of {config['lrs']} whose first-seed run ends with the lowest training loss.",
+        "", "![training loss vs epoch](depth.png)", "",
         markdown_table(["layers", "net", "parameters", "lr", "final training loss", "test accuracy (%)"], rows), "",
-        "Learning-rate search: training loss after the search epochs.", "",
+        "Learning-rate search: final training loss of the first seed at each rate (nan: diverged).", "",
         markdown_table(["layers", "net", *(f"lr {lr:g}" for lr in config["lrs"])], search), ""]))
     return report
 
