@@ -24,7 +24,7 @@ def _positive_int(text: str) -> int:
 
 
 def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, optimizer: str,
-                          batch_size: int = 100) -> None:
+                          batch_size: int = 100, weight_decay: float = 0.0) -> None:
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=_positive_int, default=epochs,
                    help="passes over the training data (default: %(default)s)")
@@ -33,7 +33,7 @@ def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, op
     g.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default=optimizer, help="(default: %(default)s)")
     g.add_argument("--lr", type=float, default=lr, help="learning rate (default: %(default)s)")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: %(default)s)")
-    g.add_argument("--weight-decay", type=float, default=0.0, help="(default: %(default)s)")
+    g.add_argument("--weight-decay", type=float, default=weight_decay, help="(default: %(default)s)")
     g.add_argument("--schedule", choices=("constant", "cosine", "step"), default="constant",
                    help="learning-rate schedule over the epochs (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0,
@@ -54,6 +54,13 @@ def _add_data_options(p: argparse.ArgumentParser, choices: Sequence[str], defaul
     g.add_argument("--data-dir", help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, "
                                       "and where packages install them)")
     g.add_argument("--download", action="store_true", help="download missing files from their public source")
+
+
+def _add_sweep_options(p: argparse.ArgumentParser, out: str | None, data_help: str) -> None:
+    p.add_argument("--data-dir", help=data_help)
+    p.add_argument("--device", default="auto", help="(default: %(default)s)")
+    p.add_argument("--out", default=out, help=f"(default: {out or 'runs/depth-<data>'})")
+    p.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gate-bias", type=float, default=-1.0, help="(default: %(default)s)")
     g.add_argument("--no-augment", action="store_true", help="no random crops and flips")
     g.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
-    _add_training_options(cnn, epochs=30, lr=0.05, optimizer="sgd", batch_size=128)
+    _add_training_options(cnn, epochs=30, lr=0.05, optimizer="sgd", batch_size=128, weight_decay=5e-4)
     cnn.set_defaults(run=_train_cnn)
 
     lm = models.add_parser(
@@ -156,10 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     depth.add_argument("--steps-per-epoch", type=_positive_int, default=50, help="(default: %(default)s)")
     depth.add_argument("--batch-size", type=_positive_int, default=128, help="(default: %(default)s)")
     depth.add_argument("--no-lstm", action="store_true", help="skip the LSTM baseline")
-    depth.add_argument("--data-dir", help="folder holding the corpora")
-    depth.add_argument("--device", default="auto", help="(default: %(default)s)")
-    depth.add_argument("--out", default="runs/rhn-depth", help="(default: %(default)s)")
-    depth.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
+    _add_sweep_options(depth, "runs/rhn-depth", "folder holding the corpora")
     depth.set_defaults(run=_reproduce_rhn_depth)
 
     sent = experiments.add_parser(
@@ -184,10 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     sent.add_argument("--vectors", help="word vectors in a text file (GloVe or word2vec text format)")
     sent.add_argument("--epochs", type=_positive_int, default=10, help="(default: %(default)s)")
     sent.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default: %(default)s)")
-    sent.add_argument("--data-dir", help="folder holding the sentence files")
-    sent.add_argument("--device", default="auto", help="(default: %(default)s)")
-    sent.add_argument("--out", default="runs/sentences", help="(default: %(default)s)")
-    sent.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
+    _add_sweep_options(sent, "runs/sentences", "folder holding the sentence files")
     sent.set_defaults(run=_reproduce_sentences)
 
     deep = experiments.add_parser(
@@ -204,10 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     deep.add_argument("--seeds", default="0,1,2", help="(default: %(default)s)")
     deep.add_argument("--gate-bias", type=float, default=-4.0, help="(default: %(default)s)")
     deep.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
-    deep.add_argument("--data-dir", help="folder with the data files")
     deep.add_argument("--download", action="store_true", help="download missing files from their public source")
-    deep.add_argument("--out", default=None, help="(default: runs/depth-<data>)")
-    deep.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
+    _add_sweep_options(deep, None, "folder with the data files")
     deep.set_defaults(run=_reproduce_depth)
 
     for name, helptext in (("gates", "what a trained highway MLP's gates learned (Fig. 2)"),
@@ -236,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _train_config(args: argparse.Namespace):
     from .training import TrainConfig
 
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out, the run folder to continue")
     return TrainConfig(epochs=args.epochs, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
                        weight_decay=args.weight_decay, schedule=args.schedule, seed=args.seed,
                        device=args.device, amp=args.amp, compile=args.compile)
@@ -246,46 +247,37 @@ def _train_mlp(args: argparse.Namespace) -> None:
 
     if args.depth < 2:
         raise ValueError(f"--depth must be at least 2 (one plain layer, then highway layers), got {args.depth}")
-    if args.resume and not args.out:
-        raise ValueError("--resume needs --out, the run folder to continue")
     config = mlp.MLPConfig(data=args.data, depth=args.depth, width=args.width, plain=args.plain,
                            activation=args.activation, gate_bias=args.gate_bias, init=args.init,
                            batch_size=args.batch_size,
                            max_train=args.max_train, train=_train_config(args))
+    _run_image_recipe(args, mlp.run, config, "MLP", args.depth)
+
+
+def _run_image_recipe(args: argparse.Namespace, run, config, what: str, depth: int) -> None:
     kind = "plain" if args.plain else "highway"
-    out = args.out or f"runs/mlp-{args.data}-{kind}{args.depth}-seed{args.seed}"
-    print(f"training a {args.depth}-layer {kind} MLP on {args.data}; run folder: {out}")
-    results = mlp.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
-    test = results["test"]
-    print(f"test_loss {test['loss']:.4f}  test_acc {test['acc']:.4f}  "
+    out = args.out or f"runs/{what.lower()}-{args.data}-{kind}{depth}-seed{args.seed}"
+    print(f"training a {depth}-layer {kind} {what} on {args.data}; run folder: {out}")
+    results = run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    print(f"test_loss {results['test']['loss']:.4f}  test_acc {results['test']['acc']:.4f}  "
           f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
 
 
 def _train_cnn(args: argparse.Namespace) -> None:
     from .recipes import cnn
 
-    if args.resume and not args.out:
-        raise ValueError("--resume needs --out, the run folder to continue")
     train = _train_config(args)
     train.monitor = "val_acc"
-    train.weight_decay = args.weight_decay or 5e-4
     config = cnn.CNNConfig(data=args.data, channels=_int_list(args.channels, "--channels"),
                            layers_per_stage=args.layers_per_stage, plain=args.plain, gate_bias=args.gate_bias,
                            augment=not args.no_augment, batch_size=args.batch_size, max_train=args.max_train,
                            train=train)
-    kind = "plain" if args.plain else "highway"
-    out = args.out or f"runs/cnn-{args.data}-{kind}{config.depth}-seed{args.seed}"
-    print(f"training a {config.depth}-layer {kind} CNN on {args.data}; run folder: {out}")
-    results = cnn.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
-    print(f"test_loss {results['test']['loss']:.4f}  test_acc {results['test']['acc']:.4f}  "
-          f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
+    _run_image_recipe(args, cnn.run, config, "CNN", config.depth)
 
 
 def _train_lm(args: argparse.Namespace) -> None:
     from .recipes import lm
 
-    if args.resume and not args.out:
-        raise ValueError("--resume needs --out, the run folder to continue")
     train = _train_config(args)
     train.grad_clip = 1.0
     config = lm.LMConfig(corpus=args.corpus, level=args.level, model=args.model, depth=args.depth,
@@ -377,7 +369,7 @@ def _reproduce_depth(args: argparse.Namespace) -> None:
     config = depth.DepthConfig(data=args.data, depths=depths, lrs=_float_list(args.lrs, "--lrs"),
                                epochs=args.epochs,
                                seeds=[int(s) for s in args.seeds.split(",")], gate_bias=args.gate_bias,
-                               max_train=args.max_train)
+                               max_train=args.max_train, device=args.device)
     out = args.out or f"runs/depth-{args.data}"
     summary = depth.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     for net in summary["nets"]:

@@ -14,6 +14,12 @@ __all__ = ["markdown_table", "write_depth_report", "write_gates_report", "write_
            "write_html", "write_rhn_depth_report", "write_sentences_report"]
 
 
+def _save(fig, path: Path, dpi: int = 120) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+
+
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     def cell(v: Any) -> str:
         return f"{v:.3f}" if isinstance(v, float) else str(v)
@@ -60,9 +66,7 @@ def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         text += [f"Sample from the depth-{best['depth']} RHN (temperature 0.8):", "", "```",
                  best["sample"].strip(), "```", ""]
         sections.append("\n".join(text))
-    fig.tight_layout()
-    fig.savefig(out / "depth.png", dpi=120)
-    plt.close(fig)
+    _save(fig, out / "depth.png", dpi=120)
     report = out / "report.md"
     report.write_text("\n".join([
         "# RHN: recurrence depth at a fixed parameter budget", "",
@@ -100,9 +104,7 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
             ax.set(xlabel="layers in the stack", ylabel="test accuracy (%)", title=f"{task}: accuracy vs depth")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-            fig.tight_layout()
-            fig.savefig(out / f"depth-{task}.png", dpi=120)
-            plt.close(fig)
+            _save(fig, out / f"depth-{task}.png", dpi=120)
             lines += [f"![{task} depth](depth-{task}.png)", ""]
     report = out / "report.md"
     report.write_text("\n".join(lines))
@@ -128,9 +130,7 @@ def write_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("training loss (mean over seeds)")
     fig.suptitle(f"Plain vs highway networks on {config['data']}", y=1.0)
-    fig.tight_layout()
-    fig.savefig(out / "depth.png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, out / "depth.png", dpi=120)
 
     rows = [[n["depth"], n["kind"], n["parameters"], f"{n['lr']:g}",
              f"{n['train_loss']['mean']:.4f} ± {n['train_loss']['std']:.4f}",
@@ -170,9 +170,7 @@ def write_gates_report(out: Path, result: dict[str, Any]) -> Path:
     axes[-1].invert_yaxis()
     axes[-1].set(title="mean gate output\nper layer", xlabel="mean T", ylabel="highway layer")
     axes[-1].title.set_fontsize(9)
-    fig.tight_layout()
-    fig.savefig(out / "gates.png", dpi=110)
-    plt.close(fig)
+    _save(fig, out / "gates.png", dpi=110)
     report = out / "report.md"
     report.write_text("\n".join([
         f"# What the gates of a {result['depth']}-layer highway network learned ({result['data']})", "",
@@ -198,9 +196,7 @@ def write_lesion_report(out: Path, result: dict[str, Any]) -> Path:
            title=f"{result['depth']}-layer highway net, {result['data']}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "lesion.png", dpi=120)
-    plt.close(fig)
+    _save(fig, out / "lesion.png", dpi=120)
     report = out / "report.md"
     report.write_text("\n".join([
         f"# Lesioning a {result['depth']}-layer highway network ({result['data']})", "",

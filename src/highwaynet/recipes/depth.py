@@ -39,6 +39,7 @@ class DepthConfig:
     gate_bias: float = -4.0
     batch_size: int = 100
     max_train: int | None = None
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         if min(self.depths) < 2:
@@ -52,7 +53,7 @@ def _mlp_config(config: DepthConfig, depth: int, plain: bool, lr: float, epochs:
                          width=config.plain_width if plain else config.highway_width, gate_bias=config.gate_bias,
                          init="he",
                          batch_size=config.batch_size, max_train=config.max_train,
-                         train=TrainConfig(epochs=epochs, lr=lr, momentum=0.9, seed=seed))
+                         train=TrainConfig(epochs=epochs, lr=lr, momentum=0.9, seed=seed, device=config.device))
 
 
 def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
