@@ -95,3 +95,16 @@ def test_bad_config():
         TrainConfig(optimizer="lbfgs")
     with pytest.raises(ValueError, match="schedule must be"):
         TrainConfig(schedule="linear")
+
+
+def test_compile_option_matches_eager():
+    data = load_digits()
+    histories = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = HighwayMLP(64, 10, depth=3, width=16)
+        trainer = Trainer(model, ClassificationTask(data, 64, seed=0), TrainConfig(epochs=1, lr=0.05, compile=compiled),
+                          log=lambda s: None, progress=False)
+        histories.append(trainer.fit()[0])
+    for key in ("train_loss", "val_loss", "val_acc"):
+        assert abs(histories[0][key] - histories[1][key]) < 1e-3, key
