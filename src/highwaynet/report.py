@@ -53,7 +53,7 @@ def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         table = markdown_table(
             ["model", "depth", "hidden", "parameters", "epochs", f"valid {key}", f"test {key}", "train time (s)"],
             [[r["model"].upper(), r["depth"] or "-", r["hidden"], r["parameters"], r["epochs"],
-              r["final"][f"val_{key}"], r["test"][key], r["train_seconds"]]
+              r["final"][f"val_{key}"], r["test"][key], f"{r['train_seconds']:.0f}"]
              for r in rows + ([result["lstm"]] if "lstm" in result else [])])
         best = min(rows, key=lambda r: r["test"][key])
         text = [f"## {entry}", "", table, ""]
