@@ -170,8 +170,9 @@ class Trainer:
         if self.device.type == "cuda" and self.world_size > 1:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.model = model.to(self.device)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
         # Under torchrun only rank 0 writes files and logs.
-        self.run_dir = Path(run_dir) if run_dir is not None and self.rank == 0 else None
+        self._writes = self.run_dir is not None and self.rank == 0
         self.log = (log or tqdm.write) if self.rank == 0 else (lambda message: None)
         self.progress = progress and self.rank == 0
         self.optimizer = self._make_optimizer()
@@ -183,7 +184,6 @@ class Trainer:
         self._forward_model = torch.compile(forward) if config.compile else forward
         # Evaluation needs no gradient synchronisation: the bare model (compiled once if asked).
         self._eval_model = self._forward_model if self.world_size == 1 else self.model
-        self._run_dir_arg = Path(run_dir) if run_dir is not None else None
 
     # -- set-up ---------------------------------------------------------------------------------
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -218,7 +218,7 @@ class Trainer:
         """
         if resume:
             self.load_checkpoint()
-        elif self.run_dir is not None and (self.run_dir / "metrics.jsonl").exists():
+        elif self._writes and (self.run_dir / "metrics.jsonl").exists():
             raise FileExistsError(f"{self.run_dir} already holds a run; resume it (--resume) or choose "
                                   f"another run folder")
         else:
@@ -292,7 +292,7 @@ class Trainer:
         return value > self.best if self.config.monitor.endswith("acc") else value < self.best
 
     def _save(self, metrics: dict[str, float]) -> None:
-        if self.run_dir is None:
+        if not self._writes:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # The metrics line first, then the checkpoint: a run killed between the two re-runs the
@@ -315,9 +315,9 @@ class Trainer:
 
     def load_checkpoint(self) -> None:
         """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume)."""
-        if self._run_dir_arg is None:
+        if self.run_dir is None:
             raise ValueError("resuming needs a run folder")
-        path = self._run_dir_arg / "checkpoint.pt"
+        path = self.run_dir / "checkpoint.pt"
         if not path.is_file():
             raise FileNotFoundError(f"nothing to resume: {path} does not exist (was the run started "
                                     f"with this folder, and did it finish an epoch?)")
@@ -328,12 +328,12 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"])
         self.epoch, self.best = state["epoch"], state["best"]
-        self.history = read_metrics(self._run_dir_arg)[: self.epoch]
-        if self.run_dir is not None:
+        self.history = read_metrics(self.run_dir)[: self.epoch]
+        if self._writes:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold.
             with open(self.run_dir / "metrics.jsonl", "w") as f:
                 f.writelines(json.dumps(m) + "\n" for m in self.history)
-        self.log(f"resumed {self._run_dir_arg} after epoch {self.epoch}")
+        self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
 
 
 def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
