@@ -198,3 +198,40 @@ def test_bad_arguments():
         RHN(3, 4, 0)
     with pytest.raises(TypeError, match="got list"):
         RHN(3, 4, 2)([1, 2])
+
+
+@pytest.mark.parametrize("state_dropout", [0.0, 0.3])
+def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout):
+    torch.manual_seed(0)
+    fused = RHN(4, 6, 3, num_layers=2, state_dropout=state_dropout, dropout=0.2).double()
+    loop = RHN(4, 6, 3, num_layers=2, state_dropout=state_dropout, dropout=0.2, fused=False).double()
+    loop.load_state_dict(fused.state_dict())
+    assert all(fused._can_fuse(c, None) for c in fused.cells) and not loop._can_fuse(loop.cells[0], None)
+    x = torch.randn(7, 3, 4, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(2, 3, 6, dtype=torch.float64)
+    results = []
+    for rhn in (fused, loop):
+        torch.manual_seed(5)  # the same dropout masks for both
+        out, state = rhn(x, s0)
+        (out.pow(2).sum() + state.sum()).backward()
+        results.append((out.detach(), state.detach(), x.grad.clone(), [p.grad.clone() for p in rhn.parameters()]))
+        x.grad = None
+    (o1, s1, gx1, gp1), (o2, s2, gx2, gp2) = results
+    torch.testing.assert_close(o1, o2, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(s1, s2, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gx1, gx2, rtol=1e-10, atol=1e-12)
+    for a, b in zip(gp1, gp2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_recurrence_gradcheck():
+    from highwaynet.kernels import rhn_recurrence
+
+    torch.manual_seed(0)
+    xp = torch.randn(4, 3, 10, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    weights = [torch.randn(10, 5, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    biases = [torch.randn(10, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    mask = torch.rand(3, 5, dtype=torch.float64)
+    assert torch.autograd.gradcheck(
+        lambda a, b, *p: rhn_recurrence(a, b, list(p[:2]), list(p[2:]), mask), (xp, s0, *weights, *biases))

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from ..functional import get_activation
+from ..kernels import rhn_recurrence
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
 
@@ -128,6 +129,9 @@ class RHN(nn.Module):
         input_dropout: variational dropout on the first layer's input. Default: 0.
         state_dropout: variational dropout on the states where they enter the recurrent
             products, per layer (the paper's scheme). Default: 0.
+        fused: use :func:`highwaynet.kernels.rhn_recurrence` (hand-written backward, weight
+            gradients in one product per micro-layer) where it applies: coupled carry, unpadded
+            batches, gates not recorded or lesioned. Same values as the reference loop. Default: True.
 
     Inputs: ``input, state``
         - **input**: ``(T, B, input_size)`` (or ``(B, T, input_size)`` when ``batch_first``), or a
@@ -153,7 +157,7 @@ class RHN(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, depth: int, num_layers: int = 1, dropout: float = 0.0,
                  batch_first: bool = False, carry: str = "coupled", gate_bias: float = -2.0,
-                 input_dropout: float = 0.0, state_dropout: float = 0.0) -> None:
+                 input_dropout: float = 0.0, state_dropout: float = 0.0, fused: bool = True) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be positive, got {num_layers}")
@@ -162,6 +166,7 @@ class RHN(nn.Module):
                 raise ValueError(f"{name} must be in [0, 1), got {p}")
         self.input_size, self.hidden_size, self.depth, self.num_layers = input_size, hidden_size, depth, num_layers
         self.batch_first = batch_first
+        self.fused = fused
         self.dropout, self.input_dropout, self.state_dropout = dropout, input_dropout, state_dropout
         self.cells = nn.ModuleList(
             RHNCell(input_size if layer == 0 else hidden_size, hidden_size, depth, carry, gate_bias)
@@ -193,12 +198,17 @@ class RHN(nn.Module):
                 x = x * variational_mask(x, p_in, (1, batch, x.shape[-1]))
             state_mask = variational_mask(x, self.state_dropout, (batch, self.hidden_size)) \
                 if self.training else None
-            # Every time step's input projection in one product. unbind, not x_proj[t]: indexing's
-            # backward would write a full-size zero gradient at every step (quadratic in T).
-            x_proj = cell.input_proj(x).unbind(0)
+            # Every time step's input projection in one product. The loop iterates with unbind, not
+            # x_proj[t]: indexing's backward would write a full-size zero gradient at every step.
+            x_proj = cell.input_proj(x)
+            if self._can_fuse(cell, valid):
+                x = rhn_recurrence(x_proj, state[layer], [p.weight for p in cell.hidden_proj],
+                                   [p.bias for p in cell.hidden_proj], state_mask)
+                final.append(x[-1])
+                continue
             s, outputs = state[layer], []
-            for t in range(steps):
-                s_new = cell.step(x_proj[t], s, state_mask)
+            for t, xp in enumerate(x_proj.unbind(0)):
+                s_new = cell.step(xp, s, state_mask)
                 s = s_new if valid is None else torch.where(valid[t], s_new, s)
                 outputs.append(s_new if valid is None else s_new * valid[t])
             x = torch.stack(outputs)
@@ -208,6 +218,10 @@ class RHN(nn.Module):
         if packed:
             return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
         return (x.transpose(0, 1) if self.batch_first else x), state
+
+    def _can_fuse(self, cell: RHNCell, valid: Tensor | None) -> bool:
+        return (self.fused and valid is None and cell.carry == "coupled" and cell.activation is torch.tanh
+                and all(g.is_plain for g in cell.gates))
 
     def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> Tensor:
         if not isinstance(x, Tensor):
