@@ -73,3 +73,11 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert len(lines[0].split("\t")[1].split()) == 6  # six class probabilities
     assert main(["reproduce", "sentences", "--task", "imdb", "--out", str(tmp_path / "x")]) == 2
     assert "unknown task 'imdb'" in capsys.readouterr().err
+
+
+def test_summary_shows_a_diverged_run_instead_of_crashing():
+    runs = [{"task": "sst2", "encoder": "hbilstm", "layers": 2, "test": {"acc": a}} for a in (0.8, float("nan"))]
+    runs.append({"task": "sst2", "encoder": "cnn", "layers": 1, "test": {"acc": 0.75}})
+    (cnn, hbilstm) = sentences.summarize(runs)
+    assert hbilstm["runs"] == 2 and hbilstm["mean"] != hbilstm["mean"]  # NaN, not an exception
+    assert cnn == {"task": "sst2", "encoder": "cnn", "layers": 1, "runs": 1, "mean": 75.0, "std": 0.0}

@@ -62,6 +62,8 @@ def highway_combine(t: Tensor, h: Tensor, x: Tensor) -> Tensor:
         tensor([0.0000, 0.5000, 1.0000])
     """
     _require_tensors(t=t, h=h, x=x)
+    if t.shape == h.shape == x.shape and t.dtype == h.dtype == x.dtype:
+        return torch.lerp(x, h, t)  # the common case, on every layer's hot path: nothing to reconcile
     shape = _broadcast_shape(t=t, h=h, x=x)
     dtype = torch.promote_types(torch.promote_types(t.dtype, h.dtype), x.dtype)
     # lerp wants one dtype for all three (under autocast h may be bf16 while x is fp32), and a

@@ -13,7 +13,6 @@ initialisation and SGD with momentum, as in the paper. Every run is an ``mlp`` r
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from ..data import load_image_data
 from ..training import TrainConfig, read_metrics
-from ..training.run_dir import run_once, start_sweep
+from ..training.run_dir import mean_std, run_once, start_sweep
 from . import mlp
 
 __all__ = ["DepthConfig", "run"]
@@ -89,8 +88,8 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
             curves = [[m["train_loss"] for m in read_metrics(run_dir)] for run_dir in run_dirs]
             nets.append({"kind": kind, "depth": depth, "lr": best_lr, "parameters": runs[0]["parameters"],
                          "search": {f"{lr:g}": search[lr]["final"]["train_loss"] for lr in config.lrs},
-                         "train_loss": _mean_std([r["final"]["train_loss"] for r in runs]),
-                         "test_acc": _mean_std([100 * r["test"]["acc"] for r in runs]),
+                         "train_loss": mean_std([r["final"]["train_loss"] for r in runs]),
+                         "test_acc": mean_std([100 * r["test"]["acc"] for r in runs]),
                          "curves": curves, "run_dirs": [str(d) for d in run_dirs]})
     summary = {"recipe": "depth", "config": asdict(config), "nets": nets,
                "seconds": round(time.perf_counter() - start, 1)}
@@ -101,11 +100,4 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
 
 def _finite(x: float) -> float:
     return x if x == x and x != float("inf") else float("inf")
-
-
-def _mean_std(values: list[float]) -> dict[str, float]:
-    # NaN (a diverged seed) propagates: the table shows it rather than hiding the seed.
-    if any(v != v for v in values):
-        return {"mean": float("nan"), "std": float("nan")}
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 

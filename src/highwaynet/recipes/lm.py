@@ -18,7 +18,7 @@ from torch import nn
 from ..data.corpora import Corpus, load_corpus
 from ..models.lm import LSTMLanguageModel, RHNLanguageModel, count_parameters, generate
 from ..training import LanguageModelTask, TrainConfig, Trainer
-from ..training.run_dir import load_run_config, prepare_run_dir
+from ..training.run_dir import load_best_weights, load_run_config, prepare_run_dir
 from ..training.trainer import seed_everything
 
 __all__ = ["LMConfig", "build_model", "load_trained", "run", "sample"]
@@ -103,7 +103,7 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: st
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
     history = trainer.fit(resume=resume, max_time=max_time)
     # Test with the best weights by validation loss, as is usual for language models.
-    model.load_state_dict(torch.load(Path(out) / "model.pt", map_location=trainer.device, weights_only=True))
+    load_best_weights(model, out)
     test = trainer.evaluate("test")
     results = {
         "model": config.model, "depth": config.depth if config.model == "rhn" else None,
@@ -132,8 +132,5 @@ def load_trained(run_dir: str | Path, data_dir: str | Path | None = None) -> tup
     config = LMConfig(**load_run_config(run_dir)["config"])
     corpus = load_corpus(config.corpus, config.level, data_dir, max_vocab=config.max_vocab)
     model = build_model(config, len(corpus.vocab))
-    weights = Path(run_dir) / "model.pt"
-    if not weights.is_file():
-        raise FileNotFoundError(f"{weights} not found: the run has not finished an epoch yet")
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    load_best_weights(model, run_dir)
     return model.eval(), config, corpus

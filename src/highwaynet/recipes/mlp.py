@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..data import ImageData, load_image_data
@@ -20,7 +19,7 @@ from ..models import HighwayMLP, PlainMLP
 from ..models.mlp import he_init
 from ..training import ClassificationTask, TrainConfig, Trainer
 from ..training.distributed import is_main_process
-from ..training.run_dir import prepare_run_dir
+from ..training.run_dir import load_best_weights, load_run_config, prepare_run_dir
 from ..training.trainer import seed_everything
 
 __all__ = ["MLPConfig", "build_model", "run"]
@@ -59,9 +58,6 @@ class MLPConfig:
         if self.init not in ("default", "he"):
             raise ValueError(f"init must be 'default' (nn.Linear's) or 'he', got {self.init!r}")
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MLPConfig:
-        return cls(**d)
 
 
 def build_model(config: MLPConfig, data: ImageData) -> nn.Module:
@@ -83,7 +79,7 @@ def run(config: MLPConfig, out: str | Path, *, resume: bool = False, data_dir: s
     With ``resume``, the configuration saved in ``out`` is used and training continues after its
     last finished epoch. Returns the results (test metrics, parameters, time).
     """
-    config = MLPConfig.from_dict(prepare_run_dir(out, "mlp", asdict(config), resume))
+    config = MLPConfig(**prepare_run_dir(out, "mlp", asdict(config), resume))
     return train_image_classifier(config, "plain" if config.plain else "highway", build_model, out, resume=resume,
                                   data_dir=data_dir, download=download, data=data, log=log, progress=progress)
 
@@ -113,13 +109,8 @@ def train_image_classifier(config, kind: str, build, out: str | Path, *, resume:
     return results
 
 
-def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
-                 weights: str = "model.pt") -> tuple[nn.Module, MLPConfig, ImageData]:
-    """A trained MLP from its run folder (best weights by default), with its config and data."""
-    from ..training.run_dir import load_run_config
-
-    config = MLPConfig.from_dict(load_run_config(run_dir)["config"])
+def load_trained(run_dir: str | Path, data_dir: str | Path | None = None) -> tuple[nn.Module, MLPConfig, ImageData]:
+    """A trained MLP from its run folder (its best weights), with its config and data."""
+    config = MLPConfig(**load_run_config(run_dir)["config"])
     data = load_image_data(config.data, data_dir, split_seed=config.split_seed, max_train=config.max_train)
-    model = build_model(config, data)
-    model.load_state_dict(torch.load(Path(run_dir) / weights, map_location="cpu", weights_only=True))
-    return model.eval(), config, data
+    return load_best_weights(build_model(config, data), run_dir).eval(), config, data

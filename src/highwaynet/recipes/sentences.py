@@ -8,7 +8,6 @@ Kim (2014)'s CNN-rand.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +19,14 @@ from torch import nn
 from ..data.sentences import SENTENCE_TASKS, SentenceData, load_sentences
 from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from ..training import SentenceTask, TrainConfig, Trainer
-from ..training.run_dir import load_run_config, prepare_run_dir, run_once, start_sweep
+from ..training.run_dir import (
+    load_best_weights,
+    load_run_config,
+    mean_std,
+    prepare_run_dir,
+    run_once,
+    start_sweep,
+)
 from ..training.trainer import seed_everything
 
 __all__ = ["KIM_CNN_RAND", "LABEL_NAMES", "SentenceConfig", "SweepConfig", "predict", "run", "sweep"]
@@ -91,7 +97,7 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
     task = SentenceTask(data, config.batch_size, seed=config.train.seed, min_length=model.min_length)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
     history = trainer.fit(resume=resume)
-    model.load_state_dict(torch.load(Path(out) / "model.pt", map_location=trainer.device, weights_only=True))
+    load_best_weights(model, out)
     results = {"task": config.task, "encoder": config.encoder, "layers": config.layers, "seed": config.train.seed,
                "fold": config.fold, "parameters": sum(p.numel() for p in model.parameters()),
                "best_val_acc": max(m["val_acc"] for m in history), "test": trainer.evaluate("test"),
@@ -104,10 +110,7 @@ def load_trained(run_dir: str | Path) -> tuple[nn.Module, SentenceConfig, list[s
     config = SentenceConfig(**load_run_config(run_dir)["config"])
     saved = json.loads((Path(run_dir) / "vocab.json").read_text())
     model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"])
-    weights = Path(run_dir) / "model.pt"
-    if not weights.is_file():
-        raise FileNotFoundError(f"{weights} not found: the run has not finished an epoch yet")
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    load_best_weights(model, run_dir)
     return model.eval(), config, saved["vocab"]
 
 
@@ -186,6 +189,5 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[tuple, list[float]] = {}
     for r in results:
         groups.setdefault((r["task"], r["encoder"], r["layers"]), []).append(100 * r["test"]["acc"])
-    return [{"task": t, "encoder": e, "layers": n, "runs": len(v), "mean": statistics.fmean(v),
-             "std": statistics.stdev(v) if len(v) > 1 else 0.0}
+    return [{"task": t, "encoder": e, "layers": n, "runs": len(v), **mean_std(v)}
             for (t, e, n), v in sorted(groups.items())]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["environment", "load_run_config", "prepare_run_dir", "run_once", "start_sweep"]
+__all__ = ["environment", "load_best_weights", "load_run_config", "mean_std", "prepare_run_dir", "run_once",
+           "start_sweep"]
 
 
 def environment() -> dict[str, Any]:
@@ -91,3 +94,21 @@ def run_once(run_dir: Path, train: Callable[[bool], dict[str, Any]], log: Callab
             f.unlink()
     log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))
     return train(resume)
+
+
+def load_best_weights(model: torch.nn.Module, run_dir: str | Path) -> torch.nn.Module:
+    """Load a run folder's best weights (``model.pt``) into ``model``, onto the model's device."""
+    path = Path(run_dir) / "model.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: the run has not finished an epoch yet")
+    device = next(model.parameters()).device
+    model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+    return model
+
+
+def mean_std(values: list[float]) -> dict[str, float]:
+    """Mean and sample standard deviation of a sweep's repeats; NaN (a diverged run) propagates,
+    so that a table shows the divergence rather than hiding the run."""
+    if any(math.isnan(v) for v in values):
+        return {"mean": float("nan"), "std": float("nan")}
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
