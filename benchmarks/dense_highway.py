@@ -4,25 +4,28 @@ Rows, all on the same input and weights, measured side by side in one run:
   floor      the bare projections alone (``Linear(d, 2d)`` per layer, no gating)
   separate   Chainer's / Lasagne's algorithm: separate H and T linears, gating written out
   fused-one  GluonNLP's / AllenNLP's algorithm: one projection, split, gating written out
-  ours       ``highwaynet.nn.Highway`` (one projection, ``torch.lerp`` gating), eager
+  ours       ``highwaynet.nn.Highway``, eager: on CUDA with Triton, the fused layer
+             (``highwaynet.kernels.highway_layer``: one element-wise pass each way); elsewhere
+             one projection and ``torch.lerp`` gating
+  ours, unfused  the same layers with ``fused=False`` (on the CPU this is what "ours" runs)
   ours+compile  the same under ``torch.compile``
+
+``--dtype tf32`` runs float32 tensors with TF32 matrix products (PyTorch's
+``allow_tf32``), as the issue's H100 table.
 
 Prints a table of medians and ratios to the floor, and writes JSON.
 
     python benchmarks/dense_highway.py                       # CPU-sized shapes, on the CPU
-    python benchmarks/dense_highway.py --device cuda --tokens 16384 --dim 1024 --dtype bfloat16
+    python benchmarks/dense_highway.py --device cuda --tokens 16384 --dim 1024 --dtype bfloat16 --repeats 30
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+from common import measure_rows, report
 
 from highwaynet.nn import Highway
 
@@ -49,18 +52,12 @@ def floor_step(x, weights, biases):
     return sum(F.linear(x, w, b).sum() for w, b in zip(weights, biases, strict=True))
 
 
-def timed(fn, x, sync, repeats: int) -> float:
-    times = []
-    for i in range(repeats + 3):
-        sync()
-        start = time.perf_counter()
+def fwd_bwd(fn, x):
+    def run():
         out = fn(x)
         (out.sum() if out.dim() else out).backward()
-        sync()
-        if i >= 3:  # warm-up
-            times.append(time.perf_counter() - start)
         x.grad = None
-    return statistics.median(times)
+    return run
 
 
 def main() -> None:
@@ -69,24 +66,28 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "tf32", "bfloat16"))
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--json", default="benchmarks/dense_highway.json")
     args = parser.parse_args()
 
-    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    device = torch.device(args.device)
+    dtype = torch.float32 if args.dtype == "tf32" else getattr(torch, args.dtype)
+    torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.dtype == "tf32"
     torch.manual_seed(0)
     net = Highway(args.dim, args.layers).to(device, dtype)
+    unfused = Highway(args.dim, args.layers, fused=False).to(device, dtype)
+    unfused.load_state_dict(net.state_dict())
     weights = [p.weight for p in net.layers]
     biases = [p.bias for p in net.layers]
     x = torch.randn(args.tokens, args.dim, device=device, dtype=dtype, requires_grad=True)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     # The peers' algorithms compute the same values (checked here, so that the table compares like with like).
     with torch.no_grad():
         reference = one_projection_step(x, weights, biases)
-        for fn in (lambda v: separate_step(v, weights, biases), net):
+        for fn in (lambda v: separate_step(v, weights, biases), net, unfused):
             torch.testing.assert_close(fn(x), reference, rtol=2e-2, atol=2e-2)
 
     rows = {
@@ -94,23 +95,13 @@ def main() -> None:
         "separate H and T (Chainer, Lasagne)": lambda v: separate_step(v, weights, biases),
         "one projection (GluonNLP, AllenNLP)": lambda v: one_projection_step(v, weights, biases),
         "ours: Highway, eager": net,
+        "ours: Highway(fused=False), eager": unfused,
     }
     if not args.no_compile:
         rows["ours: Highway, torch.compile"] = torch.compile(net)
-    results = {name: timed(fn, x, sync, args.repeats) for name, fn in rows.items()}
-    floor = results["floor (projections alone)"]
-    print(f"dense highway fwd+bwd, {args.tokens} tokens x {args.dim} wide, {args.layers} layers, "
-          f"{args.dtype}, {device} ({torch.get_num_threads()} threads), median of {args.repeats}")
-    print(f"{'':40} {'ms':>9} {'x floor':>9}")
-    for name, seconds in results.items():
-        print(f"{name:40} {1e3 * seconds:9.2f} {seconds / floor:9.2f}")
-    record = {"shape": vars(args), "torch": torch.__version__, "machine": platform.machine(),
-              "device": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
-              "threads": torch.get_num_threads(), "ms": {k: 1e3 * v for k, v in results.items()},
-              "ratio_to_floor": {k: v / floor for k, v in results.items()}}
-    with open(args.json, "w") as f:
-        json.dump(record, f, indent=2)
-    print(f"wrote {args.json}")
+    results = measure_rows({name: fwd_bwd(fn, x) for name, fn in rows.items()}, device, args.repeats)
+    report(f"dense highway fwd+bwd, {args.tokens} tokens x {args.dim} wide, {args.layers} layers, {args.dtype}, "
+           f"median of {args.repeats}", results, "floor (projections alone)", device, args.json, vars(args))
 
 
 if __name__ == "__main__":

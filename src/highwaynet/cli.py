@@ -42,6 +42,8 @@ def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, op
                    help="auto (CUDA, MPS, then CPU), cpu, cuda, cuda:1, ... (default: %(default)s)")
     g.add_argument("--amp", action="store_true", help="train under bfloat16 autocast")
     g.add_argument("--compile", action="store_true", help="run the model through torch.compile")
+    g.add_argument("--cuda-graph", action="store_true",
+                   help="replay each training step as a CUDA graph (small deep nets on a GPU; image tasks)")
     r = p.add_argument_group("run folder")
     r.add_argument("--out", help="the run folder (default: runs/<a name from the options>)")
     r.add_argument("--resume", action="store_true",
@@ -239,7 +241,8 @@ def _train_config(args: argparse.Namespace):
         raise ValueError("--resume needs --out, the run folder to continue")
     return TrainConfig(epochs=args.epochs, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
                        weight_decay=args.weight_decay, schedule=args.schedule, seed=args.seed,
-                       device=args.device, amp=args.amp, compile=args.compile)
+                       device=args.device, amp=args.amp, compile=args.compile,
+                       cuda_graph=args.cuda_graph)
 
 
 def _train_mlp(args: argparse.Namespace) -> None:

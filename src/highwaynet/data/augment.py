@@ -23,8 +23,10 @@ class RandomCropFlip:
         n, _, h, w = x.shape
         p = self.padding
         if p:
-            # Zero in standardised units is the mean pixel; pad with the batch's minimum (the background).
-            padded = F.pad(x, (p, p, p, p), value=float(x.min()))
+            # Zero in standardised units is the mean pixel; pad with the batch's minimum (the background),
+            # kept on the device (no host round trip, so that a training step can be a CUDA graph).
+            low = x.amin()
+            padded = F.pad(x - low, (p, p, p, p)) + low
             dy = torch.randint(0, 2 * p + 1, (n,), device=x.device)
             dx = torch.randint(0, 2 * p + 1, (n,), device=x.device)
             rows = (dy[:, None] + torch.arange(h, device=x.device))[:, None, :, None]

@@ -1,5 +1,14 @@
-"""Fast paths. Each names the plain-PyTorch reference it must match, and is tested against it."""
+"""Fast paths. Each names the plain-PyTorch reference it must match, and is tested against it.
 
+- :mod:`.gating`: the highway gate's element-wise work fused into one pass forward and one backward
+  (Triton on CUDA; the PyTorch reference elsewhere);
+- :func:`highway_layer`: a dense highway layer around those kernels, with a hand-written backward;
+- :func:`rhn_recurrence`: an RHN layer's recurrence with a hand-written backward and batched
+  weight gradients.
+"""
+
+from .dense_highway import highway_layer
+from .gating import gate_backward, gate_forward
 from .rhn_recurrence import rhn_recurrence
 
-__all__ = ["rhn_recurrence"]
+__all__ = ["gate_backward", "gate_forward", "highway_layer", "rhn_recurrence"]

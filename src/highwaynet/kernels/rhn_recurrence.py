@@ -3,7 +3,10 @@
 Reference: the autograd loop over :meth:`highwaynet.nn.RHNCell.step` (what ``RHN`` runs when this
 path does not apply). The values and gradients are the same (tested in float64); the work differs:
 
-- the forward runs without recording an autograd graph, saving only what the backward needs;
+- the forward runs without recording an autograd graph, saving only each micro-layer's input
+  state and its ``[h | t]``;
+- each micro-step's gating is one fused pass (:mod:`highwaynet.kernels.gating`: a Triton kernel on
+  CUDA), forward and backward;
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
@@ -18,6 +21,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .gating import ACTIVATION_CODES, gate_backward, gate_forward
+
+_TANH = ACTIVATION_CODES["tanh"]
+
 __all__ = ["rhn_recurrence"]
 
 
@@ -26,52 +33,46 @@ class _RHNRecurrence(torch.autograd.Function):
     def forward(ctx, x_proj: Tensor, s0: Tensor, mask: Tensor | None, *params: Tensor) -> Tensor:
         depth = len(params) // 2
         weights, biases = params[:depth], params[depth:]
-        steps, hidden = x_proj.shape[0], s0.shape[-1]
-        states = x_proj.new_empty(steps, depth, *s0.shape)   # s entering each micro-layer
-        h_all = torch.empty_like(states)
-        t_all = torch.empty_like(states)
-        outputs = x_proj.new_empty(steps, *s0.shape)
-        s = s0
-        for t in range(steps):
-            for d in range(depth):
-                states[t, d] = s
-                u = s if mask is None else s * mask
-                z = torch.addmm(biases[d], u, weights[d].t())
-                if d == 0:
-                    z += x_proj[t]
-                h = torch.tanh(z[:, :hidden])
-                gate = torch.sigmoid(z[:, hidden:])
-                h_all[t, d], t_all[t, d] = h, gate
-                s = torch.lerp(s, h, gate)
-            outputs[t] = s
-        ctx.save_for_backward(states, h_all, t_all, mask, *weights)
+        steps = x_proj.shape[0]
+        # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
+        # writes each new state in place, and the outputs are every depth-th state (no copies).
+        states = x_proj.new_empty(steps * depth + 1, *s0.shape)
+        states[0] = s0
+        z_all = x_proj.new_empty(steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
+        first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
+        for k in range(steps * depth):
+            t, d = divmod(k, depth)
+            u = states[k] if mask is None else states[k] * mask
+            z = torch.addmm(first[t] if d == 0 else biases[d], u, weights[d].t(), out=z_all[k])
+            gate_forward(z, states[k], _TANH, keep_activations=True, out=states[k + 1])  # z becomes [h | t]
+        ctx.save_for_backward(states, z_all, mask, *weights)
         ctx.depth = depth
-        return outputs
+        return states[depth::depth]
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        states, h_all, t_all, mask, *weights = ctx.saved_tensors
+        states, z_all, mask, *weights = ctx.saved_tensors
         depth = ctx.depth
-        steps = states.shape[0]
-        dz_all = states.new_empty(depth, steps, states.shape[2], 2 * states.shape[3])
-        g = torch.zeros_like(states[0, 0])
-        for t in range(steps - 1, -1, -1):
-            g = g + grad_out[t]
-            for d in range(depth - 1, -1, -1):
-                s, h, gate = states[t, d], h_all[t, d], t_all[t, d]
-                dz = dz_all[d, t]
-                torch.mul(g * gate, 1 - h * h, out=dz[:, :h.shape[1]])                  # through tanh
-                torch.mul(g * (h - s), gate * (1 - gate), out=dz[:, h.shape[1]:])       # through sigmoid
-                du = dz @ weights[d]
-                g = g * (1 - gate) + (du if mask is None else du * mask)
-        rows = dz_all.shape[1] * dz_all.shape[2]
+        micro_steps = z_all.shape[0]
+        dz_all = torch.empty_like(z_all)
+        g = torch.zeros_like(states[0])
+        for k in range(micro_steps - 1, -1, -1):
+            t, d = divmod(k, depth)
+            if d == depth - 1:
+                g = g + grad_out[t]
+            dz, carried, _ = gate_backward(g, z_all[k], states[k], _TANH, grad_z=dz_all[k], activated=True)
+            # the state's gradient: what the carry passes on, plus what flows back through R_d
+            g = carried.addmm_(dz, weights[d]) if mask is None else carried.addcmul_(dz @ weights[d], mask)
+        steps, batch = micro_steps // depth, states.shape[1]
+        by_layer = dz_all.view(steps, depth, batch, -1)
+        inputs = states[:-1].view(steps, depth, batch, -1)
         grad_w, grad_b = [], []
         for d in range(depth):
-            u = states[:, d] if mask is None else states[:, d] * mask
-            dz = dz_all[d].reshape(rows, -1)
-            grad_w.append(dz.t() @ u.reshape(rows, -1))   # one product over every step
+            u = inputs[:, d] if mask is None else inputs[:, d] * mask
+            dz = by_layer[:, d].reshape(steps * batch, -1)
+            grad_w.append(dz.t() @ u.reshape(steps * batch, -1))   # one product over every step
             grad_b.append(dz.sum(0))
-        return (dz_all[0], g, None, *grad_w, *grad_b)
+        return (by_layer[:, 0], g, None, *grad_w, *grad_b)
 
 
 def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: list[Tensor],

@@ -8,6 +8,8 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import get_activation
+from ..kernels.dense_highway import highway_layer
+from ..kernels.gating import activation_code, triton_available
 from .gate import TransformGate, check_carry
 
 __all__ = ["Highway"]
@@ -51,6 +53,15 @@ class Highway(nn.Module):
             third part for a carry gate and ``y = T \odot f(z_H) + \sigma(z_C) \odot x``
             (its bias starts at ``-gate_bias``). Default: ``"coupled"``.
         dropout: dropout probability applied to ``f(z_H)`` in training. Default: 0.
+        fused: on CUDA with Triton installed, run each layer as
+            :func:`highwaynet.kernels.highway_layer` (one fused element-wise pass each way around
+            the matrix products) where it applies: coupled carry, an activation the kernels know
+            (relu, tanh, sigmoid, identity), no dropout in training, gates not recorded or
+            lesioned, not under ``torch.compile`` (which fuses the reference itself), and inputs of
+            at least 65,536 elements or a CUDA graph being captured (below that, eager launches of
+            the Triton kernels cost more than they save). Same values as the unfused layers. On the
+            CPU the unfused path is the faster and always runs.
+            Default: True.
 
     Shape:
         - Input: ``(*, dim)``
@@ -78,6 +89,7 @@ class Highway(nn.Module):
         gate_bias: float = -2.0,
         carry: str = "coupled",
         dropout: float = 0.0,
+        fused: bool = True,
     ) -> None:
         super().__init__()
         if dim < 1 or num_layers < 1:
@@ -87,6 +99,8 @@ class Highway(nn.Module):
         self.carry = check_carry(carry)
         self.gate_bias = gate_bias
         self.activation = get_activation(activation)
+        self.fused = fused
+        self._code = activation_code(self.activation)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         parts = 2 if carry == "coupled" else 3
         self.layers = nn.ModuleList(nn.Linear(dim, parts * dim) for _ in range(num_layers))
@@ -105,6 +119,10 @@ class Highway(nn.Module):
         if x.dim() == 0 or x.shape[-1] != self.dim:
             raise ValueError(f"Highway expects inputs of shape (..., {self.dim}), "
                              f"got {tuple(x.shape)}")
+        if self._can_fuse(x):
+            for proj in self.layers:
+                x = highway_layer(x, proj.weight, proj.bias, self._code)
+            return x
         for proj, gate in zip(self.layers, self.gates, strict=True):
             z = proj(x)
             if self.carry == "coupled":
@@ -114,6 +132,15 @@ class Highway(nn.Module):
                 h, t, c = z.chunk(3, dim=-1)
             x = gate(self.dropout(self.activation(h)), t, x, c)
         return x
+
+    def _can_fuse(self, x: Tensor) -> bool:
+        # Below about 64k elements a layer is launch-bound, and launching a Triton kernel from Python
+        # costs more than the PyTorch kernels it replaces; inside a CUDA graph launches are free and
+        # fewer kernels win.
+        big_enough = x.numel() >= 1 << 16 or (x.is_cuda and torch.cuda.is_current_stream_capturing())
+        return (self.fused and big_enough and self._code is not None and self.carry == "coupled" and triton_available(x)
+                and not (self.training and isinstance(self.dropout, nn.Dropout))
+                and not torch.compiler.is_compiling() and all(g.is_plain for g in self.gates))
 
     def extra_repr(self) -> str:
         act = getattr(self.activation, "__name__", type(self.activation).__name__)

@@ -25,6 +25,9 @@ class ClassificationTask:
     Metrics: ``loss`` (mean cross-entropy) and ``acc`` (accuracy).
     """
 
+    #: A step depends on its batch alone and never waits for the host: it can run as a CUDA graph.
+    graph_safe = True
+
     def __init__(self, splits, batch_size: int = 100, seed: int = 0, eval_batch_size: int = 1000,
                  augment: Callable[[Tensor], Tensor] | None = None) -> None:
         if not isinstance(splits, dict):
@@ -55,7 +58,7 @@ class ClassificationTask:
             inputs[0] = self.augment(inputs[0])
         logits = model(*inputs).float()
         loss = F.cross_entropy(logits, y)
-        n = torch.tensor(float(len(y)), device=y.device)
+        n = torch.full((), float(len(y)), device=y.device)  # no host copy: the step can be a CUDA graph
         return loss, {"loss": loss.detach() * n, "correct": (logits.argmax(-1) == y).sum(), "n": n}
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from .cuda_graph import GraphedStep
 from .distributed import all_reduce_sums, init_distributed, shard_batch
 
 __all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
@@ -66,6 +67,9 @@ class TrainConfig:
         device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string.
         amp: train under bfloat16 autocast.
         compile: run the model through ``torch.compile``.
+        cuda_graph: replay each training step (forward, backward, clipping, optimiser) as a CUDA
+            graph (:class:`~highwaynet.training.cuda_graph.GraphedStep`): for small deep nets whose
+            steps are launch-bound. CUDA only, one process, tasks with ``graph_safe = True``.
         monitor: the validation metric that picks the best weights (``model.pt``); lower is better
             unless it ends in ``acc``.
     """
@@ -84,6 +88,7 @@ class TrainConfig:
     device: str = "auto"
     amp: bool = False
     compile: bool = False
+    cuda_graph: bool = False
     monitor: str = "val_loss"
 
     def __post_init__(self) -> None:
@@ -170,6 +175,8 @@ class Trainer:
         if self.device.type == "cuda" and self.world_size > 1:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.model = model.to(self.device)
+        if config.cuda_graph:
+            self._check_graphable()
         self.run_dir = Path(run_dir) if run_dir is not None else None
         # Under torchrun only rank 0 writes files and logs.
         self._writes = self.run_dir is not None and self.rank == 0
@@ -184,15 +191,26 @@ class Trainer:
         self._forward_model = torch.compile(forward) if config.compile else forward
         # Evaluation needs no gradient synchronisation: the bare model (compiled once if asked).
         self._eval_model = self._forward_model if self.world_size == 1 else self.model
+        self._graphed = GraphedStep(self._train_step, self.optimizer) if config.cuda_graph else None
 
     # -- set-up ---------------------------------------------------------------------------------
+    def _check_graphable(self) -> None:
+        why = ("it needs a CUDA device" if self.device.type != "cuda" else
+               "it runs in one process (not under torchrun)" if self.world_size > 1 else
+               "it does not combine with compile (torch.compile's mode='reduce-overhead' uses graphs itself)"
+               if self.config.compile else
+               f"{type(self.task).__name__} carries state between batches or copies to the host"
+               if not getattr(self.task, "graph_safe", False) else None)
+        if why:
+            raise ValueError(f"cuda_graph: {why}")
+
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
         if c.optimizer == "sgd":
             return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
-        if c.optimizer == "adam":
-            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay)
-        return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+        # Under a CUDA graph Adam's step counter must live on the GPU.
+        adam = torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW
+        return adam(params, lr=c.lr, weight_decay=c.weight_decay, **({"capturable": True} if c.cuda_graph else {}))
 
     def _lr_factor(self, epoch: int) -> float:
         c = self.config
@@ -206,7 +224,9 @@ class Trainer:
         return 1.0
 
     def _autocast(self) -> torch.autocast:
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.amp)
+        # A captured graph must not rely on autocast's cache of cast weights (they change every step).
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.amp,
+                              cache_enabled=False if self.config.cuda_graph else None)
 
     # -- the loop -------------------------------------------------------------------------------
     def fit(self, resume: bool = False, max_time: float | None = None) -> list[dict[str, float]]:
@@ -247,14 +267,7 @@ class Trainer:
                        disable=None if self.progress else True)
         for batch in batches:
             batch = to_device(self._shard(batch), self.device)
-            with self._autocast():
-                loss, stats = self.task.step(self._forward_model, batch)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.config.grad_clip:
-                nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
-            self.optimizer.step()
-            _accumulate(sums, stats)
+            _accumulate(sums, (self._graphed or self._train_step)(batch))
         if not sums:
             raise RuntimeError("the training split gave no batches: is it empty, or smaller than a batch?")
         lr = self.optimizer.param_groups[0]["lr"]
@@ -263,6 +276,16 @@ class Trainer:
         val = self.evaluate("val")
         return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
                 **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
+
+    def _train_step(self, batch: Any) -> dict[str, Tensor]:
+        with self._autocast():
+            loss, stats = self.task.step(self._forward_model, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.grad_clip:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        return stats
 
     @torch.no_grad()
     def evaluate(self, split: str = "val", model: nn.Module | None = None) -> dict[str, float]:

@@ -1,0 +1,65 @@
+"""What every benchmark here shares: timing side by side, the table, the JSON record."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def sync_for(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int = 3) -> float:
+    """The median wall time of ``fn()`` over ``repeats`` calls after ``warmup``, synchronised on a GPU
+    (each call is milliseconds of queued kernels, so the host clock's own cost is noise)."""
+    sync, times = sync_for(device), []
+    for i in range(warmup + repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure_rows(rows: dict[str, Callable[[], object]], device: torch.device, repeats: int,
+                 rounds: int = 2) -> dict[str, float]:
+    """Seconds per call of each row: rows interleaved over ``rounds``, the best median kept, so that
+    no row is favoured by running while the machine is quieter."""
+    results = {name: float("inf") for name in rows}
+    for _ in range(rounds):
+        for name, fn in rows.items():
+            results[name] = min(results[name], median_seconds(fn, device, repeats))
+    return results
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
+
+
+def report(title: str, results: dict[str, float], baseline: str, device: torch.device, path: str,
+           settings: dict, extra_columns: dict[str, dict[str, float]] | None = None) -> None:
+    """Print ``title`` and a table of ms and ratio to ``baseline`` (plus ``extra_columns``), write JSON."""
+    base = results[baseline]
+    extra = extra_columns or {}
+    print(f"{title}\n{device_name(device)}, torch {torch.__version__}")
+    width = max(len(n) for n in results) + 2
+    print(f"{'':{width}}{'ms':>10}{'x ' + baseline.split(' ')[0]:>14}" + "".join(f"{c:>14}" for c in extra))
+    for name, seconds in results.items():
+        cells = "".join(f"{extra[c][name]:14.4g}" for c in extra)
+        print(f"{name:{width}}{1e3 * seconds:10.3f}{seconds / base:14.2f}{cells}")
+    record = {"title": title, "settings": settings, "torch": torch.__version__, "device": device_name(device),
+              "ms": {k: 1e3 * v for k, v in results.items()},
+              f"ratio_to_{baseline.split(' ')[0]}": {k: v / base for k, v in results.items()}, **extra}
+    with open(path, "w") as f:
+        json.dump(record, f, indent=2)
+    print(f"wrote {path}")

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one go: the GPU tests, then the benchmarks' GPU tables.
+# Usage: benchmarks/gpu_suite.sh OUT_DIR [tests|bench|all]   (logs and JSON land in OUT_DIR)
+set -uo pipefail
+out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [tests|bench|all]}; what=${2:-all}
+mkdir -p "$out"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+if [[ $what == tests || $what == all ]]; then
+  python3 -m pytest -q -rs tests/test_kernels.py tests/test_training.py tests/test_nn_highway.py tests/test_nn_rhn.py -k "cuda or triton or gpu or fused" \
+    2>&1 | tee "$out/gpu_tests.log" | tail -15
+fi
+if [[ $what == bench || $what == all ]]; then
+  for dtype in tf32 bfloat16; do
+    python3 benchmarks/dense_highway.py --device cuda --tokens 16384 --dim 1024 --dtype $dtype --repeats 30 \
+      --json "$out/dense_highway_h100_$dtype.json" 2>&1 | tee -a "$out/bench.log"
+  done
+  python3 benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json" 2>&1 | tee -a "$out/bench.log"
+  python3 benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json" 2>&1 | tee -a "$out/bench.log"
+fi

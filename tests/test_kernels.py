@@ -1,0 +1,190 @@
+"""The fused gate kernels and the dense highway layer around them, against maths written out here.
+
+The CPU tests exercise the PyTorch reference path (what runs without Triton or a GPU) and the
+hand-written backward. The GPU tests run the Triton kernels against that reference on fresh
+random inputs, including sizes that do not fill a tile.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import cuda
+
+from highwaynet.kernels import gating, highway_layer
+from highwaynet.kernels.gating import ACTIVATION_CODES, activation_code
+from highwaynet.nn import RHN, Highway
+
+F64 = torch.float64
+ACTS = {"identity": lambda v: v, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+
+triton_gpu = pytest.mark.skipif(not (torch.cuda.is_available() and gating.triton is not None),
+                                reason="needs a CUDA device and Triton")
+
+
+def expected_gate(z, x, act):
+    """The highway gate written out: y = t * f(z_H) + (1 - t) * x, t = 1 / (1 + exp(-z_T))."""
+    d = x.shape[-1]
+    t = 1 / (1 + torch.exp(-z[:, d:]))
+    return t * ACTS[act](z[:, :d]) + (1 - t) * x
+
+
+@pytest.mark.parametrize("act", list(ACTS))
+def test_reference_gate_matches_written_out_maths_and_autograd(act):
+    g = torch.Generator().manual_seed(1)
+    m, d, code = 9, 7, ACTIVATION_CODES[act]
+    z = torch.randn(m, 2 * d, dtype=F64, generator=g, requires_grad=True)
+    x = torch.randn(m, d, dtype=F64, generator=g, requires_grad=True)
+    dy = torch.randn(m, d, dtype=F64, generator=g)
+    y = gating.gate_forward(z.detach(), x.detach(), code)
+    torch.testing.assert_close(y, expected_gate(z, x, act).detach())
+    expected_gate(z, x, act).backward(dy)
+    gz, dx_carry, db = gating.gate_backward(dy, z.detach(), x.detach(), code, bias_grad=True)
+    torch.testing.assert_close(gz, z.grad)
+    # the carry's share of dx is what autograd gives x when z does not depend on x
+    torch.testing.assert_close(dx_carry, x.grad)
+    torch.testing.assert_close(db, z.grad.sum(0).float())
+
+
+@pytest.mark.parametrize("act", list(ACTS))
+def test_kept_activations_give_the_same_backward(act):
+    g = torch.Generator().manual_seed(2)
+    code = ACTIVATION_CODES[act]
+    z = torch.randn(6, 10, dtype=F64, generator=g)
+    x, dy = torch.randn(6, 5, dtype=F64, generator=g), torch.randn(6, 5, dtype=F64, generator=g)
+    kept = z.clone()
+    y = gating.gate_forward(kept, x, code, keep_activations=True)
+    torch.testing.assert_close(y, gating.gate_forward(z, x, code))
+    torch.testing.assert_close(kept[:, 5:], torch.sigmoid(z[:, 5:]))
+    for a, b in zip(gating.gate_backward(dy, kept, x, code, activated=True)[:2],
+                    gating.gate_backward(dy, z, x, code)[:2], strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_gate_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"z of shape \(M, 2D\)"):
+        gating.gate_forward(torch.zeros(4, 6), torch.zeros(4, 4), 1)
+    with pytest.raises(ValueError, match=r"dy of x.s shape"):
+        gating.gate_backward(torch.zeros(3, 4), torch.zeros(4, 8), torch.zeros(4, 4), 1)
+
+
+def test_activation_codes():
+    assert activation_code("ReLU") == ACTIVATION_CODES["relu"]
+    assert activation_code(torch.tanh) == ACTIVATION_CODES["tanh"]
+    assert activation_code(F.relu) == ACTIVATION_CODES["relu"]
+    assert activation_code("gelu") is None and activation_code(F.gelu) is None
+    assert activation_code(lambda v: v) is None
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_highway_layer_gradcheck(act):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 4, dtype=F64, generator=g, requires_grad=True)
+    w = torch.randn(8, 4, dtype=F64, generator=g, requires_grad=True)
+    b = torch.randn(8, dtype=F64, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: highway_layer(*a, ACTIVATION_CODES[act]), (x, w, b))
+
+
+def test_highway_layer_matches_the_unfused_layer():
+    torch.manual_seed(4)
+    net = Highway(6, num_layers=3).double()
+    x = torch.randn(5, 6, dtype=F64, requires_grad=True)
+    expected = net(x)  # on the CPU Highway runs unfused
+    fused = x
+    for proj in net.layers:
+        fused = highway_layer(fused, proj.weight, proj.bias, ACTIVATION_CODES["relu"])
+    torch.testing.assert_close(fused, expected)
+    params = [x, *net.parameters()]
+    for a, b in zip(torch.autograd.grad(fused.sum(), params), torch.autograd.grad(expected.sum(), params),
+                    strict=True):
+        torch.testing.assert_close(a, b)
+
+
+# -- on the GPU -----------------------------------------------------------------------------------
+
+def _relative_error(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+@triton_gpu
+@pytest.mark.parametrize("act", list(ACTS))
+@pytest.mark.parametrize("shape", [(1, 1), (37, 5), (300, 130), (1000, 1024)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_kernels_match_the_reference(act, shape, dtype):
+    m, d = shape
+    code = ACTIVATION_CODES[act]
+    z = torch.randn(m, 2 * d, device="cuda", dtype=dtype)
+    x, dy = torch.randn(m, d, device="cuda", dtype=dtype), torch.randn(m, d, device="cuda", dtype=dtype)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    ref_y = gating.gate_forward_reference(z.double(), x.double(), code)
+    y = gating.gate_forward(z, x, code)
+    assert y.dtype == dtype and _relative_error(y, ref_y) < tol
+    ref = gating.gate_backward_reference(dy.double(), z.double(), x.double(), code, bias_grad=True)
+    out = gating.gate_backward(dy, z, x, code, bias_grad=True)
+    for a, b in zip(out, ref, strict=True):
+        assert torch.isfinite(a).all() and _relative_error(a, b) < tol
+    kept = z.clone()
+    gating.gate_forward(kept, x, code, keep_activations=True)
+    for a, b in zip(gating.gate_backward(dy, kept, x, code, activated=True)[:2], out[:2], strict=True):
+        assert _relative_error(a, b) < tol
+
+
+@triton_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_highway_matches_unfused_on_the_gpu(dtype):
+    torch.manual_seed(5)
+    net = Highway(200, num_layers=4).cuda().to(dtype)
+    x = torch.randn(3, 333, 200, device="cuda", dtype=dtype, requires_grad=True)
+    params = [x, *net.parameters()]
+    net.fused = True
+    y_fused = net(x)
+    g_fused = torch.autograd.grad(y_fused.square().sum(), params)
+    net.fused = False
+    y = net(x)
+    g = torch.autograd.grad(y.square().sum(), params)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert _relative_error(y_fused, y) < tol
+    for a, b in zip(g_fused, g, strict=True):
+        assert _relative_error(a, b) < tol * 10  # gradients sum over rows in another order
+
+
+@triton_gpu
+def test_fused_highway_under_autocast():
+    torch.manual_seed(6)
+    net = Highway(64, num_layers=2).cuda()
+    x = torch.randn(1100, 64, device="cuda", requires_grad=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        y = net(x)
+        net.fused = False
+        y_ref = net(x)
+    assert y.dtype == y_ref.dtype == torch.float32
+    assert _relative_error(y, y_ref) < 2e-2
+    y.sum().backward()
+    assert net.layers[0].weight.grad.dtype == torch.float32 and x.grad.dtype == torch.float32
+
+
+@triton_gpu
+def test_fused_rhn_on_the_gpu_matches_the_loop():
+    torch.manual_seed(7)
+    rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1).cuda()
+    x = torch.randn(9, 5, 30, device="cuda", requires_grad=True)
+    params = [x, *rhn.parameters()]
+    results = []
+    for fused in (True, False):
+        rhn.fused = fused
+        torch.manual_seed(8)
+        out, state = rhn(x)
+        results.append((out, state, torch.autograd.grad(out.square().sum() + state.sum(), params)))
+    (o1, s1, g1), (o2, s2, g2) = results
+    assert _relative_error(o1, o2) < 1e-5 and _relative_error(s1, s2) < 1e-5
+    for a, b in zip(g1, g2, strict=True):
+        assert _relative_error(a, b) < 1e-4
+
+
+@cuda
+def test_highway_is_unfused_when_small_or_observed():
+    net = Highway(8, 2).cuda()
+    x = torch.randn(8192, 8, device="cuda")
+    assert net._can_fuse(x) == (gating.triton is not None)
+    assert not net._can_fuse(x[:100])  # too small to gain outside a CUDA graph
+    net.gates[0].lesioned = True
+    assert not net._can_fuse(x)
