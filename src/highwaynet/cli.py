@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gate-bias", type=float, default=-4.0, help="initial transform-gate bias (default: %(default)s)")
     g.add_argument("--init", choices=("default", "he"), default="default",
                    help="linear weights as nn.Linear initialises them, or He et al. (default: %(default)s)")
+    g.add_argument("--dropout", type=float, default=0.0, help="dropout on each hidden layer (default: %(default)s)")
     g.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
     _add_training_options(mlp, epochs=10, lr=0.1, optimizer="sgd")
     mlp.set_defaults(run=_train_mlp)
@@ -207,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     deep.add_argument("--seeds", default="0,1,2", help="(default: %(default)s)")
     deep.add_argument("--gate-bias", type=float, default=-4.0, help="(default: %(default)s)")
     deep.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
+    deep.add_argument("--grad-clip", type=float, default=1.0,
+                      help="clip each gradient's norm to this; 0: no clipping (default: %(default)s)")
+    deep.add_argument("--no-cuda-graph", action="store_true",
+                      help="on a GPU, run training steps eagerly instead of as CUDA graphs")
     deep.add_argument("--download", action="store_true", help="download missing files from their public source")
     _add_sweep_options(deep, None, "folder with the data files")
     deep.set_defaults(run=_reproduce_depth)
@@ -252,7 +257,7 @@ def _train_mlp(args: argparse.Namespace) -> None:
         raise ValueError(f"--depth must be at least 2 (one plain layer, then highway layers), got {args.depth}")
     config = mlp.MLPConfig(data=args.data, depth=args.depth, width=args.width, plain=args.plain,
                            activation=args.activation, gate_bias=args.gate_bias, init=args.init,
-                           batch_size=args.batch_size,
+                           dropout=args.dropout, batch_size=args.batch_size,
                            max_train=args.max_train, train=_train_config(args))
     _run_image_recipe(args, mlp.run, config, "MLP", args.depth)
 
@@ -372,7 +377,8 @@ def _reproduce_depth(args: argparse.Namespace) -> None:
     config = depth.DepthConfig(data=args.data, depths=depths, lrs=_float_list(args.lrs, "--lrs"),
                                epochs=args.epochs,
                                seeds=[int(s) for s in args.seeds.split(",")], gate_bias=args.gate_bias,
-                               max_train=args.max_train, device=args.device)
+                               max_train=args.max_train, grad_clip=args.grad_clip or None, device=args.device,
+                               cuda_graph=False if args.no_cuda_graph else None)
     out = args.out or f"runs/depth-{args.data}"
     summary = depth.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     for net in summary["nets"]:

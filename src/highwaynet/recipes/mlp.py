@@ -45,6 +45,7 @@ class MLPConfig:
     activation: str = "relu"
     gate_bias: float = -4.0
     init: str = "default"
+    dropout: float = 0.0
     batch_size: int = 100
     max_train: int | None = None
     split_seed: int = 0
@@ -64,10 +65,11 @@ def build_model(config: MLPConfig, data: ImageData) -> nn.Module:
     """The network the config describes, initialised from ``config.train.seed``."""
     seed_everything(config.train.seed)
     if config.plain:
-        model = PlainMLP(data.in_features, data.num_classes, config.depth, config.width, config.activation)
+        model = PlainMLP(data.in_features, data.num_classes, config.depth, config.width, config.activation,
+                         config.dropout)
     else:
         model = HighwayMLP(data.in_features, data.num_classes, config.depth, config.width, config.activation,
-                           config.gate_bias)
+                           config.gate_bias, dropout=config.dropout)
     return he_init(model) if config.init == "he" else model
 
 
