@@ -138,13 +138,17 @@ def test_cuda_graph_steps_equal_eager_steps(optimizer):
     (eager, h_eager), (graphed, h_graphed) = _graph_vs_eager(optimizer)
     steps = graphed._graphed
     assert steps.replays > 0 and steps.captures >= 2 * 3  # two batch shapes, a new learning rate each epoch
+    assert steps.eager_steps < 3 + 2 * 3 + 1  # warm-up, then one per new shape and rate
     for a, b in zip(without_time(h_eager), without_time(h_graphed), strict=True):
         for key in ("train_loss", "val_loss", "val_acc"):
             assert abs(a[key] - b[key]) < 1e-4, (key, a[key], b[key])
     # cuBLAS may pick other algorithms under capture: rounding differences, grown over ~50 steps,
-    # stay far below what a wrong update (a missed step, a stale rate or batch) would give.
+    # stay far below what a wrong update (a missed step, a stale rate or batch) would give. Adam
+    # normalises each coordinate's step, so a rounding difference in a near-zero gradient can move
+    # that coordinate by up to lr per step: its bound is a few steps' worth.
+    atol = 1e-4 if optimizer == "sgd" else 3e-2
     for p, q in zip(eager.model.parameters(), graphed.model.parameters(), strict=True):
-        torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(p, q, rtol=1e-3, atol=atol)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -24,7 +24,7 @@ def _positive_int(text: str) -> int:
 
 
 def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, optimizer: str,
-                          batch_size: int = 100, weight_decay: float = 0.0) -> None:
+                          batch_size: int = 100, weight_decay: float = 0.0, schedule: str = "constant") -> None:
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=_positive_int, default=epochs,
                    help="passes over the training data (default: %(default)s)")
@@ -34,7 +34,7 @@ def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, op
     g.add_argument("--lr", type=float, default=lr, help="learning rate (default: %(default)s)")
     g.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: %(default)s)")
     g.add_argument("--weight-decay", type=float, default=weight_decay, help="(default: %(default)s)")
-    g.add_argument("--schedule", choices=("constant", "cosine", "step"), default="constant",
+    g.add_argument("--schedule", choices=("constant", "cosine", "step"), default=schedule,
                    help="learning-rate schedule over the epochs (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0,
                    help="seeds initialisation, dropout and data order (default: %(default)s)")
@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gate-bias", type=float, default=-1.0, help="(default: %(default)s)")
     g.add_argument("--no-augment", action="store_true", help="no random crops and flips")
     g.add_argument("--max-train", type=_positive_int, help="use at most this many training images")
-    _add_training_options(cnn, epochs=30, lr=0.05, optimizer="sgd", batch_size=128, weight_decay=5e-4)
+    _add_training_options(cnn, epochs=30, lr=0.05, optimizer="sgd", batch_size=128, weight_decay=5e-4,
+                          schedule="cosine")
     cnn.set_defaults(run=_train_cnn)
 
     lm = models.add_parser(

@@ -57,10 +57,8 @@ class Highway(nn.Module):
             :func:`highwaynet.kernels.highway_layer` (one fused element-wise pass each way around
             the matrix products) where it applies: coupled carry, an activation the kernels know
             (relu, tanh, sigmoid, identity), no dropout in training, gates not recorded or
-            lesioned, not under ``torch.compile`` (which fuses the reference itself), and inputs of
-            at least 65,536 elements or a CUDA graph being captured (below that, eager launches of
-            the Triton kernels cost more than they save). Same values as the unfused layers. On the
-            CPU the unfused path is the faster and always runs.
+            lesioned, not under ``torch.compile`` (which fuses the reference itself). Same values
+            as the unfused layers. On the CPU the unfused path is the faster and always runs.
             Default: True.
 
     Shape:
@@ -134,11 +132,7 @@ class Highway(nn.Module):
         return x
 
     def _can_fuse(self, x: Tensor) -> bool:
-        # Below about 64k elements a layer is launch-bound, and launching a Triton kernel from Python
-        # costs more than the PyTorch kernels it replaces; inside a CUDA graph launches are free and
-        # fewer kernels win.
-        big_enough = x.numel() >= 1 << 16 or (x.is_cuda and torch.cuda.is_current_stream_capturing())
-        return (self.fused and big_enough and self._code is not None and self.carry == "coupled" and triton_available(x)
+        return (self.fused and self._code is not None and self.carry == "coupled" and triton_available(x)
                 and not (self.training and isinstance(self.dropout, nn.Dropout))
                 and not torch.compiler.is_compiling() and all(g.is_plain for g in self.gates))
 

@@ -38,6 +38,13 @@ class ClassificationTask:
         self.seed = seed
         self.augment = augment
 
+    def to(self, device: torch.device) -> ClassificationTask:
+        """Keep the data on ``device`` (the Trainer calls this): batches are then gathered there,
+        without a copy from the host per step."""
+        self.splits = {k: tuple(t.to(device) for t in v) if all(isinstance(t, Tensor) for t in v) else v
+                       for k, v in self.splits.items()}
+        return self
+
     def batches(self, split: str, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
         if split not in self.splits:
             raise ValueError(f"no split {split!r}; this task has {list(self.splits)}")
@@ -49,6 +56,7 @@ class ClassificationTask:
             order, size = torch.arange(len(y)), self.eval_batch_size
         for i in range(0, len(y), size):
             index = order[i:i + size]
+            index = index.to(y.device)
             yield x[index], y[index]
 
     def step(self, model: nn.Module, batch: tuple[Tensor, ...]) -> tuple[Tensor, dict[str, Tensor]]:

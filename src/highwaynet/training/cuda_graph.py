@@ -13,8 +13,9 @@ What keeps this correct:
   real training steps, on real batches.
 - **Static memory.** A graph replays on the same addresses: each batch is copied into the captured
   input tensors, and the statistics it returns are copied out before the next replay.
-- **One graph per batch shape.** A smaller last batch (or any new shape) is captured as a graph of its
-  own, up to ``max_graphs``; beyond that, steps run eagerly. Every path computes the same step.
+- **One graph per batch shape.** A smaller last batch (or any new shape) runs eagerly once, then is
+  captured as a graph of its own, up to ``max_graphs``; beyond that, steps run eagerly. Every path
+  computes the same step.
 - **Learning rate.** The optimisers bake a float learning rate into the captured kernels, so a
   change of learning rate (the Trainer's schedule steps once per epoch) drops the graphs and the
   next step captures anew.
@@ -101,9 +102,13 @@ class GraphedStep:
         key = _signature(batch)
         entry = self._graphs.get(key)
         if entry is None:
-            if len(self._graphs) >= self.max_graphs:
-                return self._side_stream(batch)
-            entry = self._graphs[key] = self._capture(batch)
+            # A new shape (or rate) runs eagerly first: whatever it initialises lazily (a Triton
+            # kernel compiled for these sizes, a cuBLAS plan) must not happen during capture. Then
+            # it is captured, for the next batch of its shape.
+            stats = self._side_stream(batch)
+            if len(self._graphs) < self.max_graphs:
+                self._graphs[key] = self._capture(batch)
+            return stats
         static_batch, graph, stats = entry
         _copy_into(static_batch, batch)
         graph.replay()

@@ -45,6 +45,8 @@ class Task(Protocol):
     def step(self, model: nn.Module, batch: Any) -> tuple[Tensor, dict[str, Tensor]]:
         """``(loss to minimise, statistics to sum over the split)`` for one batch already on the device."""
 
+    # Optional: ``to(device)`` moves the task's data to the training device (called once by the Trainer).
+
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         """Metrics of a split from its summed statistics (for example loss and accuracy)."""
 
@@ -175,6 +177,8 @@ class Trainer:
         if self.device.type == "cuda" and self.world_size > 1:
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.model = model.to(self.device)
+        if hasattr(task, "to"):  # tasks that can hold their data on the device do
+            task.to(self.device)
         if config.cuda_graph:
             self._check_graphable()
         self.run_dir = Path(run_dir) if run_dir is not None else None
