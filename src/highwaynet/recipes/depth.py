@@ -22,8 +22,8 @@ from typing import Any
 
 from ..data import load_image_data
 from ..training import TrainConfig, read_metrics
-from ..training.trainer import pick_device
 from ..training.run_dir import mean_std, run_once, start_sweep
+from ..training.trainer import pick_device
 from . import mlp
 
 __all__ = ["DepthConfig", "run"]
