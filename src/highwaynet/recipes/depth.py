@@ -8,8 +8,9 @@ diverges by the fourth); that run is the first seed's, and the other seeds train
 rate. Highway layers are 50 units wide and plain layers 71 (about the same parameters), with He
 initialisation and SGD with momentum, as in the paper. Both kinds clip the gradient's norm at 1 (the
 paper does not say; without it, at the rate its first seed chose, one of three 100-layer highway
-nets on Fashion-MNIST diverged in its fourth epoch). On a GPU each training step is a CUDA graph. Every run is an ``mlp`` run folder, so that
-``reproduce gates`` and ``reproduce lesion`` can read any of them.
+nets on Fashion-MNIST diverged in its fourth epoch; with it, all of them train). On a GPU each
+training step is a CUDA graph. Every run is an ``mlp`` run folder, so that ``reproduce gates`` and
+``reproduce lesion`` can read any of them.
 """
 
 from __future__ import annotations
