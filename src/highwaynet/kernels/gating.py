@@ -25,8 +25,9 @@ is installed, and otherwise the PyTorch reference (:func:`gate_forward_reference
 variable ``HIGHWAYNET_TRITON=0`` to force the reference.
 
 Only activations whose derivative the kernel knows are supported: see :data:`ACTIVATION_CODES`.
-Nothing is saved but ``z`` and ``x``: the backward recomputes ``f(z_H)`` and ``t``, which costs
-arithmetic but no memory traffic.
+A caller saves ``z`` and ``x`` for the backward, which recomputes ``f(z_H)`` and ``t`` (arithmetic,
+no memory traffic), or, with ``keep_activations``, has ``z`` overwritten by ``[f(z_H) | t]`` and
+recomputes nothing (for recurrences, where the number of small operations is the cost).
 """
 
 from __future__ import annotations
@@ -73,8 +74,11 @@ def triton_available(t: Tensor) -> bool:
 
 # -- the reference ------------------------------------------------------------------------------
 
+_REFERENCE_ACTIVATIONS = {1: torch.relu, 2: torch.tanh, 3: torch.sigmoid}
+
+
 def _activate(z: Tensor, code: int) -> Tensor:
-    return (z, torch.relu(z), torch.tanh(z), torch.sigmoid(z))[code] if code else z
+    return _REFERENCE_ACTIVATIONS[code](z) if code else z
 
 
 def _activation_grad(h: Tensor, code: int) -> Tensor:

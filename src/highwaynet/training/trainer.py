@@ -199,14 +199,16 @@ class Trainer:
 
     # -- set-up ---------------------------------------------------------------------------------
     def _check_graphable(self) -> None:
-        why = ("it needs a CUDA device" if self.device.type != "cuda" else
-               "it runs in one process (not under torchrun)" if self.world_size > 1 else
-               "it does not combine with compile (torch.compile's mode='reduce-overhead' uses graphs itself)"
-               if self.config.compile else
-               f"{type(self.task).__name__} carries state between batches or copies to the host"
-               if not getattr(self.task, "graph_safe", False) else None)
-        if why:
-            raise ValueError(f"cuda_graph: {why}")
+        if self.device.type != "cuda":
+            raise ValueError("cuda_graph: it needs a CUDA device")
+        if self.world_size > 1:
+            raise ValueError("cuda_graph: it runs in one process (not under torchrun)")
+        if self.config.compile:
+            raise ValueError("cuda_graph: it does not combine with compile (torch.compile's "
+                             "mode='reduce-overhead' uses graphs itself)")
+        if not getattr(self.task, "graph_safe", False):
+            raise ValueError(f"cuda_graph: {type(self.task).__name__} carries state between batches or "
+                             f"copies to the host")
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
