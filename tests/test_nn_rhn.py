@@ -235,3 +235,12 @@ def test_fused_recurrence_gradcheck():
     mask = torch.rand(3, 5, dtype=torch.float64)
     assert torch.autograd.gradcheck(
         lambda a, b, *p: rhn_recurrence(a, b, list(p[:2]), list(p[2:]), mask), (xp, s0, *weights, *biases))
+
+
+def test_fused_output_is_a_contiguous_tensor_of_its_own():
+    # nn.LSTM returns a contiguous output; the fused path must too (its states are kept for backward).
+    rhn = RHN(4, 6, depth=3)
+    out, _ = rhn(torch.randn(5, 2, 4))
+    assert rhn._can_fuse(rhn.cells[0], None) and out.is_contiguous()
+    out.view(-1, 6).mul_(2)  # an in-place change of the output must not touch what backward saved
+    out.sum().backward()

@@ -35,7 +35,8 @@ class _RHNRecurrence(torch.autograd.Function):
         weights, biases = params[:depth], params[depth:]
         steps = x_proj.shape[0]
         # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
-        # writes each new state in place, and the outputs are every depth-th state (no copies).
+        # writes each new state in place, and the outputs are every depth-th state (one copy at the
+        # end, so that the caller gets a contiguous tensor of its own, as from nn.LSTM).
         states = x_proj.new_empty(steps * depth + 1, *s0.shape)
         states[0] = s0
         z_all = x_proj.new_empty(steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
@@ -47,7 +48,7 @@ class _RHNRecurrence(torch.autograd.Function):
             gate_forward(z, states[k], _TANH, keep_activations=True, out=states[k + 1])  # z becomes [h | t]
         ctx.save_for_backward(states, z_all, mask, *weights)
         ctx.depth = depth
-        return states[depth::depth]
+        return states[depth::depth].clone()
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
