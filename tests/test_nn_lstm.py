@@ -91,3 +91,14 @@ def test_plain_stack_has_no_gates_and_recorder_lesion_work_on_highway():
     first, _ = stack.blocks[0](x, torch.full((2,), 4))
     with lesion(stack, [1, 2]):
         torch.testing.assert_close(stack(x)[0], first)
+
+
+def test_dropout_never_touches_the_carried_input():
+    # With every gate shut the highway stack is the identity, in training too: dropout acts on H only.
+    stack = HighwayLSTM(8, 4, num_layers=3, batch_first=True, dropout=0.5).train()
+    x = torch.randn(2, 5, 8)
+    with lesion(stack, list(range(3))):
+        out, _ = stack(x)
+    torch.testing.assert_close(out, x)
+    # the plain stack keeps nn.LSTM's dropout between layers
+    assert isinstance(HighwayLSTM(8, 4, num_layers=3, dropout=0.5, highway=False).dropout, torch.nn.Dropout)

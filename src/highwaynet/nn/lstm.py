@@ -35,6 +35,7 @@ class HighwayLSTMBlock(nn.Module):
             ``"projection"`` (learned, no bias) or ``"zeropad"``. Default: ``"projection"``.
         gate_bias: initial bias of ``T``. Default: -2.0.
         highway: False gives a plain (Bi)LSTM layer (``y = H``), for comparisons. Default: True.
+        dropout: dropout on ``H`` before the gate (the carried input is never dropped). Default: 0.
 
     Attributes:
         lstm: the ``nn.LSTM`` (one layer, batch first).
@@ -44,9 +45,10 @@ class HighwayLSTMBlock(nn.Module):
     """
 
     def __init__(self, input_size: int, hidden_size: int, bidirectional: bool = True, resize: str = "projection",
-                 gate_bias: float = -2.0, highway: bool = True) -> None:
+                 gate_bias: float = -2.0, highway: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.output_size = hidden_size * (2 if bidirectional else 1)
         self.highway = highway
         self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
@@ -63,7 +65,7 @@ class HighwayLSTMBlock(nn.Module):
         h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
         if not self.highway:
             return h, state
-        y = self.gate(h, self.transform(x), self.resize(x))
+        y = self.gate(self.dropout(h), self.transform(x), self.resize(x))
         mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
         return y * mask, state
 
@@ -77,7 +79,11 @@ class HighwayLSTM(nn.Module):
         num_layers: blocks in the stack.
         bidirectional: BiLSTM blocks. Default: True.
         batch_first: ``(B, T, F)`` instead of ``(T, B, F)``. Default: False.
-        dropout: dropout on each block's output but the last (as ``nn.LSTM``). Default: 0.
+        dropout: for every block but the last, as ``nn.LSTM``'s: on the block's output in the plain
+            stack; in the highway stack on the block's transform ``H`` only, so that the carried
+            input is never dropped (dropping it at every block removes the identity path that lets
+            a deep stack train: measured, a 10-block HBiLSTM with 0.5 dropout on block outputs
+            stayed at chance on SST-2). Default: 0.
         resize: ``"projection"`` or ``"zeropad"``: how the first block's input reaches the
             stack's width. Default: ``"projection"``.
         gate_bias: initial transform-gate bias. Default: -2.0.
@@ -110,9 +116,10 @@ class HighwayLSTM(nn.Module):
         self.batch_first = batch_first
         width = hidden_size * self.directions
         self.blocks = nn.ModuleList(
-            HighwayLSTMBlock(input_size if i == 0 else width, hidden_size, bidirectional, resize, gate_bias, highway)
+            HighwayLSTMBlock(input_size if i == 0 else width, hidden_size, bidirectional, resize, gate_bias, highway,
+                             dropout if highway and i < num_layers - 1 else 0.0)
             for i in range(num_layers))
-        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.dropout = nn.Dropout(dropout) if dropout > 0 and not highway else nn.Identity()
 
     def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:
