@@ -19,6 +19,12 @@ from highwaynet.kernels import gating
 from highwaynet.nn import Highway
 
 
+def per_call(fn, device, calls: int = 20) -> float:
+    """Seconds per call of ``fn``, timed over ``calls`` queued calls: one synchronisation for all of
+    them, which a single call of ~0.1 ms would not outweigh."""
+    return median_seconds(lambda: [fn() for _ in range(calls)], device, 10) / calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=16384)
@@ -31,7 +37,7 @@ def main() -> None:
     x, dy = torch.randn(m, d, device=device, dtype=dtype), torch.randn(m, d, device=device, dtype=dtype)
     size = x.element_size()
     big = torch.empty(1 << 28, device=device, dtype=torch.uint8)
-    copy = median_seconds(lambda: big.clone(), device, 20)
+    copy = per_call(lambda: big.clone(), device)
     print(f"copy: {2 * big.numel() / copy / 1e9:.0f} GB/s (read + write)")
     original = gating._blocks
     print(f"{'BLOCK_D':>8}{'BLOCK_M':>8}{'warps':>6}{'fwd GB/s':>10}{'bwd GB/s':>10}")
@@ -39,8 +45,8 @@ def main() -> None:
         for elements in (1024, 2048, 4096):
             for warps in (4, 8):
                 gating._blocks = lambda _d, bd=block_d, e=elements, w=warps: (bd, max(1, e // bd), w)
-                fwd = median_seconds(lambda: gating.gate_forward(z, x, 1), device, 20)
-                bwd = median_seconds(lambda: gating.gate_backward(dy, z, x, 1, bias_grad=True), device, 20)
+                fwd = per_call(lambda: gating.gate_forward(z, x, 1), device)
+                bwd = per_call(lambda: gating.gate_backward(dy, z, x, 1, bias_grad=True), device)
                 print(f"{block_d:8}{elements // block_d:8}{warps:6}{4 * m * d * size / fwd / 1e9:10.0f}"
                       f"{7 * m * d * size / bwd / 1e9:10.0f}")
     gating._blocks = original

@@ -66,9 +66,8 @@ class OneProjectionHighwayMLP(nn.Module):
         return self.classifier(x)
 
 
-def sgd_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list):
-    state = {"i": 0}
-
+def sgd_step(model: nn.Module, optimizer: torch.optim.Optimizer):
+    """One training step on a batch, returning its loss as the Trainer's steps do."""
     def step(batch):
         x, y = batch
         loss = F.cross_entropy(model(x), y)
@@ -76,11 +75,21 @@ def sgd_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list):
         loss.backward()
         optimizer.step()
         return {"loss": loss.detach()}
+    return step
 
-    def run():  # rotate over the batches, as training does
-        state["i"] = (state["i"] + 1) % len(batches)
-        return step(batches[state["i"]])
-    return step, run
+
+def rotating(step, batches: list):
+    """``step`` on the next batch at each call, cycling through ``batches`` as training does."""
+    position = {"i": 0}
+
+    def run():
+        position["i"] = (position["i"] + 1) % len(batches)
+        return step(batches[position["i"]])
+    return run
+
+
+def sgd(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
 
 def main() -> None:
@@ -98,7 +107,6 @@ def main() -> None:
     torch.manual_seed(0)
     batches = [(torch.randn(args.batch, 784, device=device), torch.randint(0, 10, (args.batch,), device=device))
                for _ in range(8)]
-    models = {}
 
     def fresh(kind):
         torch.manual_seed(0)
@@ -109,23 +117,15 @@ def main() -> None:
     rows = {}
     for name, kind in (("separate H and T, eager (Chainer, Lasagne)", "separate"),
                        ("one projection, eager (GluonNLP)", "one"), ("ours, eager", "ours")):
-        models[name] = model = fresh(kind)
-        rows[name] = sgd_step(model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), batches)[1]
+        model = fresh(kind)
+        rows[name] = rotating(sgd_step(model, sgd(model)), batches)
     if device.type == "cuda":
-        model = models["ours, CUDA graph"] = fresh("ours")
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        step, _ = sgd_step(model, optimizer, batches)
-        graphed, i = GraphedStep(step, optimizer), {"i": 0}
-
-        def replay():
-            i["i"] = (i["i"] + 1) % len(batches)
-            return graphed(batches[i["i"]])
-        rows["ours, CUDA graph"] = replay
+        model = fresh("ours")
+        optimizer = sgd(model)
+        rows["ours, CUDA graph"] = rotating(GraphedStep(sgd_step(model, optimizer), optimizer), batches)
     if args.compile:
-        model = models["ours, torch.compile"] = fresh("ours")
-        compiled = torch.compile(model)
-        rows["ours, torch.compile"] = sgd_step(compiled, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
-                                               batches)[1]
+        model = fresh("ours")
+        rows["ours, torch.compile"] = rotating(sgd_step(torch.compile(model), sgd(model)), batches)
 
     # Every row trains the same network the same way: after the same number of steps on the same
     # batches they hold the same loss (checked, so that the table compares like with like).

@@ -74,11 +74,11 @@ def triton_available(t: Tensor) -> bool:
 
 # -- the reference ------------------------------------------------------------------------------
 
-_REFERENCE_ACTIVATIONS = {1: torch.relu, 2: torch.tanh, 3: torch.sigmoid}
+_BY_CODE = {code: ACTIVATIONS[name] for name, code in ACTIVATION_CODES.items()}
 
 
 def _activate(z: Tensor, code: int) -> Tensor:
-    return _REFERENCE_ACTIVATIONS[code](z) if code else z
+    return _BY_CODE[code](z)
 
 
 def _activation_grad(h: Tensor, code: int) -> Tensor:

@@ -63,8 +63,8 @@ def _mlp_config(config: DepthConfig, depth: int, plain: bool, lr: float, epochs:
 
 
 def _use_graphs(config: DepthConfig) -> bool:
-    """CUDA graphs by default on a GPU: these nets are launch-bound there (a 100-layer step is
-    ~45 ms of launches eagerly, ~3 ms replayed)."""
+    """CUDA graphs by default on a GPU: these nets are launch-bound there (measured on an H100, a
+    50-layer step: 19.7 ms eager, 1.7 ms replayed; ``benchmarks/mlp_step.py``)."""
     if config.cuda_graph is not None:
         return config.cuda_graph
     return pick_device(config.device).type == "cuda"
