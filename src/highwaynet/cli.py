@@ -43,7 +43,8 @@ def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, op
     g.add_argument("--amp", action="store_true", help="train under bfloat16 autocast")
     g.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     g.add_argument("--cuda-graph", action="store_true",
-                   help="replay each training step as a CUDA graph (small deep nets on a GPU; image tasks)")
+                   help="replay each training step as a CUDA graph (launch-bound models on a GPU: small deep "
+                        "nets, RHNs)")
     r = p.add_argument_group("run folder")
     r.add_argument("--out", help="the run folder (default: runs/<a name from the options>)")
     r.add_argument("--resume", action="store_true",
@@ -166,7 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     depth.add_argument("--epochs", type=_positive_int, default=8, help="epochs per RHN (default: %(default)s)")
     depth.add_argument("--steps-per-epoch", type=_positive_int, default=50, help="(default: %(default)s)")
     depth.add_argument("--batch-size", type=_positive_int, default=128, help="(default: %(default)s)")
+    depth.add_argument("--dropout", type=float, default=0.0,
+                       help="variational dropout on inputs, states (RHN) and outputs (default: %(default)s)")
+    depth.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate (default: %(default)s)")
     depth.add_argument("--no-lstm", action="store_true", help="skip the LSTM baseline")
+    depth.add_argument("--no-cuda-graph", action="store_true",
+                       help="on a GPU, run training steps eagerly instead of as CUDA graphs")
     _add_sweep_options(depth, "runs/rhn-depth", "folder holding the corpora")
     depth.set_defaults(run=_reproduce_rhn_depth)
 
@@ -329,8 +335,10 @@ def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
 
     config = rhn_depth.RHNDepthConfig(corpora=[c.strip() for c in args.corpora.split(",")],
                                       depths=_int_list(args.depths, "--depths"), budget=args.budget,
-                                      lstm=not args.no_lstm)
+                                      lstm=not args.no_lstm, cuda_graph=False if args.no_cuda_graph else None)
     config.base.train.epochs = args.epochs
+    config.base.train.lr = args.lr
+    config.base.input_dropout = config.base.state_dropout = config.base.output_dropout = args.dropout
     config.base.train.device = args.device
     config.base.steps_per_epoch = args.steps_per_epoch
     config.base.batch_size = args.batch_size

@@ -72,7 +72,9 @@ def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         "# RHN: recurrence depth at a fixed parameter budget", "",
         f"Total time {summary['seconds']:.0f} s. Each RHN's state size is chosen so that the whole model "
         f"(embedding tied to the decoder) has about {summary['config']['budget']:,} parameters; every RHN "
-        "trains for the same number of steps; the LSTM trains for as long as the best RHN did.", "",
+        "trains for the same number of steps; the LSTM trains for as long as the best RHN did. Dropout "
+        f"{summary['config']['base']['state_dropout']}; training steps "
+        f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
         "![depth](depth.png)", "", *sections]))
     return report
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from ..data import load_image_data
 from ..training import TrainConfig, read_metrics
+from ..training.cuda_graph import use_cuda_graphs
 from ..training.run_dir import mean_std, run_once, start_sweep
-from ..training.trainer import pick_device
 from . import mlp
 
 __all__ = ["DepthConfig", "run"]
@@ -65,9 +65,7 @@ def _mlp_config(config: DepthConfig, depth: int, plain: bool, lr: float, epochs:
 def _use_graphs(config: DepthConfig) -> bool:
     """CUDA graphs by default on a GPU: these nets are launch-bound there (measured on an H100, a
     50-layer step: 19.7 ms eager, 1.7 ms replayed; ``benchmarks/mlp_step.py``)."""
-    if config.cuda_graph is not None:
-        return config.cuda_graph
-    return pick_device(config.device).type == "cuda"
+    return use_cuda_graphs(config.cuda_graph, config.device)
 
 
 def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,

@@ -23,8 +23,9 @@ What keeps this correct:
   with each graph).
 
 Adam and AdamW need ``capturable=True`` (their step counter then lives on the GPU); the Trainer sets
-it. Tasks whose steps carry state across batches (truncated BPTT) or copy to the host cannot be
-captured: the Trainer asks a task for ``graph_safe = True`` before using graphs.
+it. A step that copies to the host, or that keeps state across batches in new tensors rather than
+in place (truncated BPTT must write its carried state into a fixed buffer), cannot be captured: the
+Trainer asks a task for ``graph_safe = True`` before using graphs.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["GraphedStep"]
+__all__ = ["GraphedStep", "use_cuda_graphs"]
+
+
+def use_cuda_graphs(choice: bool | None, device: str) -> bool:
+    """A recipe's ``cuda_graph`` option: ``None`` means graphs exactly when ``device`` resolves to CUDA."""
+    from .trainer import pick_device
+
+    return choice if choice is not None else pick_device(device).type == "cuda"
 
 
 def _signature(batch: Any) -> Any:

@@ -23,10 +23,17 @@ def batchify(ids: Tensor, batch_size: int) -> Tensor:
     return ids[: n * batch_size].view(batch_size, n).t().contiguous()
 
 
-def _detach(state: Any) -> Any:
-    if isinstance(state, Tensor):
-        return state.detach()
-    return tuple(_detach(s) for s in state) if state is not None else None
+def _map(fn, state: Any) -> Any:
+    """``fn`` on each tensor of a recurrent state: a tensor (RHN) or a tuple of them (LSTM's ``(h, c)``)."""
+    return fn(state) if isinstance(state, Tensor) else tuple(_map(fn, s) for s in state)
+
+
+def _copy_(dst: Any, src: Any) -> None:
+    if isinstance(dst, Tensor):
+        dst.copy_(src)
+    else:
+        for d, s in zip(dst, src, strict=True):
+            _copy_(d, s)
 
 
 class LanguageModelTask:
@@ -40,7 +47,15 @@ class LanguageModelTask:
 
     Metrics: ``loss`` (nats per token) and ``ppl`` (perplexity, word level) or ``bpc`` (bits per
     character, char level).
+
+    The carried state lives in one buffer per batch width, written in place after each window and
+    zeroed in place at the start of a pass (a zero state is what the models start from anyway):
+    its address never changes, so a training step can be replayed as a CUDA graph that reads the
+    previous window's state and writes the next.
     """
+
+    #: A step reads and writes only tensors of fixed address (the batch, the state buffer).
+    graph_safe = True
 
     def __init__(self, corpus: Corpus, batch_size: int = 32, bptt: int = 50, seed: int = 0,
                  eval_batch_size: int = 16, steps_per_epoch: int | None = None) -> None:
@@ -51,7 +66,13 @@ class LanguageModelTask:
         self._streams = {"train": batchify(corpus.train, batch_size),
                          "val": batchify(corpus.valid, eval_batch_size),
                          "test": batchify(corpus.test, eval_batch_size)}
-        self._state: Any = None
+        self._states: dict[int, Any] = {}  # batch width -> the state carried to the next window
+
+    def to(self, device: torch.device) -> LanguageModelTask:
+        """Keep the token streams on ``device`` (the Trainer calls this): windows are then views there."""
+        self._streams = {k: v.to(device) for k, v in self._streams.items()}
+        self._states = {}
+        return self
 
     def batches(self, split: str, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
         data = self._streams[split]
@@ -64,17 +85,26 @@ class LanguageModelTask:
                 stop = start + span
             else:
                 start = int(torch.randint(0, self.bptt, (1,), generator=generator))
-        self._state = None
+        with torch.no_grad():
+            for state in self._states.values():
+                _map(Tensor.zero_, state)
         for i in range(start, stop, self.bptt):
             n = min(self.bptt, stop - i)
             yield data[i:i + n], data[i + 1:i + 1 + n]
 
     def step(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         x, y = batch
-        logits, state = model(x, self._state)
-        self._state = _detach(state)
+        carried = self._states.get(x.shape[1])
+        # The model gets a copy: the buffer is overwritten below, before the backward that may need
+        # the initial state.
+        logits, state = model(x, None if carried is None else _map(Tensor.clone, carried))
+        with torch.no_grad():
+            if carried is None:
+                self._states[x.shape[1]] = _map(Tensor.clone, _map(Tensor.detach, state))
+            else:
+                _copy_(carried, state)
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
-        n = torch.tensor(float(y.numel()), device=y.device)
+        n = torch.full((), float(y.numel()), device=y.device)
         return loss, {"loss": loss.detach() * n, "n": n}
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:

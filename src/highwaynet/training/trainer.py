@@ -207,8 +207,8 @@ class Trainer:
             raise ValueError("cuda_graph: it does not combine with compile (torch.compile's "
                              "mode='reduce-overhead' uses graphs itself)")
         if not getattr(self.task, "graph_safe", False):
-            raise ValueError(f"cuda_graph: {type(self.task).__name__} carries state between batches or "
-                             f"copies to the host")
+            raise ValueError(f"cuda_graph: {type(self.task).__name__} does not declare graph_safe = True (its "
+                             f"steps may copy to the host or keep state in new tensors)")
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
