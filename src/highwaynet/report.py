@@ -103,7 +103,8 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
                 ax.errorbar([r["layers"] for r in rs], [r["mean"] for r in rs], yerr=[r["std"] for r in rs],
                             marker="o", capsize=3, label=label)
             ax.axhline(KIM_CNN_RAND.get(task, float("nan")), color="gray", ls=":", label="Kim CNN-rand (published)")
-            ax.set(xlabel="layers in the stack", ylabel="test accuracy (%)", title=f"{task}: accuracy vs depth")
+            ax.set(xlabel="layers in the stack", ylabel="test accuracy (%)", title=f"{task}: accuracy vs depth",
+                   xticks=sorted({r["layers"] for rs in stacks.values() for r in rs}))
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
             _save(fig, out / f"depth-{task}.png", dpi=120)
