@@ -66,6 +66,13 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
     assert main(args + ["--resume"]) == 0  # everything finished: nothing retrained
     capsys.readouterr()
+    # A report of what is finished, training nothing: seed 1 never ran, layers 4 never ran.
+    assert main(args[:-2] + ["--out", str(out), "--seeds", "0,1", "--layers", "1,4", "--report-only"]) == 0
+    assert not (out / "trec" / "bilstm-L1" / "seed1").exists() and not (out / "trec" / "bilstm-L4").exists()
+    assert len(json.loads((out / "summary.json").read_text())["runs"]) == 3  # bilstm, hbilstm at 1; cnn
+    capsys.readouterr()
+    assert main(args[:-2] + ["--out", str(tmp_path / "none"), "--report-only"]) == 2
+    assert "does not exist" in capsys.readouterr().err
     run_dir = out / "trec" / "cnn-L1" / "seed0"
     assert main(["predict", str(run_dir), "Who wrote Hamlet ?", "How far is Denver ?"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

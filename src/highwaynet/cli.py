@@ -198,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     sent.add_argument("--vectors", help="word vectors in a text file (GloVe or word2vec text format)")
     sent.add_argument("--epochs", type=_positive_int, default=10, help="(default: %(default)s)")
     sent.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default: %(default)s)")
+    sent.add_argument("--report-only", action="store_true",
+                      help="train nothing: report the runs already finished in --out (a sweep split over "
+                           "several processes, each with --resume)")
     _add_sweep_options(sent, "runs/sentences", "folder holding the sentence files")
     sent.set_defaults(run=_reproduce_sentences)
 
@@ -360,7 +363,8 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
     config = sentences.SweepConfig(tasks=tasks, encoders=[e.strip() for e in args.encoder.split(",")],
                                    layers=_int_list(args.layers, "--layers"),
                                    seeds=[int(s) for s in args.seeds.split(",")], folds=args.folds, base=base)
-    summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir)
+    summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir,
+                              report_only=args.report_only)
     for row in summary["table"]:
         print(f"{row['task']:5} {row['encoder']:12} {row['layers']:3} layers  "
               f"{row['mean']:.1f} ± {row['std']:.1f}% ({row['runs']} runs)")

@@ -85,9 +85,11 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
 
     table = summary["table"]
     lines = ["# Sentence classification: highway BiLSTM stacks", "",
-             f"Total time {summary['seconds']:.0f} s. Test accuracy (%), mean ± std over seeds (SST, TREC) or "
-             "cross-validation folds (MR, Subj); the best validation epoch's weights are tested. Embeddings are "
-             "randomly initialised and SST is trained on sentences only (no phrases), as Kim's CNN-rand.", ""]
+             f"{len(summary['runs'])} runs, {sum(r['seconds'] for r in summary['runs']):.0f} s of training summed "
+             "over them (runs of a sweep may have run side by side). Test accuracy (%), mean ± std over seeds (SST, "
+             "TREC) or cross-validation folds (MR, Subj); the best validation epoch's weights are tested. "
+             "Embeddings are randomly initialised and SST is trained on sentences only (no phrases), as Kim's "
+             "CNN-rand.", ""]
     for task in dict.fromkeys(row["task"] for row in table):
         rows = [r for r in table if r["task"] == task]
         lines += [f"## {task}", "", markdown_table(

@@ -152,11 +152,17 @@ class SweepConfig:
 
 
 def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-          log=print, progress: bool = True) -> dict[str, Any]:
-    """Run every combination into ``out/<task>/<encoder>-L<layers>/<seed or fold>``; write the report."""
+          log=print, progress: bool = True, report_only: bool = False) -> dict[str, Any]:
+    """Run every combination into ``out/<task>/<encoder>-L<layers>/<seed or fold>``; write the report.
+
+    With ``report_only``, nothing is trained: the report covers the combinations already finished in
+    ``out`` (for a sweep split over several processes, each running part of it with ``resume``).
+    """
     from ..report import write_sentences_report
 
-    out = start_sweep(out, resume)
+    if report_only and not Path(out).is_dir():
+        raise FileNotFoundError(f"{out} does not exist: --report-only reports the finished runs of a sweep folder")
+    out = start_sweep(out, resume or report_only)
     start = time.perf_counter()
     results = []
     for task in config.tasks:
@@ -170,6 +176,8 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
             for encoder in config.encoders:
                 for layers in (config.layers if encoder in ("hbilstm", "bilstm") else [1]):
                     run_dir = out / task / f"{encoder}-L{layers}" / f"{kind}{k}"
+                    if report_only and not (run_dir / "results.json").is_file():
+                        continue
                     one = SentenceConfig(**{**asdict(base), "encoder": encoder, "layers": layers})
                     if data is None and not (run_dir / "results.json").is_file():
                         data = load_data(base, data_dir)
@@ -177,6 +185,8 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
                         run_dir, lambda resume, one=one, run_dir=run_dir, data=data: run(
                             one, run_dir, resume=resume, data=data, log=log, progress=progress),
                         log, f"{task} {encoder} {layers} layer(s), {kind} {k}"))
+    if not results:
+        raise RuntimeError(f"no finished runs in {out} match the sweep's tasks, encoders, layers and seeds")
     summary = {"config": asdict(config), "runs": results, "seconds": round(time.perf_counter() - start, 1),
                "table": summarize(results)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
