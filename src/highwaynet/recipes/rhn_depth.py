@@ -34,7 +34,7 @@ class RHNDepthConfig:
     budget: int = 200_000
     lstm: bool = True
     #: Replay each training step as a CUDA graph (``None``: on a GPU). The RHN's many small
-    #: micro-steps are launch-bound (``benchmarks/rhn.py``: 49.7 ms eager, 17.0 ms replayed at the
+    #: micro-steps are launch-bound (``benchmarks/rhn.py``: 62.1 ms eager, 17.1 ms replayed at the
     #: PTB shape on an H100), and an equal-time comparison should not be decided by launch overhead.
     cuda_graph: bool | None = None
     base: lm.LMConfig = field(default_factory=lambda: lm.LMConfig(
