@@ -43,12 +43,12 @@ def is_main_process() -> bool:
     return world()[0] == 0
 
 
-def shard_batch(batch: Any, rank: int, size: int) -> Any:
-    """This process's slice of a batch: every tensor is cut into ``size`` near-equal parts along dim 0."""
+def shard_batch(batch: Any, rank: int, size: int, dim: int = 0) -> Any:
+    """This process's slice of a batch: every tensor is cut into ``size`` near-equal parts along ``dim``."""
     if isinstance(batch, Tensor):
-        return batch.tensor_split(size)[rank]
+        return batch.tensor_split(size, dim=dim)[rank]
     if isinstance(batch, (tuple, list)):
-        return type(batch)(shard_batch(b, rank, size) for b in batch)
+        return type(batch)(shard_batch(b, rank, size, dim) for b in batch)
     return batch
 
 

@@ -56,6 +56,8 @@ class LanguageModelTask:
 
     #: A step reads and writes only tensors of fixed address (the batch, the state buffer).
     graph_safe = True
+    #: Windows are ``(T, B)``: data-parallel processes each take some of the B streams, whole.
+    batch_dim = 1
 
     def __init__(self, corpus: Corpus, batch_size: int = 32, bptt: int = 50, seed: int = 0,
                  eval_batch_size: int = 16, steps_per_epoch: int | None = None) -> None:

@@ -45,7 +45,9 @@ class Task(Protocol):
     def step(self, model: nn.Module, batch: Any) -> tuple[Tensor, dict[str, Tensor]]:
         """``(loss to minimise, statistics to sum over the split)`` for one batch already on the device."""
 
-    # Optional: ``to(device)`` moves the task's data to the training device (called once by the Trainer).
+    # Optional: ``to(device)`` moves the task's data to the training device (called once by the Trainer);
+    # ``graph_safe = True`` allows ``TrainConfig.cuda_graph``; ``batch_dim`` (default 0) is the dimension
+    # along which data-parallel processes split a batch.
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         """Metrics of a split from its summed statistics (for example loss and accuracy)."""
@@ -312,7 +314,10 @@ class Trainer:
         return self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
 
     def _shard(self, batch: Any) -> Any:
-        return shard_batch(batch, self.rank, self.world_size) if self.world_size > 1 else batch
+        if self.world_size == 1:
+            return batch
+        # Tasks whose batches are not batch-first say so (language models: (T, B) windows, cut by stream).
+        return shard_batch(batch, self.rank, self.world_size, getattr(self.task, "batch_dim", 0))
 
     # -- the run folder -------------------------------------------------------------------------
     def _is_better(self, value: float) -> bool:
