@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data.corpora import Corpus
+from .cuda_graph import _copy_into
 
 __all__ = ["LanguageModelTask", "batchify"]
 
@@ -26,14 +27,6 @@ def batchify(ids: Tensor, batch_size: int) -> Tensor:
 def _map(fn, state: Any) -> Any:
     """``fn`` on each tensor of a recurrent state: a tensor (RHN) or a tuple of them (LSTM's ``(h, c)``)."""
     return fn(state) if isinstance(state, Tensor) else tuple(_map(fn, s) for s in state)
-
-
-def _copy_(dst: Any, src: Any) -> None:
-    if isinstance(dst, Tensor):
-        dst.copy_(src)
-    else:
-        for d, s in zip(dst, src, strict=True):
-            _copy_(d, s)
 
 
 class LanguageModelTask:
@@ -104,7 +97,7 @@ class LanguageModelTask:
             if carried is None:
                 self._states[x.shape[1]] = _map(Tensor.clone, _map(Tensor.detach, state))
             else:
-                _copy_(carried, state)
+                _copy_into(carried, state)
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
         n = torch.full((), float(y.numel()), device=y.device)
         return loss, {"loss": loss.detach() * n, "n": n}
