@@ -4,6 +4,9 @@ Default shape, the RHN paper's PTB model: recurrence depth 10, hidden 830, 35 st
 (``--cpu-shape`` picks one a 2-core CPU runs in seconds: depth 4, hidden 256).
 
 Rows, measured side by side in one run:
+  floor               the layer's matrix products alone, as ours does them: the input projection
+                      and its weight gradient, one small product per micro-step forward and one
+                      back (the state's gradient), one weight-gradient product per micro-layer
   labml loop          ``RHN(fused=False)``: autograd over every micro-step, as labml's RHN
   ours                ``RHN`` (fused recurrence: hand-written backward, batched weight gradients,
                       Triton gate kernels on CUDA)
@@ -41,16 +44,45 @@ def fwd_bwd(module, x, grad_out):
     return run
 
 
-def graphed_fwd_bwd(module, x, grad_out):
-    """Capture forward + backward of ``module`` on static ``x`` once; each call replays it."""
-    run = fwd_bwd(module, x, grad_out)
+def products_alone(module: RHN, x):
+    """The matrix products of ``module``'s forward + backward (one layer), without the gating."""
+    cell = module.cells[0]
+    steps, batch, hidden, depth = x.shape[0], x.shape[1], module.hidden_size, module.depth
+    w_in = cell.input_proj.weight.detach()
+    weights = [p.weight.detach() for p in cell.hidden_proj]
+    biases = [p.bias.detach() for p in cell.hidden_proj]
+    rows = x.reshape(steps * batch, -1)
+    z = x.new_empty(batch, 2 * hidden)
+    state = x.new_zeros(batch, hidden)
+    dz = torch.randn(steps * depth, batch, 2 * hidden, device=x.device, dtype=x.dtype)
+    states = torch.randn(steps * depth, batch, hidden, device=x.device, dtype=x.dtype)
+
+    def run():
+        x_proj = rows @ w_in.t()
+        for _ in range(steps):
+            for d in range(depth):
+                torch.addmm(biases[d], state, weights[d].t(), out=z)
+        for k in range(steps * depth - 1, -1, -1):
+            torch.mm(dz[k], weights[k % depth], out=state)
+        by_layer = dz.view(steps, depth, batch, -1)
+        inputs = states.view(steps, depth, batch, -1)
+        for d in range(depth):
+            by_layer[:, d].reshape(steps * batch, -1).t() @ inputs[:, d].reshape(steps * batch, -1)
+        d_proj = dz.view(steps, depth, batch, -1)[:, 0].reshape(steps * batch, -1)
+        return x_proj, d_proj.t() @ rows  # (x needs no gradient here, as in the rows timed)
+    return run
+
+
+def graphed(run, module=None):
+    """Capture ``run`` (forward + backward of ``module``, or any work on static tensors) once as a
+    CUDA graph; each call of the result replays it."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for _ in range(3):
             run()
     torch.cuda.current_stream().wait_stream(stream)
-    for p in module.parameters():
+    for p in module.parameters() if module is not None else ():
         p.grad = None  # the graph's backward allocates (and on each replay rewrites) the gradients
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -86,10 +118,12 @@ def main() -> None:
     with torch.no_grad():  # the same function (checked, so that the table compares like with like)
         torch.testing.assert_close(ours(x)[0], loop(x)[0], rtol=1e-4, atol=1e-5)
 
-    rows = {"labml loop": fwd_bwd(loop, x, grad_out), "ours": fwd_bwd(ours, x, grad_out)}
-    if device.type == "cuda":
-        rows["labml loop, CUDA graph"] = graphed_fwd_bwd(loop, x, grad_out)
-        rows["ours, CUDA graph"] = graphed_fwd_bwd(ours, x, grad_out)
+    rows = {"labml loop": fwd_bwd(loop, x, grad_out), "floor": products_alone(ours, x),
+            "ours": fwd_bwd(ours, x, grad_out)}
+    if device.type == "cuda":  # eager, the floor is launch-bound too: its graph is the GPU's floor
+        rows["floor, CUDA graph"] = graphed(rows["floor"])
+        rows["labml loop, CUDA graph"] = graphed(fwd_bwd(loop, x, grad_out), loop)
+        rows["ours, CUDA graph"] = graphed(fwd_bwd(ours, x, grad_out), ours)
     rows[f"LSTM (hidden {lstm.hidden_size})"] = fwd_bwd(lstm, x, grad_out)
     results = measure_rows(rows, device, args.repeats)
     tokens = args.steps * args.batch

@@ -32,6 +32,23 @@ def test_encoder_choices():
     assert cnn.highway.num_layers == 2 and cnn.min_length == 5
 
 
+def test_embed_dropout_drops_word_vectors_in_training_only():
+    torch.manual_seed(0)
+    model = SentenceClassifier(50, 3, "cnn", embed_dim=64, feature_maps=5, embed_dropout=0.25)
+    tokens, lengths = torch.randint(1, 50, (8, 9)), torch.full((8,), 9)
+    seen = []
+    model.convs[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].transpose(1, 2)))
+    words = model.embedding(tokens).detach()
+    model.eval()
+    torch.testing.assert_close(model(tokens, lengths), model(tokens, lengths))
+    torch.testing.assert_close(seen[-1], words)
+    model.train()
+    model(tokens, lengths)
+    kept = seen[-1] != 0
+    assert 0.65 < kept.float().mean() < 0.85  # a quarter of the entries dropped
+    torch.testing.assert_close(seen[-1][kept], words[kept] / 0.75)  # the rest scaled up
+
+
 def test_load_word_vectors(tmp_path):
     path = tmp_path / "vectors.txt"
     path.write_text("3 2\nfilm 0.5 -1.0\nzzz 9 9\ngood 1 2\n")

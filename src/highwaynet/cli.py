@@ -193,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     sent.add_argument("--hidden", type=_positive_int, default=150,
                       help="LSTM size per direction (default: %(default)s)")
     sent.add_argument("--embed-dim", type=_positive_int, default=300, help="(default: %(default)s)")
+    sent.add_argument("--dropout", type=float, default=0.5,
+                      help="dropout on the sentence vector and between blocks (default: %(default)s)")
+    sent.add_argument("--embed-dropout", type=float, default=0.0,
+                      help="dropout on the word vectors (default: %(default)s)")
     sent.add_argument("--resize", choices=("projection", "zeropad"), default="projection",
                       help="how a highway block's input reaches its width (default: %(default)s)")
     sent.add_argument("--vectors", help="word vectors in a text file (GloVe or word2vec text format)")
@@ -357,7 +361,7 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
     if args.folds > 10:
         raise ValueError(f"--folds is at most 10, got {args.folds}")
     base = sentences.SentenceConfig(hidden=args.hidden, embed_dim=args.embed_dim, resize=args.resize,
-                                    vectors=args.vectors,
+                                    dropout=args.dropout, embed_dropout=args.embed_dropout, vectors=args.vectors,
                                     train=TrainConfig(epochs=args.epochs, optimizer="adam", lr=args.lr,
                                                       monitor="val_acc", grad_clip=5.0, device=args.device))
     config = sentences.SweepConfig(tasks=tasks, encoders=[e.strip() for e in args.encoder.split(",")],

@@ -6,7 +6,9 @@ path does not apply). The values and gradients are the same (tested in float64);
 - the forward runs without recording an autograd graph, saving only each micro-layer's input
   state and its ``[h | t]``;
 - each micro-step's gating is one fused pass (:mod:`highwaynet.kernels.gating`: a Triton kernel on
-  CUDA), forward and backward;
+  CUDA), forward and backward; without the kernels (the CPU), the backward first computes, for all
+  micro-steps at once, the gate's factors that do not depend on the sequential gradient, leaving two
+  multiplications per micro-step;
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
@@ -21,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .gating import ACTIVATION_CODES, gate_backward, gate_forward
+from .gating import ACTIVATION_CODES, gate_backward, gate_forward, triton_available
 
 _TANH = ACTIVATION_CODES["tanh"]
 
@@ -41,11 +43,14 @@ class _RHNRecurrence(torch.autograd.Function):
         states[0] = s0
         z_all = x_proj.new_empty(steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
         first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
+        # Views of every step made in one call each (indexing inside the loop costs an operation a use).
+        state_k, z_k, first_t = states.unbind(0), z_all.unbind(0), first.unbind(0)
+        weights_t = [w.t() for w in weights]
         for k in range(steps * depth):
             t, d = divmod(k, depth)
-            u = states[k] if mask is None else states[k] * mask
-            z = torch.addmm(first[t] if d == 0 else biases[d], u, weights[d].t(), out=z_all[k])
-            gate_forward(z, states[k], _TANH, keep_activations=True, out=states[k + 1])  # z becomes [h | t]
+            u = state_k[k] if mask is None else state_k[k] * mask
+            z = torch.addmm(first_t[t] if d == 0 else biases[d], u, weights_t[d], out=z_k[k])
+            gate_forward(z, state_k[k], _TANH, keep_activations=True, out=state_k[k + 1])  # z becomes [h | t]
         ctx.save_for_backward(states, z_all, mask, *weights)
         ctx.depth = depth
         return states[depth::depth].clone()
@@ -57,13 +62,15 @@ class _RHNRecurrence(torch.autograd.Function):
         micro_steps = z_all.shape[0]
         dz_all = torch.empty_like(z_all)
         g = torch.zeros_like(states[0])
+        dz_k, grad_out_t = dz_all.unbind(0), grad_out.unbind(0)
+        step = (_gate_backward_kernel_step if triton_available(states) else _gate_backward_factored_step)(z_all, states)
         for k in range(micro_steps - 1, -1, -1):
             t, d = divmod(k, depth)
             if d == depth - 1:
-                g = g + grad_out[t]
-            dz, carried, _ = gate_backward(g, z_all[k], states[k], _TANH, grad_z=dz_all[k], activated=True)
+                g = g + grad_out_t[t]
+            carried = step(k, g, dz_k[k])
             # the state's gradient: what the carry passes on, plus what flows back through R_d
-            g = carried.addmm_(dz, weights[d]) if mask is None else carried.addcmul_(dz @ weights[d], mask)
+            g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
         steps, batch = micro_steps // depth, states.shape[1]
         by_layer = dz_all.view(steps, depth, batch, -1)
         inputs = states[:-1].view(steps, depth, batch, -1)
@@ -74,6 +81,38 @@ class _RHNRecurrence(torch.autograd.Function):
             grad_w.append(dz.t() @ u.reshape(steps * batch, -1))   # one product over every step
             grad_b.append(dz.sum(0))
         return (by_layer[:, 0], g, None, *grad_w, *grad_b)
+
+
+def _gate_backward_kernel_step(z_all: Tensor, states: Tensor):
+    """Micro-step ``k``'s gate backward as one fused pass (the Triton kernel): writes the gradient
+    of ``z`` into ``dz`` and returns the part of the state's gradient that the carry passes on."""
+    z_k, state_k = z_all.unbind(0), states.unbind(0)
+
+    def step(k: int, g: Tensor, dz: Tensor) -> Tensor:
+        return gate_backward(g, z_k[k], state_k[k], _TANH, grad_z=dz, activated=True)[1]
+    return step
+
+
+def _gate_backward_factored_step(z_all: Tensor, states: Tensor):
+    r"""The same with PyTorch operations, where each small operation costs more than its arithmetic
+    (the CPU): what does not depend on the sequential gradient ``g`` is computed first for every
+    micro-step in a few large operations,
+
+    .. math:: a = [\,t (1 - h^2) \mid t (1 - t)(h - s)\,], \qquad c = 1 - t,
+
+    so that a micro-step is two multiplications, ``dz = [g | g] ⊙ a`` and ``g c``, instead of ten."""
+    h, t = z_all.chunk(2, dim=-1)
+    factors = torch.empty_like(z_all)
+    a_h, a_t = factors.chunk(2, dim=-1)
+    torch.mul(t, 1 - h * h, out=a_h)
+    torch.mul(t * (1 - t), h - states[:-1], out=a_t)
+    halves = (z_all.shape[1], 2, z_all.shape[2] // 2)  # [H | T] rows as (B, 2, H), to multiply both by g
+    factor_k, keep_k = factors.view(-1, *halves).unbind(0), (1 - t).unbind(0)
+
+    def step(k: int, g: Tensor, dz: Tensor) -> Tensor:
+        torch.mul(factor_k[k], g.unsqueeze(1), out=dz.view(halves))
+        return g * keep_k[k]
+    return step
 
 
 def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: list[Tensor],

@@ -39,6 +39,7 @@ class SentenceClassifier(nn.Module):
         resize: how an HBiLSTM block brings its input to its width: ``"projection"`` or ``"zeropad"``.
         gate_bias: initial transform-gate bias. Default: -2.0.
         highway_layers: dense highway layers after the CNN (``"cnn-highway"``). Default: 2.
+        embed_dropout: dropout on the word vectors, before the encoder. Default: 0.0.
 
     Shape:
         ``tokens`` ``(B, T)`` ids (0 = padding), ``lengths`` ``(B,)`` -> logits ``(B, num_classes)``.
@@ -48,7 +49,7 @@ class SentenceClassifier(nn.Module):
     def __init__(self, vocab_size: int, num_classes: int, encoder: str = "hbilstm", embed_dim: int = 300,
                  hidden_size: int = 150, num_layers: int = 1, dropout: float = 0.5, resize: str = "projection",
                  gate_bias: float = -2.0, highway_layers: int = 2, kernel_sizes: tuple[int, ...] = (3, 4, 5),
-                 feature_maps: int = 100) -> None:
+                 feature_maps: int = 100, embed_dropout: float = 0.0) -> None:
         super().__init__()
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
@@ -58,6 +59,7 @@ class SentenceClassifier(nn.Module):
         with torch.no_grad():
             self.embedding.weight[0].zero_()
         self.dropout = nn.Dropout(dropout)
+        self.embed_dropout = nn.Dropout(embed_dropout)
         if encoder in ("hbilstm", "bilstm"):
             self.lstm = HighwayLSTM(embed_dim, hidden_size, num_layers, bidirectional=True, batch_first=True,
                                     dropout=dropout, resize=resize, gate_bias=gate_bias,
@@ -79,7 +81,7 @@ class SentenceClassifier(nn.Module):
         """The sentence vectors ``(B, features)`` before dropout and the classifier."""
         if tokens.dim() != 2:
             raise ValueError(f"expected token ids of shape (B, T), got {tuple(tokens.shape)}")
-        x = self.embedding(tokens)
+        x = self.embed_dropout(self.embedding(tokens))
         steps = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
         lengths = lengths.to(tokens.device)
         if self.encoder in ("hbilstm", "bilstm"):

@@ -54,6 +54,7 @@ class SentenceConfig:
     hidden: int = 150
     embed_dim: int = 300
     dropout: float = 0.5
+    embed_dropout: float = 0.0
     resize: str = "projection"
     gate_bias: float = -2.0
     min_count: int = 1
@@ -75,7 +76,8 @@ class SentenceConfig:
 def build_model(config: SentenceConfig, vocab: list[str], num_classes: int) -> SentenceClassifier:
     seed_everything(config.train.seed)
     model = SentenceClassifier(len(vocab), num_classes, config.encoder, config.embed_dim, config.hidden,
-                               config.layers, config.dropout, config.resize, config.gate_bias)
+                               config.layers, config.dropout, config.resize, config.gate_bias,
+                               embed_dropout=config.embed_dropout)
     if config.vectors:
         load_word_vectors(config.vectors, vocab, model.embedding)
     return model
