@@ -94,7 +94,11 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert main(["predict", str(run_dir), "Who wrote Hamlet ?", "How far is Denver ?"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and lines[0].split("\t")[2] == "Who wrote Hamlet ?"
-    assert len(lines[0].split("\t")[1].split()) == 6  # six class probabilities
+    label, probs, _ = lines[0].split("\t")
+    named = dict(pair.split("=") for pair in probs.split())
+    assert list(named) == list(sentences.LABEL_NAMES["trec"])  # six classes, each named, in order
+    assert label == max(named, key=lambda name: float(named[name]))
+    assert abs(sum(float(p) for p in named.values()) - 1) < 5e-3
     assert main(["reproduce", "sentences", "--task", "imdb", "--out", str(tmp_path / "x")]) == 2
     assert "unknown task 'imdb'" in capsys.readouterr().err
 

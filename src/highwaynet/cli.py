@@ -436,7 +436,7 @@ def _predict(args: argparse.Namespace) -> None:
 
     for sentence, (label, probs) in zip(args.sentences, sentences.predict(args.run_dir, args.sentences),
                                         strict=True):
-        print(f"{label}\t{' '.join(f'{p:.3f}' for p in probs)}\t{sentence}")
+        print(f"{label}\t{' '.join(f'{name}={p:.3f}' for name, p in probs.items())}\t{sentence}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

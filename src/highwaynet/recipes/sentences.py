@@ -117,8 +117,9 @@ def load_trained(run_dir: str | Path) -> tuple[nn.Module, SentenceConfig, list[s
 
 
 @torch.no_grad()
-def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, list[float]]]:
-    """``(label, class probabilities)`` for each sentence (tokenised on white space, as the training data)."""
+def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, dict[str, float]]]:
+    """``(label, {class name: probability})`` for each sentence (tokenised on white space, as the
+    training data); the dictionary keeps the classes' order."""
     from ..training.sentences import pad_batch
 
     model, config, vocab = load_trained(run_dir)
@@ -128,7 +129,7 @@ def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, list[f
     tokens, lengths = pad_batch(ids, model.min_length)
     probs = torch.softmax(model(tokens, lengths), dim=-1)
     names = LABEL_NAMES.get(config.task, [str(i) for i in range(probs.shape[1])])
-    return [(names[int(p.argmax())], p.tolist()) for p in probs]
+    return [(names[int(p.argmax())], dict(zip(names, p.tolist(), strict=True))) for p in probs]
 
 
 @dataclass
