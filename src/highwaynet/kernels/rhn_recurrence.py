@@ -102,12 +102,13 @@ def _gate_backward_factored_step(z_all: Tensor, states: Tensor):
 
     so that a micro-step is two multiplications, ``dz = [g | g] ⊙ a`` and ``g c``, instead of ten."""
     h, t = z_all.chunk(2, dim=-1)
+    keep = 1 - t
     factors = torch.empty_like(z_all)
     a_h, a_t = factors.chunk(2, dim=-1)
     torch.mul(t, 1 - h * h, out=a_h)
-    torch.mul(t * (1 - t), h - states[:-1], out=a_t)
+    torch.mul(t * keep, h - states[:-1], out=a_t)
     halves = (z_all.shape[1], 2, z_all.shape[2] // 2)  # [H | T] rows as (B, 2, H), to multiply both by g
-    factor_k, keep_k = factors.view(-1, *halves).unbind(0), (1 - t).unbind(0)
+    factor_k, keep_k = factors.view(-1, *halves).unbind(0), keep.unbind(0)
 
     def step(k: int, g: Tensor, dz: Tensor) -> Tensor:
         torch.mul(factor_k[k], g.unsqueeze(1), out=dz.view(halves))
