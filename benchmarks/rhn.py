@@ -68,7 +68,7 @@ def products_alone(module: RHN, x):
         inputs = states.view(steps, depth, batch, -1)
         for d in range(depth):
             by_layer[:, d].reshape(steps * batch, -1).t() @ inputs[:, d].reshape(steps * batch, -1)
-        d_proj = dz.view(steps, depth, batch, -1)[:, 0].reshape(steps * batch, -1)
+        d_proj = by_layer[:, 0].reshape(steps * batch, -1)
         return x_proj, d_proj.t() @ rows  # (x needs no gradient here, as in the rows timed)
     return run
 
