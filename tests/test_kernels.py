@@ -1,14 +1,20 @@
 """The fused gate kernels and the dense highway layer around them, against maths written out here.
 
 The CPU tests exercise the PyTorch reference path (what runs without Triton or a GPU) and the
-hand-written backward. The GPU tests run the Triton kernels against that reference on fresh
-random inputs, including sizes that do not fill a tile.
+hand-written backward. The Triton tests run the kernels against that reference on fresh random
+inputs, including sizes that do not fill a tile: on a GPU, or without one on the CPU under
+Triton's interpreter (the same kernel code, run by NumPy: the arithmetic and the masks, not the
+speed), so that CI checks the kernels too.
 """
+
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import cuda
 
 from highwaynet.kernels import gating, highway_layer
 from highwaynet.kernels.gating import ACTIVATION_CODES, activation_code
@@ -17,8 +23,17 @@ from highwaynet.nn import RHN, Highway
 F64 = torch.float64
 ACTS = {"identity": lambda v: v, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
-triton_gpu = pytest.mark.skipif(not (torch.cuda.is_available() and gating.triton is not None),
-                                reason="needs a CUDA device and Triton")
+# The Triton kernels run on a CUDA device, or on the CPU under Triton's interpreter (which
+# test_triton_kernels_under_the_interpreter below starts when there is no GPU).
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+_needs_triton = pytest.mark.skipif(gating.triton is None or not (torch.cuda.is_available() or INTERPRETING),
+                                   reason="needs Triton, and a CUDA device or TRITON_INTERPRET=1")
+
+
+def triton_kernels(test):
+    """Mark a test of the Triton kernels (``-m triton`` selects them): skipped without a GPU or the interpreter."""
+    return pytest.mark.triton(_needs_triton(test))
 
 
 def expected_gate(z, x, act):
@@ -99,21 +114,27 @@ def test_highway_layer_matches_the_unfused_layer():
         torch.testing.assert_close(a, b)
 
 
-# -- on the GPU -----------------------------------------------------------------------------------
+# -- the Triton kernels (GPU, or the CPU under the interpreter) ------------------------------
 
 def _relative_error(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
-@triton_gpu
+# Sizes that fill no tile, one and several tiles; the interpreter (NumPy, one program at a time)
+# skips the GPU-sized one, which takes it half a minute.
+SHAPES = [(1, 1), (37, 5), (300, 130)] + ([] if INTERPRETING else [(1000, 1024)])
+
+
+@triton_kernels
 @pytest.mark.parametrize("act", list(ACTS))
-@pytest.mark.parametrize("shape", [(1, 1), (37, 5), (300, 130), (1000, 1024)])
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_triton_kernels_match_the_reference(act, shape, dtype):
     m, d = shape
     code = ACTIVATION_CODES[act]
-    z = torch.randn(m, 2 * d, device="cuda", dtype=dtype)
-    x, dy = torch.randn(m, d, device="cuda", dtype=dtype), torch.randn(m, d, device="cuda", dtype=dtype)
+    torch.manual_seed(m * d + code)
+    z = torch.randn(m, 2 * d, device=DEVICE, dtype=dtype)
+    x, dy = torch.randn(m, d, device=DEVICE, dtype=dtype), torch.randn(m, d, device=DEVICE, dtype=dtype)
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     ref_y = gating.gate_forward_reference(z.double(), x.double(), code)
     y = gating.gate_forward(z, x, code)
@@ -122,18 +143,39 @@ def test_triton_kernels_match_the_reference(act, shape, dtype):
     out = gating.gate_backward(dy, z, x, code, bias_grad=True)
     for a, b in zip(out, ref, strict=True):
         assert torch.isfinite(a).all() and _relative_error(a, b) < tol
+    # Kept activations: z becomes [f(z_H) | t] in its own dtype, and the backward reads them. Its
+    # reference starts from those stored values (in bfloat16 a rounded t makes 1 - t coarse near 1).
     kept = z.clone()
     gating.gate_forward(kept, x, code, keep_activations=True)
-    for a, b in zip(gating.gate_backward(dy, kept, x, code, activated=True)[:2], out[:2], strict=True):
+    activations = torch.cat([ACTS[act](z[:, :d].double()), torch.sigmoid(z[:, d:].double())], dim=1)
+    assert _relative_error(kept, activations) < tol
+    ref_kept = gating.gate_backward_reference(dy.double(), kept.double(), x.double(), code, activated=True)
+    for a, b in zip(gating.gate_backward(dy, kept, x, code, activated=True)[:2], ref_kept[:2], strict=True):
         assert _relative_error(a, b) < tol
 
 
-@triton_gpu
+@triton_kernels
+def test_triton_backward_sums_the_bias_gradient_over_several_row_blocks():
+    """Tall inputs: a program of the backward walks several row blocks, the bias gradient's partial
+    sums one row per program (with a last, partial block)."""
+    d = 128
+    _, block_m, _ = gating._blocks(d)
+    m = 2 * 256 * block_m + 7  # the launcher then gives each program two row blocks
+    torch.manual_seed(9)
+    z, x, dy = (torch.randn(m, k, device=DEVICE) for k in (2 * d, d, d))
+    ref = gating.gate_backward_reference(dy.double(), z.double(), x.double(), 2, bias_grad=True)
+    out = gating.gate_backward(dy, z, x, 2, bias_grad=True)
+    for a, b in zip(out, ref, strict=True):
+        assert _relative_error(a, b) < 1e-5
+    torch.testing.assert_close(out[2], ref[0].sum(0).float(), rtol=1e-5, atol=1e-4)
+
+
+@triton_kernels
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_fused_highway_matches_unfused_on_the_gpu(dtype):
+def test_fused_highway_matches_unfused(dtype):
     torch.manual_seed(5)
-    net = Highway(200, num_layers=4).cuda().to(dtype)
-    x = torch.randn(3, 333, 200, device="cuda", dtype=dtype, requires_grad=True)
+    net = Highway(200, num_layers=4).to(DEVICE).to(dtype)
+    x = torch.randn(3, 111, 200, device=DEVICE, dtype=dtype, requires_grad=True)
     params = [x, *net.parameters()]
     net.fused = True
     y_fused = net(x)
@@ -147,12 +189,12 @@ def test_fused_highway_matches_unfused_on_the_gpu(dtype):
         assert _relative_error(a, b) < tol * 10  # gradients sum over rows in another order
 
 
-@triton_gpu
+@triton_kernels
 def test_fused_highway_under_autocast():
     torch.manual_seed(6)
-    net = Highway(64, num_layers=2).cuda()
-    x = torch.randn(1100, 64, device="cuda", requires_grad=True)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    net = Highway(64, num_layers=2).to(DEVICE)
+    x = torch.randn(1100, 64, device=DEVICE, requires_grad=True)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         y = net(x)
         net.fused = False
         y_ref = net(x)
@@ -162,11 +204,11 @@ def test_fused_highway_under_autocast():
     assert net.layers[0].weight.grad.dtype == torch.float32 and x.grad.dtype == torch.float32
 
 
-@triton_gpu
-def test_fused_rhn_on_the_gpu_matches_the_loop():
+@triton_kernels
+def test_fused_rhn_with_triton_matches_the_loop():
     torch.manual_seed(7)
-    rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1).cuda()
-    x = torch.randn(9, 5, 30, device="cuda", requires_grad=True)
+    rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1).to(DEVICE)
+    x = torch.randn(9, 5, 30, device=DEVICE, requires_grad=True)
     params = [x, *rhn.parameters()]
     results = []
     for fused in (True, False):
@@ -180,10 +222,24 @@ def test_fused_rhn_on_the_gpu_matches_the_loop():
         assert _relative_error(a, b) < 1e-4
 
 
-@cuda
+@triton_kernels
 def test_highway_is_unfused_when_observed():
-    net = Highway(8, 2).cuda()
-    x = torch.randn(8192, 8, device="cuda")
-    assert net._can_fuse(x) == (gating.triton is not None)
+    net = Highway(8, 2).to(DEVICE)
+    x = torch.randn(8192, 8, device=DEVICE)
+    assert net._can_fuse(x)
     net.gates[0].lesioned = True
     assert not net._can_fuse(x)
+
+
+@pytest.mark.skipif(gating.triton is None or torch.cuda.is_available() or INTERPRETING,
+                    reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
+def test_triton_kernels_under_the_interpreter():
+    """Run this file's Triton tests on the CPU under Triton's interpreter. A subprocess: Triton picks
+    the interpreter when a kernel is defined, and in this process the kernels must stay compiled-only,
+    so that every other CPU test takes the PyTorch reference, as a CPU user's code does."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "triton", __file__],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    summary = run.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
