@@ -8,6 +8,7 @@ from highwaynet.data.sentences import load_sentences
 from highwaynet.models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from highwaynet.recipes import sentences
 from highwaynet.training import TrainConfig
+from highwaynet.training.run_dir import load_run_config
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)
@@ -72,8 +73,8 @@ def test_sst2_hbilstm_beats_majority_class(shared_data, tmp_path):
 def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ["reproduce", "sentences", "--task", "trec", "--encoder", "bilstm,hbilstm,cnn", "--layers", "1,2",
-            "--epochs", "1", "--hidden", "8", "--embed-dim", "16", "--data-dir", str(shared_data / "sentence"),
-            "--out", str(out)]
+            "--epochs", "1", "--hidden", "8", "--embed-dim", "16", "--batch-size", "25",
+            "--data-dir", str(shared_data / "sentence"), "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "trec  hbilstm        2 layers" in printed
@@ -81,6 +82,7 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert "| hbilstm | 2 | 1 |" in report and "Kim (2014) CNN-rand, published | - | - | 91.2" in report
     assert (out / "depth-trec.png").stat().st_size > 10_000
     assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
+    assert load_run_config(out / "trec" / "hbilstm-L2" / "seed0")["config"]["batch_size"] == 25
     assert main(args + ["--resume"]) == 0  # everything finished: nothing retrained
     capsys.readouterr()
     # A report of what is finished, training nothing: seed 1 never ran, layers 4 never ran.

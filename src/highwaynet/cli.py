@@ -201,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how a highway block's input reaches its width (default: %(default)s)")
     sent.add_argument("--vectors", help="word vectors in a text file (GloVe or word2vec text format)")
     sent.add_argument("--epochs", type=_positive_int, default=10, help="(default: %(default)s)")
+    sent.add_argument("--batch-size", type=_positive_int, default=50,
+                      help="training batch size (default: %(default)s)")
     sent.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default: %(default)s)")
     sent.add_argument("--report-only", action="store_true",
                       help="train nothing: report the runs already finished in --out (a sweep split over "
@@ -362,6 +364,7 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
         raise ValueError(f"--folds is at most 10, got {args.folds}")
     base = sentences.SentenceConfig(hidden=args.hidden, embed_dim=args.embed_dim, resize=args.resize,
                                     dropout=args.dropout, embed_dropout=args.embed_dropout, vectors=args.vectors,
+                                    batch_size=args.batch_size,
                                     train=TrainConfig(epochs=args.epochs, optimizer="adam", lr=args.lr,
                                                       monitor="val_acc", grad_clip=5.0, device=args.device))
     config = sentences.SweepConfig(tasks=tasks, encoders=[e.strip() for e in args.encoder.split(",")],
