@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from highwaynet.data import DataNotFoundError
-from highwaynet.data.sentences import cv_folds, load_sentences, read_labelled
+from highwaynet.data.sentences import cv_folds, encode_words, load_sentences, read_labelled
 from highwaynet.training.sentences import SentenceTask, pad_batch
 
 
@@ -81,3 +81,12 @@ def test_bucketed_batches_cover_the_split_once():
 def test_pad_batch():
     tokens, lengths = pad_batch([torch.tensor([5, 6]), torch.tensor([7])], min_length=3)
     assert tokens.tolist() == [[5, 6, 0], [7, 0, 0]] and lengths.tolist() == [2, 1]
+
+
+def test_encode_words_folds_case_only_when_asked():
+    index = {"<pad>": 0, "<unk>": 1, "What": 2, "great": 3}
+    assert encode_words(["What", "Great", "is"], index).tolist() == [2, 1, 1]
+    # typed text (predict): as written first, then lower-cased, so cased and lower-cased sets both work
+    assert encode_words(["What", "Great", "is"], index, fold_case=True).tolist() == [2, 3, 1]
+    assert encode_words(["what"], index, fold_case=True).tolist() == [1]
+    assert encode_words([], index).tolist() == [1]

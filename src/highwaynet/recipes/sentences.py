@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data.sentences import SENTENCE_TASKS, SentenceData, load_sentences
+from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_sentences
 from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from ..training import SentenceTask, TrainConfig, Trainer
 from ..training.run_dir import (
@@ -118,15 +118,15 @@ def load_trained(run_dir: str | Path) -> tuple[nn.Module, SentenceConfig, list[s
 
 @torch.no_grad()
 def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, dict[str, float]]]:
-    """``(label, {class name: probability})`` for each sentence (tokenised on white space, as the
-    training data); the dictionary keeps the classes' order."""
+    """``(label, {class name: probability})`` for each sentence (split on white space, as the training
+    files are; a word missing from the vocabulary as typed is looked up lower-cased); the dictionary
+    keeps the classes' order."""
     from ..training.sentences import pad_batch
 
     model, config, vocab = load_trained(run_dir)
     index = {w: i for i, w in enumerate(vocab)}
-    lower = config.task != "trec"  # TREC keeps case, the other sets are lower-cased
-    ids = [torch.tensor([index.get(w.lower() if lower else w, 1) for w in s.split()] or [1]) for s in sentences]
-    tokens, lengths = pad_batch(ids, model.min_length)
+    tokens, lengths = pad_batch([encode_words(s.split(), index, fold_case=True) for s in sentences],
+                                model.min_length)
     probs = torch.softmax(model(tokens, lengths), dim=-1)
     names = LABEL_NAMES.get(config.task, [str(i) for i in range(probs.shape[1])])
     return [(names[int(p.argmax())], dict(zip(names, p.tolist(), strict=True))) for p in probs]
