@@ -73,7 +73,7 @@ def test_sst2_hbilstm_beats_majority_class(shared_data, tmp_path):
 def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ["reproduce", "sentences", "--task", "trec", "--encoder", "bilstm,hbilstm,cnn", "--layers", "1,2",
-            "--epochs", "1", "--hidden", "8", "--embed-dim", "16", "--batch-size", "25",
+            "--epochs", "1", "--hidden", "8", "--embed-dim", "16", "--batch-size", "25", "--gate-bias", "-1",
             "--data-dir", str(shared_data / "sentence"), "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -82,7 +82,8 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert "| hbilstm | 2 | 1 |" in report and "Kim (2014) CNN-rand, published | - | - | 91.2" in report
     assert (out / "depth-trec.png").stat().st_size > 10_000
     assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
-    assert load_run_config(out / "trec" / "hbilstm-L2" / "seed0")["config"]["batch_size"] == 25
+    config = load_run_config(out / "trec" / "hbilstm-L2" / "seed0")["config"]
+    assert config["batch_size"] == 25 and config["gate_bias"] == -1
     assert main(args + ["--resume"]) == 0  # everything finished: nothing retrained
     capsys.readouterr()
     # A report of what is finished, training nothing: seed 1 never ran, layers 4 never ran.

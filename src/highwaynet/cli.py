@@ -197,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="dropout on the sentence vector and between blocks (default: %(default)s)")
     sent.add_argument("--embed-dropout", type=float, default=0.0,
                       help="dropout on the word vectors (default: %(default)s)")
+    sent.add_argument("--gate-bias", type=float, default=-2.0,
+                      help="initial transform-gate bias of the highway blocks (default: %(default)s)")
     sent.add_argument("--resize", choices=("projection", "zeropad"), default="projection",
                       help="how a highway block's input reaches its width (default: %(default)s)")
     sent.add_argument("--vectors", help="word vectors in a text file (GloVe or word2vec text format)")
@@ -364,7 +366,7 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
         raise ValueError(f"--folds is at most 10, got {args.folds}")
     base = sentences.SentenceConfig(hidden=args.hidden, embed_dim=args.embed_dim, resize=args.resize,
                                     dropout=args.dropout, embed_dropout=args.embed_dropout, vectors=args.vectors,
-                                    batch_size=args.batch_size,
+                                    batch_size=args.batch_size, gate_bias=args.gate_bias,
                                     train=TrainConfig(epochs=args.epochs, optimizer="adam", lr=args.lr,
                                                       monitor="val_acc", grad_clip=5.0, device=args.device))
     config = sentences.SweepConfig(tasks=tasks, encoders=[e.strip() for e in args.encoder.split(",")],
