@@ -63,3 +63,20 @@ def report(title: str, results: dict[str, float], baseline: str, device: torch.d
     with open(path, "w") as f:
         json.dump(record, f, indent=2)
     print(f"wrote {path}")
+
+
+def graphed(run, module=None):
+    """Capture ``run`` (forward + backward of ``module``, or any work on static tensors) once as a
+    CUDA graph; each call of the result replays it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream().wait_stream(stream)
+    for p in module.parameters() if module is not None else ():
+        p.grad = None  # the graph's backward allocates (and on each replay rewrites) the gradients
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph.replay

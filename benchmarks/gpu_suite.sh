@@ -7,7 +7,7 @@ mkdir -p "$out"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 if [[ $what == tests || $what == all ]]; then
-  python3 -m pytest -q -rs tests/test_kernels.py tests/test_training.py tests/test_nn_highway.py tests/test_nn_rhn.py tests/test_recipe_lm.py -k "cuda or triton or gpu or fused" \
+  python3 -m pytest -q -rs tests/test_kernels.py tests/test_training.py tests/test_nn_highway.py tests/test_nn_rhn.py tests/test_recipe_lm.py -k "cuda or triton or gpu or fused or micro_step" \
     2>&1 | tee "$out/gpu_tests.log" | tail -15
 fi
 if [[ $what == bench || $what == all ]]; then
@@ -17,4 +17,7 @@ if [[ $what == bench || $what == all ]]; then
   done
   python3 benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json" 2>&1 | tee -a "$out/bench.log"
+  python3 benchmarks/rhn.py --device cuda --tf32 --json "$out/rhn_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
+  python3 benchmarks/rhn_step.py --json "$out/rhn_step_h100.json" 2>&1 | tee -a "$out/bench.log"
+  python3 benchmarks/rhn_step.py --tf32 --json "$out/rhn_step_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
 fi

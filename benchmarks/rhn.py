@@ -8,14 +8,14 @@ Rows, measured side by side in one run:
                       and its weight gradient, one small product per micro-step forward and one
                       back (the state's gradient), one weight-gradient product per micro-layer
   labml loop          ``RHN(fused=False)``: autograd over every micro-step, as labml's RHN
-  ours                ``RHN`` (fused recurrence: hand-written backward, batched weight gradients,
-                      Triton gate kernels on CUDA)
+  ours                ``RHN`` (fused recurrence: hand-written backward, batched weight gradients;
+                      on CUDA one Triton kernel per micro-step each way, product and gate)
   ... CUDA graph      the same forward + backward replayed as one CUDA graph (GPU only)
   LSTM (cuDNN)        ``nn.LSTM`` with about as many parameters (GPU: cuDNN)
 
 Tokens per second = steps x batch / time.
 
-    python benchmarks/rhn.py --device cuda
+    python benchmarks/rhn.py --device cuda [--tf32]
     python benchmarks/rhn.py --cpu-shape
 """
 
@@ -24,9 +24,10 @@ from __future__ import annotations
 import argparse
 
 import torch
-from common import measure_rows, report
+from common import graphed, measure_rows, report
 from torch import nn
 
+from highwaynet.kernels import rhn_step
 from highwaynet.nn import RHN
 
 
@@ -73,23 +74,6 @@ def products_alone(module: RHN, x):
     return run
 
 
-def graphed(run, module=None):
-    """Capture ``run`` (forward + backward of ``module``, or any work on static tensors) once as a
-    CUDA graph; each call of the result replays it."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            run()
-    torch.cuda.current_stream().wait_stream(stream)
-    for p in module.parameters() if module is not None else ():
-        p.grad = None  # the graph's backward allocates (and on each replay rewrites) the gradients
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    return graph.replay
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -99,11 +83,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--cpu-shape", action="store_true", help="depth 4, hidden 256")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--tf32", action="store_true",
+                        help="float32 products in TF32 on the GPU, for every row: cuDNN's LSTM does so by default")
     parser.add_argument("--json", default="benchmarks/rhn.json")
     args = parser.parse_args()
     if args.cpu_shape:
         args.depth, args.hidden = 4, 256
     device = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.tf32
     torch.manual_seed(0)
     x = torch.randn(args.steps, args.batch, args.hidden, device=device)
 
@@ -116,7 +103,8 @@ def main() -> None:
     grad_out = torch.randn(args.steps, args.batch, max(args.hidden, lstm.hidden_size), device=device)
 
     with torch.no_grad():  # the same function (checked, so that the table compares like with like)
-        torch.testing.assert_close(ours(x)[0], loop(x)[0], rtol=1e-4, atol=1e-5)
+        tol = 5e-3 if args.tf32 and device.type == "cuda" else 1e-5
+        torch.testing.assert_close(ours(x)[0], loop(x)[0], rtol=tol, atol=tol)
 
     rows = {"labml loop": fwd_bwd(loop, x, grad_out), "floor": products_alone(ours, x),
             "ours": fwd_bwd(ours, x, grad_out)}
@@ -127,9 +115,15 @@ def main() -> None:
     rows[f"LSTM (hidden {lstm.hidden_size})"] = fwd_bwd(lstm, x, grad_out)
     results = measure_rows(rows, device, args.repeats)
     tokens = args.steps * args.batch
-    report(f"RHN fwd+bwd: depth {args.depth}, hidden {args.hidden}, {args.steps} steps x batch {args.batch}; "
-           f"RHN {params / 1e6:.2f}M parameters, LSTM {lstm_params / 1e6:.2f}M; median of {args.repeats}",
-           results, "labml loop", device, args.json, vars(args),
+    settings = vars(args)
+    if device.type == "cuda" and rhn_step.triton is not None:  # the tiles the micro-step kernels chose
+        settings["tiles"] = {kernel.base_fn.__name__: {str(key): str(config) for key, config in kernel.cache.items()}
+                             for kernel in (rhn_step._forward_kernel, rhn_step._backward_kernel)}
+        print(settings["tiles"])
+    precision = "TF32" if args.tf32 and device.type == "cuda" else "float32"
+    report(f"RHN fwd+bwd: depth {args.depth}, hidden {args.hidden}, {args.steps} steps x batch {args.batch}, "
+           f"{precision}; RHN {params / 1e6:.2f}M parameters, LSTM {lstm_params / 1e6:.2f}M; median of {args.repeats}",
+           results, "labml loop", device, args.json, settings,
            {"tokens/s": {k: tokens / v for k, v in results.items()}})
 
 

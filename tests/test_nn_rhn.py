@@ -1,6 +1,5 @@
 """The RHN against a float64 reference loop written out here (numpy)."""
 
-import sys
 
 import numpy as np
 import pytest
@@ -203,12 +202,9 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize("state_dropout", [0.0, 0.3])
-@pytest.mark.parametrize("gate_backward", ["factored", "per step"])
-def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout, gate_backward, monkeypatch):
-    # The backward's gating: factored (the CPU's) or one gate backward per micro-step (the GPU's
-    # Triton kernel; here on the CPU its PyTorch reference).
-    recurrence = sys.modules["highwaynet.kernels.rhn_recurrence"]
-    monkeypatch.setattr(recurrence, "triton_available", lambda t: gate_backward == "per step")
+def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout):
+    # The path without Triton (addmm, the gate, the factored backward); the one-kernel micro-steps
+    # are checked against the loop in tests/test_kernels.py.
     torch.manual_seed(0)
     fused = RHN(4, 6, 3, num_layers=2, state_dropout=state_dropout, dropout=0.2).double()
     loop = RHN(4, 6, 3, num_layers=2, state_dropout=state_dropout, dropout=0.2, fused=False).double()

@@ -5,10 +5,11 @@ path does not apply). The values and gradients are the same (tested in float64);
 
 - the forward runs without recording an autograd graph, saving only each micro-layer's input
   state and its ``[h | t]``;
-- each micro-step's gating is one fused pass (:mod:`highwaynet.kernels.gating`: a Triton kernel on
-  CUDA), forward and backward; without the kernels (the CPU), the backward first computes, for all
-  micro-steps at once, the gate's factors that do not depend on the sequential gradient, leaving two
-  multiplications per micro-step;
+- with Triton (CUDA), each micro-step is one kernel forward and one back, the recurrent product
+  with the gate in its epilogue (:mod:`highwaynet.kernels.rhn_step`); without (the CPU), it is
+  ``addmm`` and the gate's one pass (:mod:`highwaynet.kernels.gating`), and the backward first
+  computes, for all micro-steps at once, the gate's factors that do not depend on the sequential
+  gradient, leaving two multiplications and the product per micro-step;
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 
 from .gating import ACTIVATION_CODES, gate_backward, gate_forward, triton_available
+from .rhn_step import Previous, micro_step_backward, micro_step_forward
 
 _TANH = ACTIVATION_CODES["tanh"]
 
@@ -45,14 +47,21 @@ class _RHNRecurrence(torch.autograd.Function):
         first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
         # Views of every step made in one call each (indexing inside the loop costs an operation a use).
         state_k, z_k, first_t = states.unbind(0), z_all.unbind(0), first.unbind(0)
-        weights_t = [w.t() for w in weights]
+        path = _path(x_proj, s0, mask, params)
+        # cuBLAS's exact float32 product at batch 20 takes 16 µs with Rᵀ stored contiguous, 24 µs
+        # with the transposed view (H100, benchmarks/rhn_step.py): worth one copy per forward.
+        weights_t = [w.t().contiguous() if path == "gate kernel" else w.t() for w in weights]
         for k in range(steps * depth):
             t, d = divmod(k, depth)
+            add = first_t[t] if d == 0 else biases[d]
+            if path == "one kernel":  # product and gate in one launch
+                micro_step_forward(state_k[k], mask, weights[d], add, z_k[k], state_k[k + 1])
+                continue
             u = state_k[k] if mask is None else state_k[k] * mask
-            z = torch.addmm(first_t[t] if d == 0 else biases[d], u, weights_t[d], out=z_k[k])
+            z = torch.addmm(add, u, weights_t[d], out=z_k[k])
             gate_forward(z, state_k[k], _TANH, keep_activations=True, out=state_k[k + 1])  # z becomes [h | t]
         ctx.save_for_backward(states, z_all, mask, *weights)
-        ctx.depth = depth
+        ctx.depth, ctx.path = depth, path
         return states[depth::depth].clone()
 
     @staticmethod
@@ -61,16 +70,12 @@ class _RHNRecurrence(torch.autograd.Function):
         depth = ctx.depth
         micro_steps = z_all.shape[0]
         dz_all = torch.empty_like(z_all)
-        g = torch.zeros_like(states[0])
-        dz_k, grad_out_t = dz_all.unbind(0), grad_out.unbind(0)
-        step = (_gate_backward_kernel_step if triton_available(states) else _gate_backward_factored_step)(z_all, states)
-        for k in range(micro_steps - 1, -1, -1):
-            t, d = divmod(k, depth)
-            if d == depth - 1:
-                g = g + grad_out_t[t]
-            carried = step(k, g, dz_k[k])
-            # the state's gradient: what the carry passes on, plus what flows back through R_d
-            g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
+        dz_k, grad_out_t = dz_all.unbind(0), grad_out.contiguous().unbind(0)  # (an expanded gradient: contiguous)
+        if ctx.path == "one kernel":
+            g = _one_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
+        else:
+            step = (_gate_backward_kernel_step if ctx.path == "gate kernel" else _gate_backward_factored_step)
+            g = _backward_per_step(step(z_all, states), grad_out_t, mask, weights, dz_k)
         steps, batch = micro_steps // depth, states.shape[1]
         by_layer = dz_all.view(steps, depth, batch, -1)
         inputs = states[:-1].view(steps, depth, batch, -1)
@@ -81,6 +86,63 @@ class _RHNRecurrence(torch.autograd.Function):
             grad_w.append(dz.t() @ u.reshape(steps * batch, -1))   # one product over every step
             grad_b.append(dz.sum(0))
         return (by_layer[:, 0], g, None, *grad_w, *grad_b)
+
+
+def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor, ...]) -> str:
+    """How the micro-steps run:
+
+    - ``"one kernel"``: one launch each way (:mod:`.rhn_step`), where Triton runs and the products
+      use tensor cores (one dtype: bfloat16, float16, or float32 with TF32 allowed);
+    - ``"gate kernel"``: cuBLAS's product and the Triton gate kernels, where Triton runs otherwise
+      (exact float32, where cuBLAS's products beat Triton's without tensor cores; mixed dtypes,
+      as under autocast, where the weights stay float32 while ``x_proj`` is not);
+    - ``"factored"``: PyTorch operations (the CPU).
+    """
+    if not triton_available(x_proj):
+        return "factored"
+    tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
+    dtypes = {p.dtype for p in tensors}
+    tensor_cores = dtypes in ({torch.bfloat16}, {torch.float16}) or \
+        (dtypes == {torch.float32} and torch.backends.cuda.matmul.allow_tf32)
+    return "one kernel" if tensor_cores and all(p.is_contiguous() for p in tensors) else "gate kernel"
+
+
+def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: Tensor, mask: Tensor | None,
+                         weights: list[Tensor], dz_k: tuple[Tensor, ...]) -> Tensor:
+    """The backward walk with one launch a micro-step; returns the gradient of the initial state.
+
+    Launch ``k`` takes micro-step ``k``'s ``dz`` and carried gradient, and its epilogue computes
+    micro-step ``k − 1``'s (:func:`~.rhn_step.micro_step_backward`); the last micro-step's gate
+    starts the walk."""
+    depth, last = len(weights), z_all.shape[0] - 1
+    z_k, state_k = z_all.unbind(0), states.unbind(0)
+    carried = gate_backward(grad_out_t[-1], z_k[last], state_k[last], _TANH, grad_z=dz_k[last], activated=True)[1]
+    # Launch k reads all of one carried gradient while writing the next: two buffers, in turn.
+    buffers = torch.empty(2, *carried.shape, dtype=carried.dtype, device=carried.device).unbind(0)
+    for k in range(last, 0, -1):
+        t, d = divmod(k - 1, depth)
+        previous = Previous(z_k[k - 1], state_k[k - 1], grad_out_t[t] if d == depth - 1 else None,
+                            dz_k[k - 1], buffers[k % 2])
+        micro_step_backward(dz_k[k], carried, weights[k % depth], mask, previous=previous)
+        carried = previous.carried
+    grad_s0 = torch.empty_like(carried)
+    micro_step_backward(dz_k[0], carried, weights[0], mask, out=grad_s0)
+    return grad_s0
+
+
+def _backward_per_step(step, grad_out_t: tuple[Tensor, ...], mask: Tensor | None, weights: list[Tensor],
+                       dz_k: tuple[Tensor, ...]) -> Tensor:
+    """The backward walk with the gate's backward (``step``) then ``addmm`` a micro-step."""
+    depth = len(weights)
+    g = torch.zeros_like(grad_out_t[0])
+    for k in range(len(dz_k) - 1, -1, -1):
+        t, d = divmod(k, depth)
+        if d == depth - 1:
+            g = g + grad_out_t[t]
+        carried = step(k, g, dz_k[k])
+        # the state's gradient: what the carry passes on, plus what flows back through R_d
+        g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
+    return g
 
 
 def _gate_backward_kernel_step(z_all: Tensor, states: Tensor):
@@ -94,8 +156,8 @@ def _gate_backward_kernel_step(z_all: Tensor, states: Tensor):
 
 
 def _gate_backward_factored_step(z_all: Tensor, states: Tensor):
-    r"""The same with PyTorch operations, where each small operation costs more than its arithmetic
-    (the CPU): what does not depend on the sequential gradient ``g`` is computed first for every
+    r"""Micro-step ``k``'s gate backward with PyTorch operations, where each small operation costs more
+    than its arithmetic: what does not depend on the sequential gradient ``g`` is computed first for every
     micro-step in a few large operations,
 
     .. math:: a = [\,t (1 - h^2) \mid t (1 - t)(h - s)\,], \qquad c = 1 - t,

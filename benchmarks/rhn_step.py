@@ -1,0 +1,75 @@
+"""One RHN micro-step, forward and backward: the one-kernel micro-step against cuBLAS plus the gate kernel.
+
+At the RHN paper's PTB shape (batch 20, hidden 830) a micro-step is a small product and a little
+element-wise work. Rows, each a CUDA graph of ``--micro-steps`` micro-steps (the launches as they
+run in the layer's captured forward + backward), time per micro-step:
+
+  product alone       ``addmm`` (forward: ``s Rᵀ + b``; backward: ``dz R``): the floor
+                      (forward also with ``Rᵀ`` stored contiguous: cuBLAS's other layout)
+  product + gate      ``addmm`` then the Triton gate kernel (forward), the gate's backward kernel
+                      then ``addmm`` (backward): what the layer ran before the one-kernel step
+  one kernel          :mod:`highwaynet.kernels.rhn_step` (backward: with the previous micro-step's
+                      gate in the epilogue, as the layer's walk runs it)
+
+    python benchmarks/rhn_step.py [--tf32]          (CUDA only)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from common import graphed, measure_rows, report
+
+from highwaynet.kernels import rhn_step
+from highwaynet.kernels.gating import ACTIVATION_CODES, gate_backward, gate_forward
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--hidden", type=int, default=830)
+    parser.add_argument("--micro-steps", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--tf32", action="store_true", help="float32 products in TF32")
+    parser.add_argument("--json", default="benchmarks/rhn_step.json")
+    args = parser.parse_args()
+    device = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.manual_seed(0)
+    b, h, n, tanh = args.batch, args.hidden, args.micro_steps, ACTIVATION_CODES["tanh"]
+    s, g = torch.randn(b, h, device=device), torch.randn(b, h, device=device)
+    w, bias = torch.randn(2 * h, h, device=device) / h ** 0.5, torch.randn(2 * h, device=device)
+    z = torch.randn(b, 2 * h, device=device).sigmoid()  # as [h | t]
+    dz, dz_before, out = torch.randn(b, 2 * h, device=device), torch.empty(b, 2 * h, device=device), torch.empty_like(s)
+    w_t = w.t().contiguous()
+
+    def repeated(step):
+        def run():
+            for _ in range(n):
+                step()
+        return graphed(run)
+
+    rows = {
+        "forward: product alone": repeated(lambda: torch.addmm(bias, s, w.t(), out=z)),
+        "forward: product alone, Rᵀ stored": repeated(lambda: torch.addmm(bias, s, w_t, out=z)),
+        "forward: product + gate": repeated(lambda: gate_forward(torch.addmm(bias, s, w.t(), out=z), s, tanh,
+                                                                 keep_activations=True, out=out)),
+        "forward: one kernel": repeated(lambda: rhn_step.micro_step_forward(s, None, w, bias, z, out)),
+        "backward: product alone": repeated(lambda: torch.mm(dz, w, out=out)),
+        "backward: gate + product": repeated(
+            lambda: gate_backward(g, z, s, tanh, grad_z=dz, activated=True)[1].addmm_(dz, w)),
+        "backward: one kernel": repeated(lambda: rhn_step.micro_step_backward(
+            dz, g, w, None, previous=rhn_step.Previous(z, s, None, dz_before, out))),
+    }
+    results = {name: seconds / n for name, seconds in measure_rows(rows, device, args.repeats).items()}
+    settings = {**vars(args), "tiles": {k.base_fn.__name__: {str(key): str(c) for key, c in k.cache.items()}
+                                        for k in (rhn_step._forward_kernel, rhn_step._backward_kernel)}}
+    print(settings["tiles"])
+    report(f"one RHN micro-step, batch {b}, hidden {h}, {'TF32' if args.tf32 else 'float32'}: "
+           f"time per micro-step in a CUDA graph of {n}", results, "forward: product alone", device,
+           args.json, settings, {"µs": {k: 1e6 * v for k, v in results.items()}})
+
+
+if __name__ == "__main__":
+    main()
