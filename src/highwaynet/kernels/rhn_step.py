@@ -74,6 +74,8 @@ def _quick_bench(kernel_call, quantiles):
 
 
 def _autotune(key: list[str]):
+    """Tune the tiles on the first call of each shape in a process (seconds: each candidate is
+    compiled once, then Triton's cache on disk keeps the compiled kernels)."""
     timing = ({"do_bench": _quick_bench} if "do_bench" in inspect.signature(triton.autotune).parameters
               else {"warmup": 5, "rep": 20})  # Triton 3.0 takes the times themselves
     return triton.autotune(configs=_configs(), key=key, **timing)
