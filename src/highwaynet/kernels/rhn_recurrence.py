@@ -5,11 +5,13 @@ path does not apply). The values and gradients are the same (tested in float64);
 
 - the forward runs without recording an autograd graph, saving only each micro-layer's input
   state and its ``[h | t]``;
-- with Triton (CUDA), each micro-step is one kernel forward and one back, the recurrent product
-  with the gate in its epilogue (:mod:`highwaynet.kernels.rhn_step`); without (the CPU), it is
-  ``addmm`` and the gate's one pass (:mod:`highwaynet.kernels.gating`), and the backward first
-  computes, for all micro-steps at once, the gate's factors that do not depend on the sequential
-  gradient, leaving two multiplications and the product per micro-step;
+- each micro-step runs one of three ways (:func:`_path`): with Triton and products on tensor
+  cores, one kernel forward and one back, the recurrent product with the gate in its epilogue
+  (:mod:`highwaynet.kernels.rhn_step`); with Triton otherwise (exact float32), cuBLAS's ``addmm``
+  and the gate's one-pass kernels (:mod:`highwaynet.kernels.gating`); without (the CPU), ``addmm``
+  and the gate in PyTorch, the backward first computing, for all micro-steps at once, the gate's
+  factors that do not depend on the sequential gradient, leaving two multiplications and the
+  product per micro-step;
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
