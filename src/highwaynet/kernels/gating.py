@@ -149,6 +149,12 @@ if triton is not None:
             return tl.full(h.shape, 1.0, tl.float32)
 
     @triton.jit
+    def _gate_grads_tl(dy, h, t, x, CODE: tl.constexpr):
+        """The gate's backward from its activations ``h = f(z_H)``, ``t``: ``(g_H, g_T, dx_carry)``."""
+        dy_t = dy * t
+        return dy_t * _activation_grad_tl(h, CODE), dy_t * (h - x) * (1.0 - t), dy - dy_t
+
+    @triton.jit
     def _gate_forward_kernel(z_ptr, x_ptr, y_ptr, M, D, stride_z, stride_x, stride_y,
                              CODE: tl.constexpr, KEEP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
@@ -191,12 +197,10 @@ if triton is not None:
             else:
                 h = _activate_tl(zh, CODE)
                 t = tl.sigmoid(zt)
-            dy_t = dy * t
-            gh = dy_t * _activation_grad_tl(h, CODE)
-            gt = dy_t * (h - x) * (1.0 - t)
+            gh, gt, carried = _gate_grads_tl(dy, h, t, x, CODE)
             tl.store(g_ptr + rows * stride_g + cols, gh.to(g_ptr.dtype.element_ty), mask=mask)
             tl.store(g_ptr + rows * stride_g + D + cols, gt.to(g_ptr.dtype.element_ty), mask=mask)
-            tl.store(dx_ptr + rows * stride_dx + cols, (dy - dy_t).to(dx_ptr.dtype.element_ty), mask=mask)
+            tl.store(dx_ptr + rows * stride_dx + cols, carried.to(dx_ptr.dtype.element_ty), mask=mask)
             if BIAS:
                 sum_h += tl.sum(gh, axis=0)
                 sum_t += tl.sum(gt, axis=0)

@@ -51,7 +51,7 @@ if triton is not None:
     import triton.language as tl
     import triton.testing
 
-    from .gating import _activate_tl
+    from .gating import _activate_tl, _gate_grads_tl
 
 __all__ = ["Previous", "micro_step_backward", "micro_step_forward"]
 
@@ -148,12 +148,11 @@ if triton is not None:
             h = tl.load(ht_ptr + rows * 2 * H + cols, mask=inside, other=0.0).to(tl.float32)
             t = tl.load(ht_ptr + rows * 2 * H + H + cols, mask=inside, other=0.0).to(tl.float32)
             s = tl.load(s_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
-            g_t = grad * t
+            dz_h, dz_t, carried = _gate_grads_tl(grad, h, t, s, 2)
             kind = dz_prev_ptr.dtype.element_ty
-            tl.store(dz_prev_ptr + rows * 2 * H + cols, (g_t * (1.0 - h * h)).to(kind), mask=inside)
-            tl.store(dz_prev_ptr + rows * 2 * H + H + cols, (g_t * (h - s) * (1.0 - t)).to(kind), mask=inside)
-            tl.store(carried_prev_ptr + rows * H + cols, (grad - g_t).to(carried_prev_ptr.dtype.element_ty),
-                     mask=inside)
+            tl.store(dz_prev_ptr + rows * 2 * H + cols, dz_h.to(kind), mask=inside)
+            tl.store(dz_prev_ptr + rows * 2 * H + H + cols, dz_t.to(kind), mask=inside)
+            tl.store(carried_prev_ptr + rows * H + cols, carried.to(carried_prev_ptr.dtype.element_ty), mask=inside)
         else:
             tl.store(out_ptr + rows * H + cols, grad.to(out_ptr.dtype.element_ty), mask=inside)
 
