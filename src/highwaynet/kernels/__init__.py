@@ -4,7 +4,9 @@
   (Triton on CUDA; the PyTorch reference elsewhere);
 - :func:`highway_layer`: a dense highway layer around those kernels, with a hand-written backward;
 - :func:`rhn_recurrence`: an RHN layer's recurrence with a hand-written backward and batched
-  weight gradients.
+  weight gradients;
+- :mod:`.rhn_step`: one RHN micro-step as one Triton kernel each way, the recurrent product with
+  the gate in its epilogue (what the recurrence runs on CUDA when its products use tensor cores).
 """
 
 from .dense_highway import highway_layer
