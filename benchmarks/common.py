@@ -80,3 +80,8 @@ def graphed(run, module=None):
     with torch.cuda.graph(graph):
         run()
     return graph.replay
+
+
+def autotuned(*kernels) -> dict[str, dict[str, str]]:
+    """The configurations Triton's autotuner chose for each of ``kernels``, by call key (for the JSON)."""
+    return {k.base_fn.__name__: {str(key): str(config) for key, config in k.cache.items()} for k in kernels}

@@ -9,7 +9,8 @@ Rows, measured side by side in one run:
                       back (the state's gradient), one weight-gradient product per micro-layer
   labml loop          ``RHN(fused=False)``: autograd over every micro-step, as labml's RHN
   ours                ``RHN`` (fused recurrence: hand-written backward, batched weight gradients;
-                      on CUDA one Triton kernel per micro-step each way, product and gate)
+                      on CUDA with TF32, one Triton kernel per micro-step each way, product and
+                      gate; in exact float32, cuBLAS and the Triton gate kernels)
   ... CUDA graph      the same forward + backward replayed as one CUDA graph (GPU only)
   LSTM (cuDNN)        ``nn.LSTM`` with about as many parameters (GPU: cuDNN)
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from common import graphed, measure_rows, report
+from common import autotuned, graphed, measure_rows, report
 from torch import nn
 
 from highwaynet.kernels import rhn_step
@@ -117,8 +118,7 @@ def main() -> None:
     tokens = args.steps * args.batch
     settings = vars(args)
     if device.type == "cuda" and rhn_step.triton is not None:  # the tiles the micro-step kernels chose
-        settings["tiles"] = {kernel.base_fn.__name__: {str(key): str(config) for key, config in kernel.cache.items()}
-                             for kernel in (rhn_step._forward_kernel, rhn_step._backward_kernel)}
+        settings["tiles"] = autotuned(rhn_step._forward_kernel, rhn_step._backward_kernel)
         print(settings["tiles"])
     precision = "TF32" if args.tf32 and device.type == "cuda" else "float32"
     report(f"RHN fwd+bwd: depth {args.depth}, hidden {args.hidden}, {args.steps} steps x batch {args.batch}, "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from common import graphed, measure_rows, report
+from common import autotuned, graphed, measure_rows, report
 
 from highwaynet.kernels import rhn_step
 from highwaynet.kernels.gating import ACTIVATION_CODES, gate_backward, gate_forward
@@ -63,8 +63,7 @@ def main() -> None:
             dz, g, w, None, previous=rhn_step.Previous(z, s, None, dz_before, out))),
     }
     results = {name: seconds / n for name, seconds in measure_rows(rows, device, args.repeats).items()}
-    settings = {**vars(args), "tiles": {k.base_fn.__name__: {str(key): str(c) for key, c in k.cache.items()}
-                                        for k in (rhn_step._forward_kernel, rhn_step._backward_kernel)}}
+    settings = {**vars(args), "tiles": autotuned(rhn_step._forward_kernel, rhn_step._backward_kernel)}
     print(settings["tiles"])
     report(f"one RHN micro-step, batch {b}, hidden {h}, {'TF32' if args.tf32 else 'float32'}: "
            f"time per micro-step in a CUDA graph of {n}", results, "forward: product alone", device,
