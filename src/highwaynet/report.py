@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 
 __all__ = ["markdown_table", "write_depth_report", "write_gates_report", "write_lesion_report",
-           "write_html", "write_rhn_depth_report", "write_sentences_report"]
+           "write_html", "write_rhn_depth_report", "write_sentences_report", "plot_sentence_depth"]
 
 
 def _save(fig, path: Path, dpi: int = 120) -> None:
@@ -79,6 +79,24 @@ def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
     return report
 
 
+def plot_sentence_depth(series: dict[str, list[dict[str, Any]]], task: str, path: Path) -> None:
+    """Test accuracy against stack depth: one line per label, each point ``{"layers", "mean", "std"}``
+    (error bars: ``std``), and Kim's published CNN-rand accuracy for ``task`` as a dotted line."""
+    from .recipes.sentences import KIM_CNN_RAND
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, points in series.items():
+        points = sorted(points, key=lambda r: r["layers"])
+        ax.errorbar([r["layers"] for r in points], [r["mean"] for r in points], yerr=[r["std"] for r in points],
+                    marker="o", capsize=3, label=label)
+    ax.axhline(KIM_CNN_RAND.get(task, float("nan")), color="gray", ls=":", label="Kim CNN-rand (published)")
+    ax.set(xlabel="layers in the stack", ylabel="test accuracy (%)", title=f"{task}: accuracy vs depth",
+           xticks=sorted({r["layers"] for points in series.values() for r in points}))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, path, dpi=120)
+
+
 def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth-<task>.png`` (test accuracy against stack depth, BiLSTM vs HBiLSTM, error bars) and ``report.md``."""
     from .recipes.sentences import KIM_CNN_RAND
@@ -96,20 +114,10 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
             ["encoder", "layers", "runs", "test accuracy (%)"],
             [[r["encoder"], r["layers"], r["runs"], f"{r['mean']:.1f} ± {r['std']:.1f}"] for r in rows]
             + [["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND.get(task, float('nan')):.1f}"]]), ""]
-        stacks = {e: sorted((r for r in rows if r["encoder"] == e), key=lambda r: r["layers"])
-                  for e in ("bilstm", "hbilstm")}
+        stacks = {e: [r for r in rows if r["encoder"] == e] for e in ("bilstm", "hbilstm")}
         if all(len(v) > 1 for v in stacks.values()):
-            fig, ax = plt.subplots(figsize=(5.5, 3.6))
-            for encoder, label in (("bilstm", "BiLSTM stack"), ("hbilstm", "highway BiLSTM stack")):
-                rs = stacks[encoder]
-                ax.errorbar([r["layers"] for r in rs], [r["mean"] for r in rs], yerr=[r["std"] for r in rs],
-                            marker="o", capsize=3, label=label)
-            ax.axhline(KIM_CNN_RAND.get(task, float("nan")), color="gray", ls=":", label="Kim CNN-rand (published)")
-            ax.set(xlabel="layers in the stack", ylabel="test accuracy (%)", title=f"{task}: accuracy vs depth",
-                   xticks=sorted({r["layers"] for rs in stacks.values() for r in rs}))
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-            _save(fig, out / f"depth-{task}.png", dpi=120)
+            plot_sentence_depth({"BiLSTM stack": stacks["bilstm"], "highway BiLSTM stack": stacks["hbilstm"]},
+                                task, out / f"depth-{task}.png")
             lines += [f"![{task} depth](depth-{task}.png)", ""]
     report = out / "report.md"
     report.write_text("\n".join(lines))
