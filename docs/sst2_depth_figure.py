@@ -1,6 +1,6 @@
 """Redraw ``docs/sentences-depth-sst2.png`` from ``docs/sentences-depth-sst2.json``.
 
-The SST-2 depth sweep ran in parts (3 seeds to 10 layers on an H100, where its run folders stayed;
+The SST-2 depth sweep ran in parts (3 seeds to 10 layers on an H100, whose run folders were not kept;
 more seeds at 15 layers and the gate-bias-0 stack later on a CPU), so the README's figure is drawn
 from the numbers kept in the JSON file rather than from one sweep folder: a point is either
 ``{"layers", "mean", "std", "runs"}`` (a sweep's summary) or ``{"layers", "values"}`` (single runs,
