@@ -203,7 +203,7 @@ def test_bad_arguments():
 
 @pytest.mark.parametrize("state_dropout", [0.0, 0.3])
 def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout):
-    # The path without Triton (addmm, the gate, the factored backward); the one-kernel micro-steps
+    # The path without Triton (kernels.rhn_eager); the one-kernel micro-steps
     # are checked against the loop in tests/test_kernels.py.
     torch.manual_seed(0)
     fused = RHN(4, 6, 3, num_layers=2, state_dropout=state_dropout, dropout=0.2).double()
@@ -247,3 +247,24 @@ def test_fused_output_is_a_contiguous_tensor_of_its_own():
     assert rhn._can_fuse(rhn.cells[0], None) and out.is_contiguous()
     out.view(-1, 6).mul_(2)  # an in-place change of the output must not touch what backward saved
     out.sum().backward()
+
+
+@pytest.mark.parametrize("amp", [False, True])
+def test_fused_recurrence_in_float32_and_under_bfloat16_autocast(amp):
+    # float32 within the fast paths' bound of the loop; under CPU autocast the input projection is
+    # bfloat16 while the recurrent weights stay float32, and the fused path casts them (it raised before).
+    torch.manual_seed(0)
+    fused = RHN(16, 32, 3, num_layers=2)
+    loop = RHN(16, 32, 3, num_layers=2, fused=False)
+    loop.load_state_dict(fused.state_dict())
+    x = torch.randn(9, 5, 16, requires_grad=True)
+    results = []
+    for rhn in (fused, loop):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            out, state = rhn(x)
+        (out.float().pow(2).sum() + state.float().sum()).backward()
+        results.append([out.float(), state.float(), x.grad.clone(), *[p.grad.clone() for p in rhn.parameters()]])
+        x.grad = None
+    tol = 5e-2 if amp else 1e-5
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol * b.abs().max().item())

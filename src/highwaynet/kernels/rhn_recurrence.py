@@ -8,10 +8,8 @@ path does not apply). The values and gradients are the same (tested in float64);
 - each micro-step runs one of three ways (:func:`_path`): with Triton and products on tensor
   cores, one kernel forward and one back, the recurrent product with the gate in its epilogue
   (:mod:`highwaynet.kernels.rhn_step`); with Triton otherwise (exact float32), cuBLAS's ``addmm``
-  and the gate's one-pass kernels (:mod:`highwaynet.kernels.gating`); without (the CPU), ``addmm``
-  and the gate in PyTorch, the backward first computing, for all micro-steps at once, the gate's
-  factors that do not depend on the sequential gradient, leaving two multiplications and the
-  product per micro-step;
+  and the gate's one-pass kernels (:mod:`highwaynet.kernels.gating`); without (the CPU), PyTorch
+  operations laid out to be few (:mod:`highwaynet.kernels.rhn_eager`);
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
@@ -27,6 +25,7 @@ import torch
 from torch import Tensor
 
 from .gating import ACTIVATION_CODES, gate_backward, gate_forward, triton_available
+from .rhn_eager import RHNRecurrenceEager
 from .rhn_step import Previous, micro_step_backward, micro_step_forward
 
 _TANH = ACTIVATION_CODES["tanh"]
@@ -36,7 +35,7 @@ __all__ = ["rhn_recurrence"]
 
 class _RHNRecurrence(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x_proj: Tensor, s0: Tensor, mask: Tensor | None, *params: Tensor) -> Tensor:
+    def forward(ctx, path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, *params: Tensor) -> Tensor:
         depth = len(params) // 2
         weights, biases = params[:depth], params[depth:]
         steps = x_proj.shape[0]
@@ -49,7 +48,6 @@ class _RHNRecurrence(torch.autograd.Function):
         first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
         # Views of every step made in one call each (indexing inside the loop costs an operation a use).
         state_k, z_k, first_t = states.unbind(0), z_all.unbind(0), first.unbind(0)
-        path = _path(x_proj, s0, mask, params)
         # cuBLAS's exact float32 product at batch 20 takes 16 µs with Rᵀ stored contiguous, 24 µs
         # with the transposed view (H100, benchmarks/rhn_step.py): worth one copy per forward.
         weights_t = [w.t().contiguous() if path == "gate kernel" else w.t() for w in weights]
@@ -76,8 +74,7 @@ class _RHNRecurrence(torch.autograd.Function):
         if ctx.path == "one kernel":
             g = _one_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
         else:
-            step = (_gate_backward_kernel_step if ctx.path == "gate kernel" else _gate_backward_factored_step)
-            g = _backward_per_step(step(z_all, states), grad_out_t, mask, weights, dz_k)
+            g = _backward_per_step(_gate_backward_kernel_step(z_all, states), grad_out_t, mask, weights, dz_k)
         steps, batch = micro_steps // depth, states.shape[1]
         by_layer = dz_all.view(steps, depth, batch, -1)
         inputs = states[:-1].view(steps, depth, batch, -1)
@@ -87,7 +84,7 @@ class _RHNRecurrence(torch.autograd.Function):
             dz = by_layer[:, d].reshape(steps * batch, -1)
             grad_w.append(dz.t() @ u.reshape(steps * batch, -1))   # one product over every step
             grad_b.append(dz.sum(0))
-        return (by_layer[:, 0], g, None, *grad_w, *grad_b)
+        return (None, by_layer[:, 0], g, None, *grad_w, *grad_b)
 
 
 def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor, ...]) -> str:
@@ -98,10 +95,10 @@ def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor,
     - ``"gate kernel"``: cuBLAS's product and the Triton gate kernels, where Triton runs otherwise
       (exact float32, where cuBLAS's products beat Triton's without tensor cores; mixed dtypes,
       as under autocast, where the weights stay float32 while ``x_proj`` is not);
-    - ``"factored"``: PyTorch operations (the CPU).
+    - ``"eager"``: PyTorch operations (the CPU; :class:`~.rhn_eager.RHNRecurrenceEager`).
     """
     if not triton_available(x_proj):
-        return "factored"
+        return "eager"
     tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
     dtypes = {p.dtype for p in tensors}
     tensor_cores = dtypes in ({torch.bfloat16}, {torch.float16}) or \
@@ -157,29 +154,6 @@ def _gate_backward_kernel_step(z_all: Tensor, states: Tensor):
     return step
 
 
-def _gate_backward_factored_step(z_all: Tensor, states: Tensor):
-    r"""Micro-step ``k``'s gate backward with PyTorch operations, where each small operation costs more
-    than its arithmetic: what does not depend on the sequential gradient ``g`` is computed first for every
-    micro-step in a few large operations,
-
-    .. math:: a = [\,t (1 - h^2) \mid t (1 - t)(h - s)\,], \qquad c = 1 - t,
-
-    so that a micro-step is two multiplications, ``dz = [g | g] ⊙ a`` and ``g c``, instead of ten."""
-    h, t = z_all.chunk(2, dim=-1)
-    keep = 1 - t
-    factors = torch.empty_like(z_all)
-    a_h, a_t = factors.chunk(2, dim=-1)
-    torch.mul(t, 1 - h * h, out=a_h)
-    torch.mul(t * keep, h - states[:-1], out=a_t)
-    halves = (z_all.shape[1], 2, z_all.shape[2] // 2)  # [H | T] rows as (B, 2, H), to multiply both by g
-    factor_k, keep_k = factors.view(-1, *halves).unbind(0), keep.unbind(0)
-
-    def step(k: int, g: Tensor, dz: Tensor) -> Tensor:
-        torch.mul(factor_k[k], g.unsqueeze(1), out=dz.view(halves))
-        return g * keep_k[k]
-    return step
-
-
 def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: list[Tensor],
                    mask: Tensor | None = None) -> Tensor:
     """All states ``(T, B, H)`` of one coupled-carry, tanh RHN layer.
@@ -190,4 +164,7 @@ def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: li
         weights, biases: micro-layer ``d``'s ``R_d`` ``(2H, H)`` and ``b_d`` ``(2H,)``.
         mask: a variational dropout mask ``(B, H)`` on the state where it enters the products.
     """
-    return _RHNRecurrence.apply(x_proj, s0, mask, *weights, *biases)
+    path = _path(x_proj, s0, mask, (*weights, *biases))
+    if path == "eager":
+        return RHNRecurrenceEager.apply(x_proj, s0, mask, *weights, *biases)
+    return _RHNRecurrence.apply(path, x_proj, s0, mask, *weights, *biases)

@@ -1,0 +1,103 @@
+r"""The fast RHN layer recurrence in PyTorch operations: the path without Triton (the CPU).
+
+Each micro-step is a small product (``B`` rows) and a few element-wise operations on ``B × 2H``
+values, so what costs beyond the products is the number of operations and of large temporaries,
+not their arithmetic. This path keeps both low:
+
+- **Layer-major buffers.** The pre-activations ``z`` ``(D, T, B, 2H)``, the micro-steps' input
+  states ``(D, T + 1, B, H)`` and the gradients ``(D, T, B, 3, H)`` are laid out micro-layer first,
+  so that micro-layer ``d``'s rows over all steps are one matrix: its weight gradient is one
+  product over ``T·B`` rows with no gathering copy.
+- **Products that accumulate in place.** ``z`` starts as each micro-step's additive term (the
+  input projection plus ``b_0`` for micro-layer 0, ``b_d`` otherwise), written for all steps at
+  once, and each micro-step's product adds onto it (``addmm`` with ``out=`` would first copy the
+  addend: a pass a micro-step).
+- **Four operations a micro-step forward** (the product, ``tanh_``, ``sigmoid_``, ``lerp``) on views
+  made before the loop, and two backward (one multiplication, the product).
+- **A factored backward.** What does not depend on the sequential gradient ``g`` is computed for
+  every micro-step at once, in place in one buffer, before the walk:
+
+  .. math:: f = [\,t (1 - h^2) \mid t (1 - t)(h - s) \mid 1 - t\,],
+
+  so that one multiplication ``f ⊙ g`` gives a micro-step's ``dz = [g_H | g_T]`` and the gradient
+  the carry passes on, and the product ``dz R_d`` adds onto the latter in place.
+
+Values and gradients are those of the autograd loop over :meth:`highwaynet.nn.RHNCell.step`
+(tested in float64). Under autocast the weights are cast to the input projection's dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["RHNRecurrenceEager"]
+
+
+class RHNRecurrenceEager(torch.autograd.Function):
+    """``apply(x_proj, s0, mask, *weights, *biases)``: see :func:`highwaynet.kernels.rhn_recurrence`."""
+
+    @staticmethod
+    def forward(ctx, x_proj: Tensor, s0: Tensor, mask: Tensor | None, *params: Tensor) -> Tensor:
+        depth = len(params) // 2
+        steps, batch, width = x_proj.shape
+        hidden, dtype = width // 2, x_proj.dtype
+        weights = [w.to(dtype) for w in params[:depth]]
+        mask = None if mask is None else mask.to(dtype)
+        z = x_proj.new_empty(depth, steps, batch, width)
+        torch.add(x_proj, params[depth].to(dtype), out=z[0])
+        for d in range(1, depth):
+            z[d].copy_(params[depth + d])
+        # inputs[d, t] is micro-step (t, d)'s input state; inputs[0, steps] is the last state.
+        inputs = x_proj.new_empty(depth, steps + 1, batch, hidden)
+        inputs[0, 0] = s0
+        z_k, h_k, t_k, in_k = (_micro_steps(a) for a in (z, z[..., :hidden], z[..., hidden:], inputs[:, :steps]))
+        out_k = in_k[1:] + [inputs[0, steps]]
+        for k, (s, zk, h, t, s_next) in enumerate(zip(in_k, z_k, h_k, t_k, out_k, strict=True)):
+            zk.addmm_(s if mask is None else s * mask, weights[k % depth].t())
+            h.tanh_()
+            t.sigmoid_()
+            torch.lerp(s, h, t, out=s_next)  # s + t (h − s)
+        ctx.save_for_backward(z, inputs, mask, *weights)
+        ctx.param_dtypes = [p.dtype for p in params]
+        return inputs[0, 1:].clone()  # a tensor of the caller's own, as nn.LSTM's output
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        z, inputs, mask, *weights = ctx.saved_tensors
+        depth, steps, batch, width = z.shape
+        hidden = width // 2
+        h, t, s = z[..., :hidden], z[..., hidden:], inputs[:, :steps]
+        factors = z.new_empty(depth, steps, batch, 3, hidden)
+        f_h, f_t, keep = factors.unbind(3)
+        torch.neg(t, out=keep).add_(1)
+        torch.sub(h, s, out=f_t).mul_(t).mul_(keep)
+        torch.mul(h, h, out=f_h)
+        torch.addcmul(t, t, f_h, value=-1, out=f_h)  # t − t h² (the output is one of its own inputs: allowed)
+        # grads[..., :2, :] is each micro-step's dz; grads[..., 2, :] what it passes on to the state before it.
+        grads = torch.empty_like(factors)
+        f_k, g_k = _micro_steps(factors), _micro_steps(grads)
+        dz_k = [g[:, :2].view(batch, width) for g in g_k]
+        grad_out_t = grad_out.to(z.dtype).unbind(0)
+        g = grad_out_t[-1]
+        for k in range(depth * steps - 1, -1, -1):
+            step, d = divmod(k, depth)
+            if d == depth - 1 and step < steps - 1:
+                g = g.add_(grad_out_t[step])  # g is scratch here: the carried slot of micro-step k + 1
+            torch.mul(f_k[k], g.unsqueeze(1), out=g_k[k])
+            carried = g_k[k][:, 2]
+            g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
+        grad_w, grad_b = [], []
+        for d in range(depth):
+            dz = grads[d, :, :, :2].reshape(steps * batch, width)  # a view: rows 3H apart
+            u = s[d] if mask is None else s[d] * mask
+            grad_w.append(dz.t() @ u.reshape(steps * batch, hidden))
+            grad_b.append(dz.sum(0))
+        grad_params = [grad.to(dtype) for grad, dtype in zip(grad_w + grad_b, ctx.param_dtypes, strict=True)]
+        return (grads[0, :, :, :2].reshape(steps, batch, width), g, None, *grad_params)
+
+
+def _micro_steps(a: Tensor) -> list[Tensor]:
+    """Views of a layer-major ``(D, T, ...)`` buffer, one per micro-step ``k = t·D + d``, in ``k`` order
+    (unbinding once per step: indexing inside the loop would cost an operation a use)."""
+    return [view for step in a.unbind(1) for view in step.unbind(0)]
