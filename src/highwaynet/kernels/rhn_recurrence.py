@@ -74,7 +74,7 @@ class _RHNRecurrence(torch.autograd.Function):
         if ctx.path == "one kernel":
             g = _one_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
         else:
-            g = _backward_per_step(_gate_backward_kernel_step(z_all, states), grad_out_t, mask, weights, dz_k)
+            g = _gate_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
         steps, batch = micro_steps // depth, states.shape[1]
         by_layer = dz_all.view(steps, depth, batch, -1)
         inputs = states[:-1].view(steps, depth, batch, -1)
@@ -129,29 +129,22 @@ def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: 
     return grad_s0
 
 
-def _backward_per_step(step, grad_out_t: tuple[Tensor, ...], mask: Tensor | None, weights: list[Tensor],
-                       dz_k: tuple[Tensor, ...]) -> Tensor:
-    """The backward walk with the gate's backward (``step``) then ``addmm`` a micro-step."""
+def _gate_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: Tensor, mask: Tensor | None,
+                          weights: list[Tensor], dz_k: tuple[Tensor, ...]) -> Tensor:
+    """The backward walk with the gate's one-pass backward kernel then ``addmm`` a micro-step;
+    returns the gradient of the initial state."""
     depth = len(weights)
+    z_k, state_k = z_all.unbind(0), states.unbind(0)
     g = torch.zeros_like(grad_out_t[0])
     for k in range(len(dz_k) - 1, -1, -1):
         t, d = divmod(k, depth)
         if d == depth - 1:
             g = g + grad_out_t[t]
-        carried = step(k, g, dz_k[k])
+        # writes the gradient of z into dz_k[k]; returns what the carry passes on to the state
+        carried = gate_backward(g, z_k[k], state_k[k], _TANH, grad_z=dz_k[k], activated=True)[1]
         # the state's gradient: what the carry passes on, plus what flows back through R_d
         g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
     return g
-
-
-def _gate_backward_kernel_step(z_all: Tensor, states: Tensor):
-    """Micro-step ``k``'s gate backward as one fused pass (the Triton kernel): writes the gradient
-    of ``z`` into ``dz`` and returns the part of the state's gradient that the carry passes on."""
-    z_k, state_k = z_all.unbind(0), states.unbind(0)
-
-    def step(k: int, g: Tensor, dz: Tensor) -> Tensor:
-        return gate_backward(g, z_k[k], state_k[k], _TANH, grad_z=dz, activated=True)[1]
-    return step
 
 
 def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: list[Tensor],
