@@ -59,7 +59,6 @@ class RHNRecurrenceEager(torch.autograd.Function):
             t.sigmoid_()
             torch.lerp(s, h, t, out=s_next)  # s + t (h − s)
         ctx.save_for_backward(z, inputs, mask, *weights)
-        ctx.param_dtypes = [p.dtype for p in params]
         return inputs[0, 1:].clone()  # a tensor of the caller's own, as nn.LSTM's output
 
     @staticmethod
@@ -93,8 +92,8 @@ class RHNRecurrenceEager(torch.autograd.Function):
             u = s[d] if mask is None else s[d] * mask
             grad_w.append(dz.t() @ u.reshape(steps * batch, hidden))
             grad_b.append(dz.sum(0))
-        grad_params = [grad.to(dtype) for grad, dtype in zip(grad_w + grad_b, ctx.param_dtypes, strict=True)]
-        return (grads[0, :, :, :2].reshape(steps, batch, width), g, None, *grad_params)
+        # (autograd casts each gradient to its input's dtype: float32 weights under autocast)
+        return (grads[0, :, :, :2].reshape(steps, batch, width), g, None, *grad_w, *grad_b)
 
 
 def _micro_steps(a: Tensor) -> list[Tensor]:
