@@ -53,8 +53,9 @@ class RHNRecurrenceEager(torch.autograd.Function):
         inputs[0, 0] = s0
         z_k, h_k, t_k, in_k = (_micro_steps(a) for a in (z, z[..., :hidden], z[..., hidden:], inputs[:, :steps]))
         out_k = in_k[1:] + [inputs[0, steps]]
+        weights_t = [w.t() for w in weights]
         for k, (s, zk, h, t, s_next) in enumerate(zip(in_k, z_k, h_k, t_k, out_k, strict=True)):
-            zk.addmm_(s if mask is None else s * mask, weights[k % depth].t())
+            zk.addmm_(s if mask is None else s * mask, weights_t[k % depth])
             h.tanh_()
             t.sigmoid_()
             torch.lerp(s, h, t, out=s_next)  # s + t (h − s)
@@ -77,6 +78,7 @@ class RHNRecurrenceEager(torch.autograd.Function):
         grads = torch.empty_like(factors)
         f_k, g_k = _micro_steps(factors), _micro_steps(grads)
         dz_k = [g[:, :2].view(batch, width) for g in g_k]
+        carried_k = [g[:, 2] for g in g_k]
         grad_out_t = grad_out.to(z.dtype).unbind(0)
         g = grad_out_t[-1]
         for k in range(depth * steps - 1, -1, -1):
@@ -84,7 +86,7 @@ class RHNRecurrenceEager(torch.autograd.Function):
             if d == depth - 1 and step < steps - 1:
                 g = g.add_(grad_out_t[step])  # g is scratch here: the carried slot of micro-step k + 1
             torch.mul(f_k[k], g.unsqueeze(1), out=g_k[k])
-            carried = g_k[k][:, 2]
+            carried = carried_k[k]
             g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
         grad_w, grad_b = [], []
         for d in range(depth):
