@@ -56,6 +56,8 @@ class RHNRecurrenceEager(torch.autograd.Function):
         weights_t = [w.t() for w in weights]
         for k, (s, zk, h, t, s_next) in enumerate(zip(in_k, z_k, h_k, t_k, out_k, strict=True)):
             zk.addmm_(s if mask is None else s * mask, weights_t[k % depth])
+            # gating.gate_forward_reference's arithmetic, on views split before the loop (its chunk
+            # per call costs about 10 µs a micro-step here)
             h.tanh_()
             t.sigmoid_()
             torch.lerp(s, h, t, out=s_next)  # s + t (h − s)
