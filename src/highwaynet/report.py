@@ -106,8 +106,8 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
              f"{len(summary['runs'])} runs, {sum(r['seconds'] for r in summary['runs']):.0f} s of training summed "
              "over them (runs of a sweep may have run side by side). Test accuracy (%), mean ± std over seeds (SST, "
              "TREC) or cross-validation folds (MR, Subj); the best validation epoch's weights are tested. "
-             "Embeddings are randomly initialised and SST is trained on sentences only (no phrases), as Kim's "
-             "CNN-rand.", ""]
+             "Embeddings are randomly initialised, as in Kim's CNN-rand; SST is trained on sentences only (Kim's "
+             "SST runs also train on the treebank's phrases).", ""]
     for task in dict.fromkeys(row["task"] for row in table):
         rows = [r for r in table if r["task"] == task]
         lines += [f"## {task}", "", markdown_table(
