@@ -53,6 +53,7 @@ def test_resume_picks_up_an_interrupted_sweep_without_redoing_finished_runs(tmp_
     assert main(argv + ["--resume"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("done, skipped") == 3  # plain: both rates and the second seed
+    assert "keeps the settings" not in printed  # resumed with the settings it started with
     assert "highway-2/lr0.03-seed0: highway 2: lr 0.03, seed 0 (resumed)" in printed
     assert printed.count("(resumed)") == 1 and "after epoch 1" in printed
     assert len(read_metrics(out / "highway-2" / "lr0.03-seed0")) == 2

@@ -90,7 +90,12 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
     assert all(abs(r["parameters"] - 15_000) < 1_000 for r in rows)
     assert main(args) == 2 and "already holds a sweep" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
-    assert capsys.readouterr().out.count("done, skipped") == 3
+    printed = capsys.readouterr().out
+    assert printed.count("done, skipped") == 3 and "keeps the settings" not in printed
+    assert main(args[:11] + ["3"] + args[12:] + ["--resume"]) == 0  # another batch size: the runs keep theirs
+    printed = capsys.readouterr().out
+    assert printed.count("done, skipped") == 3 and printed.count("keeps the settings") == 3
+    assert "batch_size 8 (asked 3)" in printed
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
     assert "--depths takes positive integers" in capsys.readouterr().err
 

@@ -84,8 +84,16 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
     config = load_run_config(out / "trec" / "hbilstm-L2" / "seed0")["config"]
     assert config["batch_size"] == 25 and config["gate_bias"] == -1
-    assert main(args + ["--resume"]) == 0  # everything finished: nothing retrained
-    capsys.readouterr()
+    assert "`hidden=8`" in report and "`gate_bias=-1.0`" in report and "`batch_size=25`" in report
+    assert "Differing" not in report
+    # Everything finished: nothing retrained. Asked for another gate bias, the sweep says the runs kept
+    # theirs, and the report gives the runs' own settings, not the flags'.
+    other = args[:args.index("--gate-bias") + 1] + ["0"] + args[args.index("--gate-bias") + 2:]
+    assert main(other + ["--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "done, skipped" in printed
+    assert "keeps the settings it was trained with: gate_bias -1.0 (asked 0.0)" in printed
+    assert "`gate_bias=-1.0`" in (out / "report.md").read_text()
     # A report of what is finished, training nothing: seed 1 never ran, layers 4 never ran.
     assert main(args[:-2] + ["--out", str(out), "--seeds", "0,1", "--layers", "1,4", "--report-only"]) == 0
     assert not (out / "trec" / "bilstm-L1" / "seed1").exists() and not (out / "trec" / "bilstm-L4").exists()

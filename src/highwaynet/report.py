@@ -108,6 +108,11 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
              "TREC) or cross-validation folds (MR, Subj); the best validation epoch's weights are tested. "
              "Embeddings are randomly initialised, as in Kim's CNN-rand; SST is trained on sentences only (Kim's "
              "SST runs also train on the treebank's phrases).", ""]
+    settings = summary.get("settings")
+    if settings:  # each run's own, from its config.json (a resumed sweep keeps what its runs started with)
+        varying = "; ".join(f"`{k}` " + ", ".join(map(str, v)) for k, v in settings["varying"].items())
+        lines += ["Settings of these runs: " + ", ".join(f"`{k}={v}`" for k, v in settings["shared"].items())
+                  + "." + (f" Differing between runs: {varying}." if varying else ""), ""]
     for task in dict.fromkeys(row["task"] for row in table):
         rows = [r for r in table if r["task"] == task]
         lines += [f"## {task}", "", markdown_table(

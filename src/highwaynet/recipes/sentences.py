@@ -20,6 +20,7 @@ from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_se
 from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from ..training import SentenceTask, TrainConfig, Trainer
 from ..training.run_dir import (
+    flat_settings,
     load_best_weights,
     load_run_config,
     mean_std,
@@ -167,7 +168,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
         raise FileNotFoundError(f"{out} does not exist: --report-only reports the finished runs of a sweep folder")
     out = start_sweep(out, resume or report_only)
     start = time.perf_counter()
-    results = []
+    results, settings = [], []
     for task in config.tasks:
         # Cross-validated sets: one run per fold (seed 0); the others: one run per seed.
         repeats = [("fold", f) for f in range(config.folds)] if task in CROSS_VALIDATED else \
@@ -187,14 +188,35 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
                     results.append(run_once(
                         run_dir, lambda resume, one=one, run_dir=run_dir, data=data: run(
                             one, run_dir, resume=resume, data=data, log=log, progress=progress),
-                        log, f"{task} {encoder} {layers} layer(s), {kind} {k}"))
+                        log, f"{task} {encoder} {layers} layer(s), {kind} {k}",
+                        config=None if report_only else asdict(one)))
+                    # The report gives each run's own settings (a finished run keeps those it was trained with).
+                    settings.append(run_settings(load_run_config(run_dir)["config"]))
     if not results:
         raise RuntimeError(f"no finished runs in {out} match the sweep's tasks, encoders, layers and seeds")
     summary = {"config": asdict(config), "runs": results, "seconds": round(time.perf_counter() - start, 1),
-               "table": summarize(results)}
+               "table": summarize(results), "settings": common_settings(settings)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     write_sentences_report(out, summary)
     return summary
+
+
+def run_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's settings other than those a sweep varies by design (task, encoder, depth, fold, seed)
+    and its device, flat: the Trainer's prefixed ``train.``."""
+    varied = ("task", "encoder", "layers", "fold", "train.seed", "train.device")
+    return {k: v for k, v in flat_settings(config).items() if k not in varied}
+
+
+def common_settings(settings: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{"shared": {key: value}, "varying": {key: [values]}}`` over the runs' :func:`run_settings`."""
+    values: dict[str, list[Any]] = {}
+    for one in settings:
+        for key, value in one.items():
+            if value not in values.setdefault(key, []):
+                values[key].append(value)
+    return {"shared": {k: v[0] for k, v in values.items() if len(v) == 1},
+            "varying": {k: v for k, v in values.items() if len(v) > 1}}
 
 
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

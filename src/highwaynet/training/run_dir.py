@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["environment", "load_best_weights", "load_run_config", "mean_std", "prepare_run_dir", "run_once",
-           "start_sweep"]
+__all__ = ["environment", "flat_settings", "load_best_weights", "load_run_config", "mean_std", "prepare_run_dir",
+           "run_once", "settings_differ", "start_sweep"]
 
 
 def environment() -> dict[str, Any]:
@@ -78,13 +78,35 @@ def start_sweep(out: str | Path, resume: bool) -> Path:
     return out
 
 
+def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as one level, nested keys joined by dots (``train.lr``)."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        flat.update(flat_settings(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+    return flat
+
+
+def settings_differ(saved: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+    """``"key saved (asked value)"`` for each setting, other than the device, where a run folder's
+    saved configuration differs from the one asked for (compared as JSON stores them)."""
+    saved, asked = flat_settings(saved), flat_settings(json.loads(json.dumps(asked)))
+    return [f"{key} {saved.get(key)!r} (asked {value!r})" for key, value in asked.items()
+            if saved.get(key) != value and key.rsplit(".", 1)[-1] != "device"]
+
+
 def run_once(run_dir: Path, train: Callable[[bool], dict[str, Any]], log: Callable[[str], None],
-             what: str) -> dict[str, Any]:
+             what: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run of a sweep: skipped when finished, resumed when it has a checkpoint, else started anew.
 
     ``train(resume)`` runs it into ``run_dir`` and returns its results (also in ``results.json``).
-    A run that was started but never finished an epoch is started over.
+    A run that was started but never finished an epoch is started over. A finished or resumed run
+    keeps the settings it was started with: given the ``config`` asked for, each setting where they
+    differ is logged.
     """
+    if config is not None and ((run_dir / "results.json").is_file() or (run_dir / "checkpoint.pt").is_file()):
+        differ = settings_differ(load_run_config(run_dir)["config"], config)
+        if differ:
+            log(f"{run_dir}: keeps the settings it was trained with: " + ", ".join(differ))
     if (run_dir / "results.json").is_file():
         log(f"{run_dir}: done, skipped")
         return json.loads((run_dir / "results.json").read_text())
