@@ -7,7 +7,11 @@ Rows, measured side by side in one run:
   floor               the layer's matrix products alone, as ours does them: the input projection
                       and its weight gradient, one small product per micro-step forward and one
                       back (the state's gradient), one weight-gradient product per micro-layer
-  labml loop          ``RHN(fused=False)``: autograd over every micro-step, as labml's RHN
+  labml as written    labml's RHN (labml_nn.recurrent_highway_networks) as its code runs: autograd
+                      over every micro-step, the input's projection inside the step loop (a small
+                      product a step, each way), ``s + (h - s)·t``
+  labml loop          ``RHN(fused=False)``: labml's loop with the input's projection taken out of
+                      it (one product for the whole window) and the gate one ``lerp``
   ours                ``RHN`` (fused recurrence: hand-written backward, batched weight gradients;
                       on CUDA with TF32, one Triton kernel per micro-step each way, product and
                       gate; in exact float32, cuBLAS and the Triton gate kernels)
@@ -43,6 +47,28 @@ def fwd_bwd(module, x, grad_out):
     def run():
         out, _ = module(x)
         out.backward(grad_out[..., :out.shape[-1]])
+    return run
+
+
+def labml_as_written(module: RHN, x, grad_out):
+    """labml's RHN algorithm on ``module``'s weights (its first layer): per time step, micro-layer 0
+    adds the step's input projection to its product; every micro-layer slices ``[h | t]`` and
+    updates ``s + (h − s)·t``; autograd records all of it."""
+    cell, hidden = module.cells[0], module.hidden_size
+
+    def forward():
+        state, outputs = x.new_zeros(x.shape[1], hidden), []
+        for x_t in x:
+            for d, linear in enumerate(cell.hidden_proj):
+                z = linear(state) + cell.input_proj(x_t) if d == 0 else linear(state)
+                h, t = torch.tanh(z[:, :hidden]), torch.sigmoid(z[:, hidden:])
+                state = state + (h - state) * t
+            outputs.append(state)
+        return torch.stack(outputs)
+
+    def run():
+        forward().backward(grad_out[..., :hidden])
+    run.forward = forward
     return run
 
 
@@ -105,10 +131,12 @@ def main() -> None:
 
     with torch.no_grad():  # the same function (checked, so that the table compares like with like)
         tol = 5e-3 if args.tf32 and device.type == "cuda" else 1e-5
+        as_written = labml_as_written(ours, x, grad_out)
         torch.testing.assert_close(ours(x)[0], loop(x)[0], rtol=tol, atol=tol)
+        torch.testing.assert_close(ours(x)[0], as_written.forward(), rtol=tol, atol=tol)
 
-    rows = {"labml loop": fwd_bwd(loop, x, grad_out), "floor": products_alone(ours, x),
-            "ours": fwd_bwd(ours, x, grad_out)}
+    rows = {"labml as written": as_written, "labml loop": fwd_bwd(loop, x, grad_out),
+            "floor": products_alone(ours, x), "ours": fwd_bwd(ours, x, grad_out)}
     if device.type == "cuda":  # eager, the floor is launch-bound too: its graph is the GPU's floor
         rows["floor, CUDA graph"] = graphed(rows["floor"])
         rows["labml loop, CUDA graph"] = graphed(fwd_bwd(loop, x, grad_out), loop)
@@ -123,7 +151,7 @@ def main() -> None:
     precision = "TF32" if args.tf32 and device.type == "cuda" else "float32"
     report(f"RHN fwd+bwd: depth {args.depth}, hidden {args.hidden}, {args.steps} steps x batch {args.batch}, "
            f"{precision}; RHN {params / 1e6:.2f}M parameters, LSTM {lstm_params / 1e6:.2f}M; median of {args.repeats}",
-           results, "labml loop", device, args.json, settings,
+           results, "labml as written", device, args.json, settings,
            {"tokens/s": {k: tokens / v for k, v in results.items()}})
 
 
