@@ -86,6 +86,9 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert config["batch_size"] == 25 and config["gate_bias"] == -1
     assert "`hidden=8`" in report and "`gate_bias=-1.0`" in report and "`batch_size=25`" in report
     assert "Differing" not in report
+    assert main(args + ["--resume"]) == 0  # everything finished: nothing retrained, nothing differs
+    printed = capsys.readouterr().out
+    assert printed.count("done, skipped") == 5 and "keeps the settings" not in printed
     # Everything finished: nothing retrained. Asked for another gate bias, the sweep says the runs kept
     # theirs, and the report gives the runs' own settings, not the flags'.
     other = args[:args.index("--gate-bias") + 1] + ["0"] + args[args.index("--gate-bias") + 2:]
