@@ -73,14 +73,14 @@ class RHNRecurrenceEager(torch.autograd.Function):
         depth, steps, batch, width = z.shape
         hidden = width // 2
         h, t, s = z[..., :hidden], z[..., hidden:], inputs[:, :steps]
-        factors = z.new_empty(depth, steps, batch, 3, hidden)
-        f_h, f_t, keep = factors.unbind(3)
+        # First the gate factors, then, micro-step by micro-step in place, the gradients: one buffer, not two.
+        grads = z.new_empty(depth, steps, batch, 3, hidden)
+        f_h, f_t, keep = grads.unbind(3)
         torch.neg(t, out=keep).add_(1)
         torch.sub(h, s, out=f_t).mul_(t).mul_(keep)
         torch.mul(h, h, out=f_h)
         torch.addcmul(t, t, f_h, value=-1, out=f_h)  # t − t h² (the output is one of its own inputs: allowed)
         # grads[..., :2, :] is each micro-step's dz; grads[..., 2, :] what it passes on to the state before it.
-        grads = factors  # each micro-step's factors become its gradients in place: one buffer, not two
         g_k = _micro_steps(grads)
         dz_k = [g[:, :2].view(batch, width) for g in g_k]
         carried_k = [g[:, 2] for g in g_k]
