@@ -11,6 +11,7 @@ LAYERS = {
     "HighwayLSTM": (lambda: HighwayLSTM(8, 6, 2, bidirectional=True), (5, 3, 8)),
     # the fused recurrence (a custom autograd.Function with its own backward) is traced too
     "RHN": (lambda: RHN(8, 16, 2), (3, 3, 8)),
+    "RHN, bidirectional": (lambda: RHN(8, 16, 2, bidirectional=True), (3, 3, 8)),
 }
 
 

@@ -277,13 +277,14 @@ def test_micro_step_backward_needs_one_destination():
 def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
     """The fused RHN on the Triton paths against the autograd loop: cuBLAS with the gate kernels
     (exact float32), and one kernel a micro-step (TF32 allowed: on a GPU the products round).
-    ``sum`` hands the layer an expanded output gradient (stride 0)."""
+    ``sum`` hands the layer an expanded output gradient (stride 0). Bidirectional: the backward
+    reading takes the same paths on the flipped sequence."""
     recurrence = sys.modules["highwaynet.kernels.rhn_recurrence"]
     choose, paths = recurrence._path, []
     monkeypatch.setattr(recurrence, "_path", lambda *a: paths.append(choose(*a)) or paths[-1])
     torch.manual_seed(7)
-    rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1).to(DEVICE)
-    x = torch.randn(9, 5, 30, device=DEVICE, requires_grad=True)
+    rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1, bidirectional=True).to(DEVICE)
+    x = torch.randn(5, 5, 30, device=DEVICE, requires_grad=True)
     params = [x, *rhn.parameters()]
     results, allowed = [], torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -296,7 +297,7 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
             results.append((out, state, torch.autograd.grad(total, params)))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
-    assert paths == 2 * ["one kernel" if tf32 else "gate kernel"]  # the fused run's two layers
+    assert paths == 4 * ["one kernel" if tf32 else "gate kernel"]  # the fused run's two layers, both ways
     (o1, s1, g1), (o2, s2, g2) = results
     rounded = tf32 and DEVICE == "cuda"
     tol = 2e-3 if rounded else 1e-5

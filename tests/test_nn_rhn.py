@@ -15,24 +15,31 @@ def sigmoid(z):
 
 
 def reference_rhn(x, rhn, state=None, carry="coupled"):
-    """x: (T, B, F) numpy -> (outputs (T, B, H), final states (layers, B, H)), no dropout."""
+    """x: (T, B, F) numpy -> (outputs (T, B, D·H), final states (D·layers, B, H)), no dropout; a
+    bidirectional RHN's second cell of each layer reads x[::-1] and its outputs are put back in order."""
     steps, batch = x.shape[:2]
     hid = rhn.hidden_size
+    directions = 2 if rhn.bidirectional else 1
     finals = []
-    for layer, cell in enumerate(rhn.cells):
-        w = cell.input_proj.weight.detach().double().numpy()
-        rs = [(p.weight.detach().double().numpy(), p.bias.detach().double().numpy()) for p in cell.hidden_proj]
-        s = np.zeros((batch, hid)) if state is None else state[layer]
-        outs = []
-        for t in range(steps):
-            for d, (r, b) in enumerate(rs):
-                z = s @ r.T + b + (x[t] @ w.T if d == 0 else 0)
-                h, tg = np.tanh(z[:, :hid]), sigmoid(z[:, hid:2 * hid])
-                c = 1 - tg if carry == "coupled" else sigmoid(z[:, 2 * hid:])
-                s = h * tg + s * c
-            outs.append(s)
-        x = np.stack(outs)
-        finals.append(s)
+    for layer in range(rhn.num_layers):
+        outputs = []
+        for direction in range(directions):
+            k = layer * directions + direction
+            cell = rhn.cells[k]
+            w = cell.input_proj.weight.detach().double().numpy()
+            rs = [(p.weight.detach().double().numpy(), p.bias.detach().double().numpy()) for p in cell.hidden_proj]
+            s = np.zeros((batch, hid)) if state is None else state[k]
+            outs = []
+            for t in range(steps) if direction == 0 else reversed(range(steps)):
+                for d, (r, b) in enumerate(rs):
+                    z = s @ r.T + b + (x[t] @ w.T if d == 0 else 0)
+                    h, tg = np.tanh(z[:, :hid]), sigmoid(z[:, hid:2 * hid])
+                    c = 1 - tg if carry == "coupled" else sigmoid(z[:, 2 * hid:])
+                    s = h * tg + s * c
+                outs.append(s)
+            outputs.append(np.stack(outs if direction == 0 else outs[::-1]))
+            finals.append(s)
+        x = np.concatenate(outputs, axis=-1)
     return x, np.stack(finals)
 
 
@@ -179,6 +186,59 @@ def test_gates_recorded_and_lesioned_per_micro_layer():
     with lesion(rhn, [3, 4, 5]):
         out, state = rhn(x)
     assert torch.equal(out, torch.zeros(5, 2, 4)) and torch.equal(state[1], torch.zeros(2, 4))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_bidirectional_matches_reference(fused):
+    torch.manual_seed(1)
+    rhn = RHN(4, 5, 2, num_layers=2, bidirectional=True, fused=fused).double()
+    assert [c.input_size for c in rhn.cells] == [4, 4, 10, 10]
+    x = np.random.default_rng(4).standard_normal((6, 3, 4))
+    s0 = np.random.default_rng(5).standard_normal((4, 3, 5))
+    out, state = rhn(torch.from_numpy(x), torch.from_numpy(s0))
+    assert out.shape == (6, 3, 10) and state.shape == (4, 3, 5)
+    ref_out, ref_state = reference_rhn(x, rhn, s0)
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(state.detach().numpy(), ref_state, rtol=1e-10, atol=1e-12)
+
+
+def test_bidirectional_padding_never_changes_a_shorter_sequence():
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, 2, num_layers=2, bidirectional=True, batch_first=True).double()
+    x = torch.randn(3, 6, 3, dtype=torch.float64)
+    lengths = torch.tensor([6, 2, 4])
+    noisy = x.clone()
+    for b, n in enumerate(lengths.tolist()):
+        noisy[b, n:] = 1e3  # the backward reading starts at each sequence's own last step, not at the padding
+    out, state = rhn(noisy, lengths=lengths)
+    for b, n in enumerate(lengths.tolist()):
+        alone, s = rhn(x[b:b + 1, :n])
+        torch.testing.assert_close(out[b, :n], alone[0])
+        assert torch.equal(out[b, n:], torch.zeros(6 - n, 8, dtype=torch.float64))
+        torch.testing.assert_close(state[:, b], s[:, 0])
+    packed_out, packed_state = rhn(pack_padded_sequence(noisy, lengths, batch_first=True, enforce_sorted=False))
+    torch.testing.assert_close(pad_packed_sequence(packed_out, batch_first=True)[0], out)
+    torch.testing.assert_close(packed_state, state)
+
+
+def test_bidirectional_gradcheck_with_lengths_and_dropout_masks():
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, 2, bidirectional=True, state_dropout=0.3).double()
+    x = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(2, 2, 4, dtype=torch.float64, requires_grad=True)
+
+    def run(a, b):
+        torch.manual_seed(7)  # the same dropout masks at every evaluation
+        return rhn(a, b, lengths=torch.tensor([4, 3]))
+    assert torch.autograd.gradcheck(run, (x, s0))
+
+
+def test_bidirectional_state_and_gates():
+    rhn = RHN(3, 4, 2, bidirectional=True)
+    assert [n for n, _ in gate_modules(rhn)] == [f"cells.{k}.gates.{d}" for k in range(2) for d in range(2)]
+    with pytest.raises(ValueError, match=r"\(2 \* num_layers, B, hidden_size\) = \(2, 5, 4\), got \(1, 5, 4\)"):
+        rhn(torch.randn(2, 5, 3), torch.zeros(1, 5, 4))
+    assert "bidirectional=True" in repr(rhn)
 
 
 @pytest.mark.parametrize("call, message", [

@@ -16,6 +16,14 @@ from .highway import init_gate_bias
 __all__ = ["RHN", "RHNCell", "variational_mask"]
 
 
+def _reversed(x: Tensor, reverse: Tensor | None) -> Tensor:
+    """``x`` ``(T, B, F)`` with each sequence's valid steps in reverse order (``reverse`` from
+    :meth:`RHN.forward`; None: every sequence is full length). Its own inverse."""
+    if reverse is None:
+        return x.flip(0)
+    return x.gather(0, reverse.unsqueeze(-1).expand_as(x))
+
+
 def variational_mask(x: Tensor, p: float, shape: tuple[int, ...]) -> Tensor | None:
     """A dropout mask of ``shape`` (scaled by ``1 / (1 - p)``), or None when ``p == 0``.
 
@@ -112,9 +120,10 @@ class RHNCell(nn.Module):
 class RHN(nn.Module):
     r"""A multi-layer Recurrent Highway Network with an ``nn.LSTM``-like API.
 
-    Each layer is an :class:`RHNCell` of recurrence depth ``depth``; layer ``l + 1`` reads layer
-    ``l``'s states as its input sequence. The input projection of a whole sequence is computed in
-    one matrix product before the recurrence.
+    Each layer is an :class:`RHNCell` of recurrence depth ``depth`` (two when bidirectional: one
+    reads the sequence forward, the other backward, and their states are concatenated); layer
+    ``l + 1`` reads layer ``l``'s states as its input sequence. The input projection of a whole
+    sequence is computed in one matrix product before the recurrence.
 
     Args:
         input_size: features of the input.
@@ -132,20 +141,24 @@ class RHN(nn.Module):
         fused: use :func:`highwaynet.kernels.rhn_recurrence` (hand-written backward, weight
             gradients in one product per micro-layer) where it applies: coupled carry, unpadded
             batches, gates not recorded or lesioned. Same values as the reference loop. Default: True.
+        bidirectional: add a second RHN per layer that reads each sequence backward, from its
+            last valid step (as ``nn.LSTM``'s). Default: False.
 
     Inputs: ``input, state``
         - **input**: ``(T, B, input_size)`` (or ``(B, T, input_size)`` when ``batch_first``), or a
           :class:`~torch.nn.utils.rnn.PackedSequence`.
-        - **state**: ``(num_layers, B, hidden_size)``, zeros when None.
+        - **state**: ``(D * num_layers, B, hidden_size)``, zeros when None, where ``D = 2`` if
+          ``bidirectional`` else 1 (layer by layer, the forward direction first, as ``nn.LSTM``).
         - **lengths** (keyword): ``(B,)`` valid lengths of a padded batch. Steps past a sequence's
           length leave its state unchanged and give zero outputs, so padding never changes a
           shorter sequence's result.
 
     Outputs: ``output, state``
-        - **output**: ``(T, B, hidden_size)`` (or batch first, or packed like the input): the last
-          layer's state at every step.
-        - **state**: ``(num_layers, B, hidden_size)``, each layer's state after each sequence's
-          last valid step. Passing it to the next call continues the sequence exactly.
+        - **output**: ``(T, B, D * hidden_size)`` (or batch first, or packed like the input): the
+          last layer's state at every step (bidirectional: ``[forward | backward]``).
+        - **state**: ``(D * num_layers, B, hidden_size)``, each layer's state after each sequence's
+          last valid step (the backward direction's: after its first step). Passing a
+          unidirectional RHN's state to the next call continues the sequence exactly.
 
     Example::
 
@@ -157,7 +170,8 @@ class RHN(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, depth: int, num_layers: int = 1, dropout: float = 0.0,
                  batch_first: bool = False, carry: str = "coupled", gate_bias: float = -2.0,
-                 input_dropout: float = 0.0, state_dropout: float = 0.0, fused: bool = True) -> None:
+                 input_dropout: float = 0.0, state_dropout: float = 0.0, fused: bool = True,
+                 bidirectional: bool = False) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be positive, got {num_layers}")
@@ -165,12 +179,15 @@ class RHN(nn.Module):
             if not 0 <= p < 1:
                 raise ValueError(f"{name} must be in [0, 1), got {p}")
         self.input_size, self.hidden_size, self.depth, self.num_layers = input_size, hidden_size, depth, num_layers
-        self.batch_first = batch_first
+        self.batch_first, self.bidirectional = batch_first, bidirectional
+        self.num_directions = 2 if bidirectional else 1
         self.fused = fused
         self.dropout, self.input_dropout, self.state_dropout = dropout, input_dropout, state_dropout
+        # cells[layer * num_directions + direction], the order of the state's rows (nn.LSTM's).
         self.cells = nn.ModuleList(
-            RHNCell(input_size if layer == 0 else hidden_size, hidden_size, depth, carry, gate_bias)
-            for layer in range(num_layers))
+            RHNCell(input_size if layer == 0 else self.num_directions * hidden_size, hidden_size, depth, carry,
+                    gate_bias)
+            for layer in range(num_layers) for _ in range(self.num_directions))
 
     def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:
@@ -183,41 +200,57 @@ class RHN(nn.Module):
             input = input.transpose(0, 1)
         x = self._check(input, state, lengths)
         steps, batch = x.shape[0], x.shape[1]
+        directions = self.num_directions
         if state is None:
-            state = x.new_zeros(self.num_layers, batch, self.hidden_size)
-        valid = None
+            state = x.new_zeros(directions * self.num_layers, batch, self.hidden_size)
+        valid = reverse = None
         if lengths is not None:
             lengths = torch.as_tensor(lengths, device=x.device)
+            time = torch.arange(steps, device=x.device)[:, None]
             # (T, B, 1): whether step t is inside sequence b.
-            valid = (torch.arange(steps, device=x.device)[:, None] < lengths[None, :]).unsqueeze(-1)
+            valid = (time < lengths[None, :]).unsqueeze(-1)
+            # (T, B): the step each sequence's backward reading takes at t (padding stays in place).
+            reverse = torch.where(valid[..., 0], lengths[None, :] - 1 - time, time)
 
         final = []
-        for layer, cell in enumerate(self.cells):
+        for layer in range(self.num_layers):
             p_in = self.input_dropout if layer == 0 else self.dropout
             if self.training and p_in:
                 x = x * variational_mask(x, p_in, (1, batch, x.shape[-1]))
-            state_mask = variational_mask(x, self.state_dropout, (batch, self.hidden_size)) \
-                if self.training else None
-            # Every time step's input projection in one product. The loop iterates with unbind, not
-            # x_proj[t]: indexing's backward would write a full-size zero gradient at every step.
-            x_proj = cell.input_proj(x)
-            if self._can_fuse(cell, valid):
-                x = rhn_recurrence(x_proj, state[layer], [p.weight for p in cell.hidden_proj],
-                                   [p.bias for p in cell.hidden_proj], state_mask)
-                final.append(x[-1])
-                continue
-            s, outputs = state[layer], []
-            for t, xp in enumerate(x_proj.unbind(0)):
-                s_new = cell.step(xp, s, state_mask)
-                s = s_new if valid is None else torch.where(valid[t], s_new, s)
-                outputs.append(s_new if valid is None else s_new * valid[t])
-            x = torch.stack(outputs)
-            final.append(s)
+            outputs = []
+            for direction in range(directions):
+                k = layer * directions + direction
+                if direction == 0:
+                    out, last = self._recur(self.cells[k], x, state[k], valid)
+                else:  # the same recurrence over each sequence read backward, then put back in order
+                    out, last = self._recur(self.cells[k], _reversed(x, reverse), state[k], valid)
+                    out = _reversed(out, reverse)
+                outputs.append(out)
+                final.append(last)
+            x = outputs[0] if directions == 1 else torch.cat(outputs, dim=-1)
         state = torch.stack(final)
 
         if packed:
             return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
         return (x.transpose(0, 1) if self.batch_first else x), state
+
+    def _recur(self, cell: RHNCell, x: Tensor, s: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor]:
+        """One layer, one direction: the states at every step ``(T, B, H)`` and after the last valid one."""
+        state_mask = variational_mask(x, self.state_dropout, (x.shape[1], self.hidden_size)) \
+            if self.training else None
+        # Every time step's input projection in one product. The loop iterates with unbind, not
+        # x_proj[t]: indexing's backward would write a full-size zero gradient at every step.
+        x_proj = cell.input_proj(x)
+        if self._can_fuse(cell, valid):
+            out = rhn_recurrence(x_proj, s, [p.weight for p in cell.hidden_proj],
+                                 [p.bias for p in cell.hidden_proj], state_mask)
+            return out, out[-1]
+        outputs = []
+        for t, xp in enumerate(x_proj.unbind(0)):
+            s_new = cell.step(xp, s, state_mask)
+            s = s_new if valid is None else torch.where(valid[t], s_new, s)
+            outputs.append(s_new if valid is None else s_new * valid[t])
+        return torch.stack(outputs), s
 
     def _can_fuse(self, cell: RHNCell, valid: Tensor | None) -> bool:
         return (self.fused and valid is None and cell.carry == "coupled" and cell.activation is torch.tanh
@@ -230,10 +263,10 @@ class RHN(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ValueError(f"RHN expects input of shape {layout} with input_size={self.input_size}, "
                              f"got {tuple(x.shape)}")
-        expected = (self.num_layers, x.shape[1], self.hidden_size)
+        expected = (self.num_directions * self.num_layers, x.shape[1], self.hidden_size)
         if state is not None and tuple(state.shape) != expected:
-            raise ValueError(f"RHN expects state of shape (num_layers, B, hidden_size) = {expected}, "
-                             f"got {tuple(state.shape)}")
+            what = "(2 * num_layers, B, hidden_size)" if self.bidirectional else "(num_layers, B, hidden_size)"
+            raise ValueError(f"RHN expects state of shape {what} = {expected}, got {tuple(state.shape)}")
         if lengths is not None and (len(lengths) != x.shape[1] or int(max(lengths)) > x.shape[0]):
             raise ValueError(f"lengths must give one length <= {x.shape[0]} per sequence "
                              f"({x.shape[1]}), got {list(map(int, lengths))}")
@@ -242,4 +275,4 @@ class RHN(nn.Module):
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, depth={self.depth}, num_layers={self.num_layers}, "
                 f"batch_first={self.batch_first}, dropout={self.dropout}, input_dropout={self.input_dropout}, "
-                f"state_dropout={self.state_dropout}")
+                f"state_dropout={self.state_dropout}" + (", bidirectional=True" if self.bidirectional else ""))
