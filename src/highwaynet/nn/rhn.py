@@ -180,14 +180,14 @@ class RHN(nn.Module):
                 raise ValueError(f"{name} must be in [0, 1), got {p}")
         self.input_size, self.hidden_size, self.depth, self.num_layers = input_size, hidden_size, depth, num_layers
         self.batch_first, self.bidirectional = batch_first, bidirectional
-        self.num_directions = 2 if bidirectional else 1
+        self.directions = 2 if bidirectional else 1
         self.fused = fused
         self.dropout, self.input_dropout, self.state_dropout = dropout, input_dropout, state_dropout
-        # cells[layer * num_directions + direction], the order of the state's rows (nn.LSTM's).
+        # cells[layer * directions + direction], the order of the state's rows (nn.LSTM's).
         self.cells = nn.ModuleList(
-            RHNCell(input_size if layer == 0 else self.num_directions * hidden_size, hidden_size, depth, carry,
+            RHNCell(input_size if layer == 0 else self.directions * hidden_size, hidden_size, depth, carry,
                     gate_bias)
-            for layer in range(num_layers) for _ in range(self.num_directions))
+            for layer in range(num_layers) for _ in range(self.directions))
 
     def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:
@@ -200,7 +200,7 @@ class RHN(nn.Module):
             input = input.transpose(0, 1)
         x = self._check(input, state, lengths)
         steps, batch = x.shape[0], x.shape[1]
-        directions = self.num_directions
+        directions = self.directions
         if state is None:
             state = x.new_zeros(directions * self.num_layers, batch, self.hidden_size)
         valid = reverse = None
@@ -263,7 +263,7 @@ class RHN(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ValueError(f"RHN expects input of shape {layout} with input_size={self.input_size}, "
                              f"got {tuple(x.shape)}")
-        expected = (self.num_directions * self.num_layers, x.shape[1], self.hidden_size)
+        expected = (self.directions * self.num_layers, x.shape[1], self.hidden_size)
         if state is not None and tuple(state.shape) != expected:
             what = "(2 * num_layers, B, hidden_size)" if self.bidirectional else "(num_layers, B, hidden_size)"
             raise ValueError(f"RHN expects state of shape {what} = {expected}, got {tuple(state.shape)}")
