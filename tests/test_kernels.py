@@ -277,14 +277,15 @@ def test_micro_step_backward_needs_one_destination():
 def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
     """The fused RHN on the Triton paths against the autograd loop: cuBLAS with the gate kernels
     (exact float32), and one kernel a micro-step (TF32 allowed: on a GPU the products round).
-    ``sum`` hands the layer an expanded output gradient (stride 0). Bidirectional: the backward
-    reading takes the same paths on the flipped sequence."""
+    ``sum`` hands the layer an expanded output gradient (stride 0); ``squares`` runs a padded batch.
+    Bidirectional: the backward reading takes the same paths on the reversed sequences."""
     recurrence = sys.modules["highwaynet.kernels.rhn_recurrence"]
     choose, paths = recurrence._path, []
     monkeypatch.setattr(recurrence, "_path", lambda *a: paths.append(choose(*a)) or paths[-1])
     torch.manual_seed(7)
     rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1, bidirectional=True).to(DEVICE)
     x = torch.randn(5, 5, 30, device=DEVICE, requires_grad=True)
+    lengths = torch.tensor([5, 2, 4, 5, 1], device=DEVICE) if loss == "squares" else None
     params = [x, *rhn.parameters()]
     results, allowed = [], torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -292,7 +293,7 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
         for fused in (True, False):
             rhn.fused = fused
             torch.manual_seed(8)
-            out, state = rhn(x)
+            out, state = rhn(x, lengths=lengths)
             total = (out.square().sum() if loss == "squares" else out.sum()) + state.sum()
             results.append((out, state, torch.autograd.grad(total, params)))
     finally:

@@ -261,30 +261,36 @@ def test_bad_arguments():
         RHN(3, 4, 2)([1, 2])
 
 
+@pytest.mark.parametrize("bidirectional,lengths", [(False, None), (False, [7, 0, 4]), (True, [2, 7, 5])],
+                         ids=["full", "padded", "bidirectional padded"])
 @pytest.mark.parametrize("state_dropout", [0.0, 0.3])
-def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout):
+def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout, bidirectional, lengths):
     # The path without Triton (kernels.rhn_eager); the one-kernel micro-steps
-    # are checked against the loop in tests/test_kernels.py.
+    # are checked against the loop in tests/test_kernels.py. Padded: the fused path runs over the
+    # padding and reads each final state at its sequence's last step (an empty one keeps s0).
     torch.manual_seed(0)
-    fused = RHN(4, 6, 3, num_layers=2, state_dropout=state_dropout, dropout=0.2).double()
-    loop = RHN(4, 6, 3, num_layers=2, state_dropout=state_dropout, dropout=0.2, fused=False).double()
+    kwargs = dict(num_layers=2, state_dropout=state_dropout, dropout=0.2, bidirectional=bidirectional)
+    fused = RHN(4, 6, 3, **kwargs).double()
+    loop = RHN(4, 6, 3, fused=False, **kwargs).double()
     loop.load_state_dict(fused.state_dict())
-    assert all(fused._can_fuse(c, None) for c in fused.cells) and not loop._can_fuse(loop.cells[0], None)
+    assert all(fused._can_fuse(c) for c in fused.cells) and not loop._can_fuse(loop.cells[0])
     x = torch.randn(7, 3, 4, dtype=torch.float64, requires_grad=True)
-    s0 = torch.randn(2, 3, 6, dtype=torch.float64)
+    s0 = torch.randn(len(fused.cells), 3, 6, dtype=torch.float64, requires_grad=True)
     results = []
     for rhn in (fused, loop):
         torch.manual_seed(5)  # the same dropout masks for both
-        out, state = rhn(x, s0)
-        (out.pow(2).sum() + state.sum()).backward()
-        results.append((out.detach(), state.detach(), x.grad.clone(), [p.grad.clone() for p in rhn.parameters()]))
-        x.grad = None
-    (o1, s1, gx1, gp1), (o2, s2, gx2, gp2) = results
+        out, state = rhn(x, s0, lengths=None if lengths is None else torch.tensor(lengths))
+        (out.pow(2).sum() + state.pow(2).sum()).backward()
+        results.append((out.detach(), state.detach(), x.grad.clone(), s0.grad.clone(),
+                        [p.grad.clone() for p in rhn.parameters()]))
+        x.grad = s0.grad = None
+    (o1, s1, *g1), (o2, s2, *g2) = results
     torch.testing.assert_close(o1, o2, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(s1, s2, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(gx1, gx2, rtol=1e-10, atol=1e-12)
-    for a, b in zip(gp1, gp2, strict=True):
+    for a, b in zip([*g1[:2], *g1[2]], [*g2[:2], *g2[2]], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    if lengths is not None and 0 in lengths:
+        assert torch.equal(s1[:, lengths.index(0)], s0[:, lengths.index(0)].detach())
 
 
 def test_fused_recurrence_gradcheck():
@@ -304,7 +310,7 @@ def test_fused_output_is_a_contiguous_tensor_of_its_own():
     # nn.LSTM returns a contiguous output; the fused path must too (its states are kept for backward).
     rhn = RHN(4, 6, depth=3)
     out, _ = rhn(torch.randn(5, 2, 4))
-    assert rhn._can_fuse(rhn.cells[0], None) and out.is_contiguous()
+    assert rhn._can_fuse(rhn.cells[0]) and out.is_contiguous()
     out.view(-1, 6).mul_(2)  # an in-place change of the output must not touch what backward saved
     out.sum().backward()
 
@@ -317,7 +323,7 @@ def test_fused_recurrence_in_float32_and_under_bfloat16_autocast(amp):
     fused = RHN(16, 32, 3, num_layers=2)
     loop = RHN(16, 32, 3, num_layers=2, fused=False)
     loop.load_state_dict(fused.state_dict())
-    assert all(fused._can_fuse(c, None) for c in fused.cells)  # so that the comparison is not loop against loop
+    assert all(fused._can_fuse(c) for c in fused.cells)  # so that the comparison is not loop against loop
     x = torch.randn(9, 5, 16, requires_grad=True)
     results = []
     for rhn in (fused, loop):

@@ -15,8 +15,10 @@ path does not apply). The values and gradients are the same (tested in float64);
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
   ``T`` small products accumulated one by one.
 
-It applies to the coupled carry with ``tanh`` transforms, unpadded batches, and gates that nobody
-records or lesions; ``RHN`` checks this and falls back to the reference otherwise.
+It applies to the coupled carry with ``tanh`` transforms and gates that nobody records or lesions;
+``RHN`` checks this and falls back to the reference otherwise. It knows no lengths: for a padded
+batch ``RHN`` runs it over the padding (which never reaches a sequence's earlier steps), then
+zeroes those outputs and reads each final state at its sequence's last step.
 """
 
 from __future__ import annotations

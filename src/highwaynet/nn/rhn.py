@@ -139,8 +139,9 @@ class RHN(nn.Module):
         state_dropout: variational dropout on the states where they enter the recurrent
             products, per layer (the paper's scheme). Default: 0.
         fused: use :func:`highwaynet.kernels.rhn_recurrence` (hand-written backward, weight
-            gradients in one product per micro-layer) where it applies: coupled carry, unpadded
-            batches, gates not recorded or lesioned. Same values as the reference loop. Default: True.
+            gradients in one product per micro-layer) where it applies: coupled carry, gates not
+            recorded or lesioned (padded batches and packed sequences too). Same values as the
+            reference loop. Default: True.
         bidirectional: add a second RHN per layer that reads each sequence backward, from its
             last valid step (as ``nn.LSTM``'s). Default: False.
 
@@ -221,9 +222,9 @@ class RHN(nn.Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 if direction == 0:
-                    out, last = self._recur(self.cells[k], x, state[k], valid)
+                    out, last = self._recur(self.cells[k], x, state[k], lengths, valid)
                 else:  # the same recurrence over each sequence read backward, then put back in order
-                    out, last = self._recur(self.cells[k], _reversed(x, reverse), state[k], valid)
+                    out, last = self._recur(self.cells[k], _reversed(x, reverse), state[k], lengths, valid)
                     out = _reversed(out, reverse)
                 outputs.append(out)
                 final.append(last)
@@ -234,17 +235,25 @@ class RHN(nn.Module):
             return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
         return (x.transpose(0, 1) if self.batch_first else x), state
 
-    def _recur(self, cell: RHNCell, x: Tensor, s: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor]:
-        """One layer, one direction: the states at every step ``(T, B, H)`` and after the last valid one."""
+    def _recur(self, cell: RHNCell, x: Tensor, s: Tensor, lengths: Tensor | None,
+               valid: Tensor | None) -> tuple[Tensor, Tensor]:
+        """One layer, one direction: the states at every step ``(T, B, H)`` (zero past each sequence's
+        length) and the state after each sequence's last valid step."""
         state_mask = variational_mask(x, self.state_dropout, (x.shape[1], self.hidden_size)) \
             if self.training else None
         # Every time step's input projection in one product. The loop iterates with unbind, not
         # x_proj[t]: indexing's backward would write a full-size zero gradient at every step.
         x_proj = cell.input_proj(x)
-        if self._can_fuse(cell, valid):
+        if self._can_fuse(cell):
             out = rhn_recurrence(x_proj, s, [p.weight for p in cell.hidden_proj],
                                  [p.bias for p in cell.hidden_proj], state_mask)
-            return out, out[-1]
+            if valid is None:
+                return out, out[-1]
+            # The steps past a sequence's length never reach its earlier ones: the recurrence runs over
+            # them too, then their outputs are zeroed and each final state is read at its last valid step
+            # (the initial one for an empty sequence), as the loop below holds it.
+            last = (lengths - 1).clamp(min=0).view(1, -1, 1).expand(1, *out.shape[1:])
+            return out * valid, torch.where(valid[0], out.gather(0, last)[0], s)
         outputs = []
         for t, xp in enumerate(x_proj.unbind(0)):
             s_new = cell.step(xp, s, state_mask)
@@ -252,8 +261,8 @@ class RHN(nn.Module):
             outputs.append(s_new if valid is None else s_new * valid[t])
         return torch.stack(outputs), s
 
-    def _can_fuse(self, cell: RHNCell, valid: Tensor | None) -> bool:
-        return (self.fused and valid is None and cell.carry == "coupled" and cell.activation is torch.tanh
+    def _can_fuse(self, cell: RHNCell) -> bool:
+        return (self.fused and cell.carry == "coupled" and cell.activation is torch.tanh
                 and all(g.is_plain for g in cell.gates))
 
     def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> Tensor:
