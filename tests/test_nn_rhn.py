@@ -154,10 +154,21 @@ def test_padding_never_changes_a_shorter_sequence():
         torch.testing.assert_close(out[:n, b], alone[:, 0])
         assert torch.equal(out[n:, b], torch.zeros(6 - n, 5, dtype=torch.float64))
         torch.testing.assert_close(state[:, b], s[:, 0])
-    # Garbage in the padding changes nothing.
-    noisy = x.clone()
-    noisy[2:, 1] = 1e3
-    torch.testing.assert_close(rhn(noisy, lengths=lengths)[0], out)
+    # Garbage in the padding changes nothing, NaN included, on either path, gradients too.
+    noisy = x.clone().requires_grad_()
+    with torch.no_grad():
+        noisy[2:, 1] = 1e3
+        noisy[4:, 2] = float("nan")
+    for fused in (True, False):
+        rhn.fused = fused
+        noisy_out, noisy_state = rhn(noisy, lengths=lengths)
+        torch.testing.assert_close(noisy_out, out)
+        torch.testing.assert_close(noisy_state, state)
+        (noisy_out.sum() + noisy_state.sum()).backward()
+        assert all(torch.isfinite(p.grad).all() for p in [noisy, *rhn.parameters()])
+        assert torch.equal(noisy.grad[2:, 1], torch.zeros(4, 3, dtype=torch.float64))
+        noisy.grad = None
+        rhn.zero_grad()
 
 
 def test_packed_sequence():

@@ -151,8 +151,8 @@ class RHN(nn.Module):
         - **state**: ``(D * num_layers, B, hidden_size)``, zeros when None, where ``D = 2`` if
           ``bidirectional`` else 1 (layer by layer, the forward direction first, as ``nn.LSTM``).
         - **lengths** (keyword): ``(B,)`` valid lengths of a padded batch. Steps past a sequence's
-          length leave its state unchanged and give zero outputs, so padding never changes a
-          shorter sequence's result.
+          length leave its state unchanged and give zero outputs, so padding (of any value) never
+          changes a shorter sequence's result.
 
     Outputs: ``output, state``
         - **output**: ``(T, B, D * hidden_size)`` (or batch first, or packed like the input): the
@@ -212,6 +212,9 @@ class RHN(nn.Module):
             valid = (time < lengths[None, :]).unsqueeze(-1)
             # (T, B): the step each sequence's backward reading takes at t (padding stays in place).
             reverse = torch.where(valid[..., 0], lengths[None, :] - 1 - time, time)
+            # Padding of any value, NaN included, becomes zeros: the recurrence runs over it, and
+            # masking a non-finite step afterwards (times 0) would leave NaN in outputs and gradients.
+            x = torch.where(valid, x, 0.0)
 
         final = []
         for layer in range(self.num_layers):
