@@ -54,6 +54,15 @@ def test_padding_never_changes_a_sentence():
         torch.testing.assert_close(out[b, :n], alone[0])
         assert torch.equal(out[b, n:], torch.zeros(8 - n, 6, dtype=torch.float64))
         torch.testing.assert_close(h[:, b], h_alone[:, 0])
+    # Padding of any value, NaN included, changes nothing, gradients too.
+    noisy = x.clone()
+    noisy[1, 3:], noisy[2, 5:] = 1e3, float("nan")
+    noisy.requires_grad_()
+    noisy_out, (noisy_h, _) = stack(noisy, lengths=lengths)
+    torch.testing.assert_close(noisy_out, out)
+    torch.testing.assert_close(noisy_h, h)
+    (noisy_out.sum() + noisy_h.sum()).backward()
+    assert all(torch.isfinite(p.grad).all() for p in [noisy, *stack.parameters()])
 
 
 def test_packed_sequence_round_trip():

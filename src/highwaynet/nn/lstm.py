@@ -65,8 +65,11 @@ class HighwayLSTMBlock(nn.Module):
         h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
         if not self.highway:
             return h, state
-        y = self.gate(self.dropout(h), self.transform(x), self.resize(x))
         mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
+        # The gate reads every step of x: padding of any value, NaN included, becomes zeros first
+        # (masking a non-finite result afterwards, times 0, would leave NaN in outputs and gradients).
+        x = torch.where(mask, x, 0.0)
+        y = self.gate(self.dropout(h), self.transform(x), self.resize(x))
         return y * mask, state
 
 
