@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -27,6 +28,8 @@ class _HighwayConvNd(nn.Module):
         carry: str = "coupled",
         dropout: float = 0.0,
         dilation: int = 1,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if channels < 1:
@@ -49,7 +52,8 @@ class _HighwayConvNd(nn.Module):
             padding: int | tuple[int, ...] = 0
         else:
             padding = tuple(t // 2 for t in total)
-        self.conv = self._conv(channels, parts * channels, ks, padding=padding, dilation=dilation)
+        self.conv = self._conv(channels, parts * channels, ks, padding=padding, dilation=dilation, device=device,
+                               dtype=dtype)
         self.gate = TransformGate(carry)
         self.reset_parameters()
 
@@ -109,6 +113,7 @@ class HighwayConv2d(_HighwayConvNd):
         carry: ``"coupled"`` or ``"independent"``. Default: ``"coupled"``.
         dropout: dropout on ``f(z_H)``. Default: 0.
         dilation: the convolution's dilation. Default: 1.
+        device, dtype: where and in what type the parameters are made, as for ``nn.Conv2d``.
 
     Shape:
         - Input: ``(N, C, H, W)`` or ``(C, H, W)``

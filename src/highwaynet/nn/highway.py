@@ -60,6 +60,7 @@ class Highway(nn.Module):
             lesioned, not under ``torch.compile`` (which fuses the reference itself). Same values
             as the unfused layers. On the CPU the unfused path is the faster and always runs.
             Default: True.
+        device, dtype: where and in what type the parameters are made, as for ``nn.Linear``.
 
     Shape:
         - Input: ``(*, dim)``
@@ -88,6 +89,8 @@ class Highway(nn.Module):
         carry: str = "coupled",
         dropout: float = 0.0,
         fused: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if dim < 1 or num_layers < 1:
@@ -101,7 +104,7 @@ class Highway(nn.Module):
         self._code = activation_code(self.activation)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         parts = 2 if carry == "coupled" else 3
-        self.layers = nn.ModuleList(nn.Linear(dim, parts * dim) for _ in range(num_layers))
+        self.layers = nn.ModuleList(nn.Linear(dim, parts * dim, device=device, dtype=dtype) for _ in range(num_layers))
         self.gates = nn.ModuleList(TransformGate(carry) for _ in range(num_layers))
         self.reset_parameters()
 

@@ -36,6 +36,7 @@ class HighwayLSTMBlock(nn.Module):
         gate_bias: initial bias of ``T``. Default: -2.0.
         highway: False gives a plain (Bi)LSTM layer (``y = H``), for comparisons. Default: True.
         dropout: dropout on ``H`` before the gate (the carried input is never dropped). Default: 0.
+        device, dtype: where and in what type the parameters are made, as for ``nn.LSTM``.
 
     Attributes:
         lstm: the ``nn.LSTM`` (one layer, batch first).
@@ -45,17 +46,19 @@ class HighwayLSTMBlock(nn.Module):
     """
 
     def __init__(self, input_size: int, hidden_size: int, bidirectional: bool = True, resize: str = "projection",
-                 gate_bias: float = -2.0, highway: bool = True, dropout: float = 0.0) -> None:
+                 gate_bias: float = -2.0, highway: bool = True, dropout: float = 0.0,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.output_size = hidden_size * (2 if bidirectional else 1)
         self.highway = highway
-        self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional)
+        factory = {"device": device, "dtype": dtype}
+        self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional, **factory)
         if highway:
-            self.transform = nn.Linear(input_size, self.output_size)
+            self.transform = nn.Linear(input_size, self.output_size, **factory)
             nn.init.constant_(self.transform.bias, gate_bias)
-            self.resize = make_resize(resize, input_size, self.output_size)
+            self.resize = make_resize(resize, input_size, self.output_size, **factory)
             self.gate = TransformGate()
 
     def forward(self, x: Tensor, lengths: Tensor, state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
@@ -91,6 +94,7 @@ class HighwayLSTM(nn.Module):
             stack's width. Default: ``"projection"``.
         gate_bias: initial transform-gate bias. Default: -2.0.
         highway: False gives a plain (Bi)LSTM stack of the same depth and width. Default: True.
+        device, dtype: where and in what type the parameters are made, as for ``nn.LSTM``.
 
     Inputs: ``input, state`` (and keyword ``lengths``)
         - **input**: ``(T, B, input_size)`` (or batch first), or a ``PackedSequence``.
@@ -110,7 +114,8 @@ class HighwayLSTM(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, resize: str = "projection",
-                 gate_bias: float = -2.0, highway: bool = True) -> None:
+                 gate_bias: float = -2.0, highway: bool = True, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be positive, got {num_layers}")
@@ -120,7 +125,7 @@ class HighwayLSTM(nn.Module):
         width = hidden_size * self.directions
         self.blocks = nn.ModuleList(
             HighwayLSTMBlock(input_size if i == 0 else width, hidden_size, bidirectional, resize, gate_bias, highway,
-                             dropout if highway and i < num_layers - 1 else 0.0)
+                             dropout if highway and i < num_layers - 1 else 0.0, device=device, dtype=dtype)
             for i in range(num_layers))
         self.dropout = nn.Dropout(dropout) if dropout > 0 and not highway else nn.Identity()
 

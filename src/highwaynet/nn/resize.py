@@ -7,6 +7,7 @@ brought to the new width first, by one of these modules.
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -16,8 +17,9 @@ __all__ = ["Projection", "ZeroPad", "make_resize"]
 class Projection(nn.Linear):
     r"""A learned change of width, ``y = x W^T`` (no bias by default): ``(*, in_features) -> (*, out_features)``."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
-        super().__init__(in_features, out_features, bias=bias)
+    def __init__(self, in_features: int, out_features: int, bias: bool = False,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
 
 
 class ZeroPad(nn.Module):
@@ -48,13 +50,14 @@ class ZeroPad(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
 
-def make_resize(kind: str, in_features: int, out_features: int) -> nn.Module:
+def make_resize(kind: str, in_features: int, out_features: int, device: torch.device | str | None = None,
+                dtype: torch.dtype | None = None) -> nn.Module:
     """The module that brings ``in_features`` to ``out_features``: identity when they are equal,
-    else ``kind`` = ``"projection"`` or ``"zeropad"``."""
+    else ``kind`` = ``"projection"`` (its weight made on ``device`` in ``dtype``) or ``"zeropad"``."""
     if in_features == out_features:
         return nn.Identity()
     if kind == "projection":
-        return Projection(in_features, out_features)
+        return Projection(in_features, out_features, device=device, dtype=dtype)
     if kind == "zeropad":
         return ZeroPad(in_features, out_features)
     raise ValueError(f"unknown resize {kind!r}; expected 'projection' or 'zeropad'")

@@ -54,6 +54,7 @@ class RHNCell(nn.Module):
         carry: ``"coupled"`` or ``"independent"``. Default: ``"coupled"``.
         gate_bias: initial transform-gate bias of every micro-layer. Default: -2.0.
         activation: the transform's nonlinearity. Default: ``"tanh"``.
+        device, dtype: where and in what type the parameters are made, as for ``nn.Linear``.
 
     Attributes:
         input_proj: ``nn.Linear(input_size, 2 * hidden_size, bias=False)``, output ``[H | T]``.
@@ -66,7 +67,8 @@ class RHNCell(nn.Module):
     """
 
     def __init__(self, input_size: int, hidden_size: int, depth: int, carry: str = "coupled",
-                 gate_bias: float = -2.0, activation: str | Callable[[Tensor], Tensor] = "tanh") -> None:
+                 gate_bias: float = -2.0, activation: str | Callable[[Tensor], Tensor] = "tanh",
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         if min(input_size, hidden_size, depth) < 1:
             raise ValueError(f"input_size, hidden_size and depth must be positive, got "
@@ -76,8 +78,10 @@ class RHNCell(nn.Module):
         self.gate_bias = gate_bias
         self.activation = get_activation(activation)
         self.parts = 2 if carry == "coupled" else 3
-        self.input_proj = nn.Linear(input_size, self.parts * hidden_size, bias=False)
-        self.hidden_proj = nn.ModuleList(nn.Linear(hidden_size, self.parts * hidden_size) for _ in range(depth))
+        factory = {"device": device, "dtype": dtype}
+        self.input_proj = nn.Linear(input_size, self.parts * hidden_size, bias=False, **factory)
+        self.hidden_proj = nn.ModuleList(nn.Linear(hidden_size, self.parts * hidden_size, **factory)
+                                         for _ in range(depth))
         self.gates = nn.ModuleList(TransformGate(carry) for _ in range(depth))
         self.reset_parameters()
 
@@ -144,6 +148,7 @@ class RHN(nn.Module):
             reference loop. Default: True.
         bidirectional: add a second RHN per layer that reads each sequence backward, from its
             last valid step (as ``nn.LSTM``'s). Default: False.
+        device, dtype: where and in what type the parameters are made, as for ``nn.LSTM``.
 
     Inputs: ``input, state``
         - **input**: ``(T, B, input_size)`` (or ``(B, T, input_size)`` when ``batch_first``), or a
@@ -172,7 +177,8 @@ class RHN(nn.Module):
     def __init__(self, input_size: int, hidden_size: int, depth: int, num_layers: int = 1, dropout: float = 0.0,
                  batch_first: bool = False, carry: str = "coupled", gate_bias: float = -2.0,
                  input_dropout: float = 0.0, state_dropout: float = 0.0, fused: bool = True,
-                 bidirectional: bool = False) -> None:
+                 bidirectional: bool = False, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be positive, got {num_layers}")
@@ -187,7 +193,7 @@ class RHN(nn.Module):
         # cells[layer * directions + direction], the order of the state's rows (nn.LSTM's).
         self.cells = nn.ModuleList(
             RHNCell(input_size if layer == 0 else self.directions * hidden_size, hidden_size, depth, carry,
-                    gate_bias)
+                    gate_bias, device=device, dtype=dtype)
             for layer in range(num_layers) for _ in range(self.directions))
 
     def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,

@@ -1,0 +1,52 @@
+"""Every layer takes ``device=`` and ``dtype=`` for its parameters, as ``torch.nn``'s layers do."""
+
+import pytest
+import torch
+
+from highwaynet.nn import RHN, Highway, HighwayConv1d, HighwayConv2d, HighwayLSTM, Projection, make_resize
+
+# name -> (constructor taking the factory keywords, an input shape, the gate biases' tensors)
+LAYERS = {
+    "Highway": (lambda **k: Highway(8, 2, gate_bias=-3.0, **k), (4, 8),
+                lambda m: [p.bias[8:] for p in m.layers]),
+    "HighwayConv1d": (lambda **k: HighwayConv1d(4, 2, gate_bias=-3.0, **k), (2, 4, 7),
+                      lambda m: [m.conv.bias[4:]]),
+    "HighwayConv2d": (lambda **k: HighwayConv2d(4, 3, gate_bias=-3.0, **k), (2, 4, 5, 5),
+                      lambda m: [m.conv.bias[4:]]),
+    "HighwayLSTM": (lambda **k: HighwayLSTM(5, 3, 2, gate_bias=-3.0, **k), (6, 2, 5),
+                    lambda m: [b.transform.bias for b in m.blocks]),
+    "RHN": (lambda **k: RHN(5, 6, 2, bidirectional=True, gate_bias=-3.0, **k), (6, 2, 5),
+            lambda m: [p.bias[6:] for c in m.cells for p in c.hidden_proj]),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_parameters_made_in_the_dtype_asked_with_gate_biases_set(name):
+    make, shape, gate_biases = LAYERS[name]
+    layer = make(dtype=torch.float64)
+    assert {p.dtype for p in layer.parameters()} == {torch.float64}
+    for bias in gate_biases(layer):
+        assert torch.equal(bias, torch.full_like(bias, -3.0))
+    out = layer(torch.randn(*shape, dtype=torch.float64))
+    assert (out[0] if isinstance(out, tuple) else out).dtype == torch.float64
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_parameters_made_on_the_meta_device(name):
+    layer = LAYERS[name][0](device="meta")
+    assert {p.device.type for p in layer.parameters()} == {"meta"}
+
+
+def test_projection_and_resize_take_the_factory_keywords():
+    assert Projection(3, 4, dtype=torch.float64).weight.dtype == torch.float64
+    assert make_resize("projection", 3, 4, device="meta").weight.is_meta
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_parameters_made_on_the_gpu(name):
+    make, shape, _ = LAYERS[name]
+    layer = make(device="cuda")
+    assert {p.device.type for p in layer.parameters()} == {"cuda"}
+    out = layer(torch.randn(*shape, device="cuda"))
+    assert (out[0] if isinstance(out, tuple) else out).is_cuda
