@@ -37,6 +37,21 @@ def test_parameters_made_on_the_meta_device(name):
     assert {p.device.type for p in layer.parameters()} == {"meta"}
 
 
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_made_on_the_meta_device_then_materialised_by_reset_parameters(name):
+    make, shape, gate_biases = LAYERS[name]
+    layer = make(device="meta").to_empty(device="cpu")
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.fill_(float("nan"))  # so that a parameter reset_parameters misses shows
+    layer.reset_parameters()
+    assert all(torch.isfinite(p).all() for p in layer.parameters())
+    for bias in gate_biases(layer):
+        assert torch.equal(bias, torch.full_like(bias, -3.0))
+    out = layer(torch.randn(*shape))
+    assert torch.isfinite(out[0] if isinstance(out, tuple) else out).all()
+
+
 def test_projection_and_resize_take_the_factory_keywords():
     assert Projection(3, 4, dtype=torch.float64).weight.dtype == torch.float64
     assert make_resize("projection", 3, 4, device="meta").weight.is_meta

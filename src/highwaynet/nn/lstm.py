@@ -53,6 +53,7 @@ class HighwayLSTMBlock(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.output_size = hidden_size * (2 if bidirectional else 1)
         self.highway = highway
+        self.gate_bias = gate_bias
         factory = {"device": device, "dtype": dtype}
         self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional, **factory)
         if highway:
@@ -60,6 +61,16 @@ class HighwayLSTMBlock(nn.Module):
             nn.init.constant_(self.transform.bias, gate_bias)
             self.resize = make_resize(resize, input_size, self.output_size, **factory)
             self.gate = TransformGate()
+
+    def reset_parameters(self) -> None:
+        """The LSTM's and the projections' own initialisation; the gate's bias at ``gate_bias`` (what
+        construction does, for a block made on the meta device and then ``to_empty``)."""
+        self.lstm.reset_parameters()
+        if self.highway:
+            self.transform.reset_parameters()
+            nn.init.constant_(self.transform.bias, self.gate_bias)
+            if isinstance(self.resize, nn.Linear):
+                self.resize.reset_parameters()
 
     def forward(self, x: Tensor, lengths: Tensor, state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
         """``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` -> ``(B, T, out)`` (zero past each length), state."""
@@ -128,6 +139,10 @@ class HighwayLSTM(nn.Module):
                              dropout if highway and i < num_layers - 1 else 0.0, device=device, dtype=dtype)
             for i in range(num_layers))
         self.dropout = nn.Dropout(dropout) if dropout > 0 and not highway else nn.Identity()
+
+    def reset_parameters(self) -> None:
+        for block in self.blocks:
+            block.reset_parameters()
 
     def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:

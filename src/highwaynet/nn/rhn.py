@@ -196,6 +196,10 @@ class RHN(nn.Module):
                     gate_bias, device=device, dtype=dtype)
             for layer in range(num_layers) for _ in range(self.directions))
 
+    def reset_parameters(self) -> None:
+        for cell in self.cells:
+            cell.reset_parameters()
+
     def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:
         packed = isinstance(input, PackedSequence)
