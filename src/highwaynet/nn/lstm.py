@@ -58,6 +58,8 @@ class HighwayLSTMBlock(nn.Module):
         self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional, **factory)
         if highway:
             self.transform = nn.Linear(input_size, self.output_size, **factory)
+            # Only the bias here, not reset_parameters(): drawing the weights again would change
+            # the initial weights every seed has given so far.
             nn.init.constant_(self.transform.bias, gate_bias)
             self.resize = make_resize(resize, input_size, self.output_size, **factory)
             self.gate = TransformGate()
