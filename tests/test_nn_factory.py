@@ -20,6 +20,10 @@ LAYERS = {
 }
 
 
+def _output(y):
+    return y[0] if isinstance(y, tuple) else y  # the recurrent layers return (output, state)
+
+
 @pytest.mark.parametrize("name", list(LAYERS))
 def test_parameters_made_in_the_dtype_asked_with_gate_biases_set(name):
     make, shape, gate_biases = LAYERS[name]
@@ -28,7 +32,7 @@ def test_parameters_made_in_the_dtype_asked_with_gate_biases_set(name):
     for bias in gate_biases(layer):
         assert torch.equal(bias, torch.full_like(bias, -3.0))
     out = layer(torch.randn(*shape, dtype=torch.float64))
-    assert (out[0] if isinstance(out, tuple) else out).dtype == torch.float64
+    assert _output(out).dtype == torch.float64
 
 
 @pytest.mark.parametrize("name", list(LAYERS))
@@ -49,7 +53,7 @@ def test_made_on_the_meta_device_then_materialised_by_reset_parameters(name):
     for bias in gate_biases(layer):
         assert torch.equal(bias, torch.full_like(bias, -3.0))
     out = layer(torch.randn(*shape))
-    assert torch.isfinite(out[0] if isinstance(out, tuple) else out).all()
+    assert torch.isfinite(_output(out)).all()
 
 
 def test_projection_and_resize_take_the_factory_keywords():
@@ -64,4 +68,4 @@ def test_parameters_made_on_the_gpu(name):
     layer = make(device="cuda")
     assert {p.device.type for p in layer.parameters()} == {"cuda"}
     out = layer(torch.randn(*shape, device="cuda"))
-    assert (out[0] if isinstance(out, tuple) else out).is_cuda
+    assert _output(out).is_cuda

@@ -214,7 +214,7 @@ class RHN(nn.Module):
         directions = self.directions
         if state is None:
             state = x.new_zeros(directions * self.num_layers, batch, self.hidden_size)
-        valid = reverse = None
+        valid = reverse = last_step = None
         if lengths is not None:
             lengths = torch.as_tensor(lengths, device=x.device)
             time = torch.arange(steps, device=x.device)[:, None]
@@ -222,6 +222,7 @@ class RHN(nn.Module):
             valid = (time < lengths[None, :]).unsqueeze(-1)
             # (T, B): the step each sequence's backward reading takes at t (padding stays in place).
             reverse = torch.where(valid[..., 0], lengths[None, :] - 1 - time, time)
+            last_step = (lengths - 1).clamp(min=0).view(1, -1, 1)  # (0 for an empty sequence)
             # Padding of any value, NaN included, becomes zeros: the recurrence runs over it, and
             # masking a non-finite step afterwards (times 0) would leave NaN in outputs and gradients.
             x = torch.where(valid, x, 0.0)
@@ -235,9 +236,9 @@ class RHN(nn.Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 if direction == 0:
-                    out, last = self._recur(self.cells[k], x, state[k], lengths, valid)
+                    out, last = self._recur(self.cells[k], x, state[k], valid, last_step)
                 else:  # the same recurrence over each sequence read backward, then put back in order
-                    out, last = self._recur(self.cells[k], _reversed(x, reverse), state[k], lengths, valid)
+                    out, last = self._recur(self.cells[k], _reversed(x, reverse), state[k], valid, last_step)
                     out = _reversed(out, reverse)
                 outputs.append(out)
                 final.append(last)
@@ -248,8 +249,8 @@ class RHN(nn.Module):
             return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
         return (x.transpose(0, 1) if self.batch_first else x), state
 
-    def _recur(self, cell: RHNCell, x: Tensor, s: Tensor, lengths: Tensor | None,
-               valid: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _recur(self, cell: RHNCell, x: Tensor, s: Tensor, valid: Tensor | None,
+               last_step: Tensor | None) -> tuple[Tensor, Tensor]:
         """One layer, one direction: the states at every step ``(T, B, H)`` (zero past each sequence's
         length) and the state after each sequence's last valid step."""
         state_mask = variational_mask(x, self.state_dropout, (x.shape[1], self.hidden_size)) \
@@ -265,8 +266,7 @@ class RHN(nn.Module):
             # The steps past a sequence's length never reach its earlier ones: the recurrence runs over
             # them too, then their outputs are zeroed and each final state is read at its last valid step
             # (the initial one for an empty sequence), as the loop below holds it.
-            last = (lengths - 1).clamp(min=0).view(1, -1, 1).expand(1, *out.shape[1:])
-            return out * valid, torch.where(valid[0], out.gather(0, last)[0], s)
+            return out * valid, torch.where(valid[0], out.gather(0, last_step.expand(1, *out.shape[1:]))[0], s)
         outputs = []
         for t, xp in enumerate(x_proj.unbind(0)):
             s_new = cell.step(xp, s, state_mask)
