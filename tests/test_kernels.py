@@ -307,6 +307,27 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
         assert _relative_error(a, b) < 10 * tol
 
 
+@pytest.mark.parametrize("masked", [False, True], ids=["no mask", "mask"])
+@pytest.mark.parametrize("path", ["eager", *(pytest.param(p, marks=[pytest.mark.triton, _needs_triton])
+                                            for p in ("gate kernel", "one kernel"))])
+def test_rhn_recurrence_operators_pass_opcheck(path, masked):
+    """The fused RHN's two custom operators under ``torch.library.opcheck``: their fake versions
+    (what torch.compile and torch.export trace) give the real outputs' shapes, strides and dtypes,
+    no output aliases an input or another output, and they run the same traced (odd sizes)."""
+    torch.manual_seed(0)
+    steps, batch, hidden, depth = 3, 5, 7, 2
+    x_proj = torch.randn(steps, batch, 2 * hidden, device=DEVICE)
+    s0 = torch.randn(batch, hidden, device=DEVICE)
+    mask = torch.rand(batch, hidden, device=DEVICE) if masked else None
+    weights = [torch.randn(2 * hidden, hidden, device=DEVICE) / 3 for _ in range(depth)]
+    biases = [torch.randn(2 * hidden, device=DEVICE) for _ in range(depth)]
+    forward, backward = torch.ops.highwaynet.rhn_recurrence_forward, torch.ops.highwaynet.rhn_recurrence_backward
+    args = (path, x_proj, s0, mask, weights, biases)
+    torch.library.opcheck(forward, args)
+    out, saved_a, saved_b = forward(*args)
+    torch.library.opcheck(backward, (path, torch.randn_like(out), saved_a, saved_b, mask, weights))
+
+
 @triton_kernels
 def test_highway_is_unfused_when_observed():
     net = Highway(8, 2).to(DEVICE)

@@ -27,6 +27,7 @@ not their arithmetic. This path keeps both low:
 
 Values and gradients are those of the autograd loop over :meth:`highwaynet.nn.RHNCell.step`
 (tested in float64). Under autocast the weights are cast to the input projection's dtype.
+:mod:`.rhn_recurrence` makes the pair one autograd function (and two custom operators).
 """
 
 from __future__ import annotations
@@ -34,73 +35,78 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["RHNRecurrenceEager"]
+__all__ = ["backward", "forward"]
 
 
-class RHNRecurrenceEager(torch.autograd.Function):
-    """``apply(x_proj, s0, mask, *weights, *biases)``: see :func:`highwaynet.kernels.rhn_recurrence`."""
+def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tensor],
+            biases: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """All states ``(T, B, H)``, and for :func:`backward` the pre-activations ``z`` turned into
+    ``[h | t]`` ``(D, T, B, 2H)`` and the micro-steps' input states ``(D, T + 1, B, H)``."""
+    depth = len(weights)
+    steps, batch, width = x_proj.shape
+    hidden, dtype = width // 2, x_proj.dtype
+    weights_t = [w.to(dtype).t() for w in weights]
+    mask = None if mask is None else mask.to(dtype)
+    z = x_proj.new_empty(depth, steps, batch, width)
+    torch.add(x_proj, biases[0].to(dtype), out=z[0])
+    for d in range(1, depth):
+        z[d].copy_(biases[d])
+    # inputs[d, t] is micro-step (t, d)'s input state; inputs[0, steps] is the last state, and
+    # inputs[1:, steps] are unused (zeroed: an operator's output holds no uninitialised memory).
+    inputs = x_proj.new_empty(depth, steps + 1, batch, hidden)
+    inputs[0, 0] = s0
+    inputs[1:, steps] = 0
+    z_k, h_k, t_k, in_k = (_micro_steps(a) for a in (z, z[..., :hidden], z[..., hidden:], inputs[:, :steps]))
+    out_k = in_k[1:] + [inputs[0, steps]]
+    for k, (s, zk, h, t, s_next) in enumerate(zip(in_k, z_k, h_k, t_k, out_k, strict=True)):
+        zk.addmm_(s if mask is None else s * mask, weights_t[k % depth])
+        # gating.gate_forward_reference's arithmetic, on views split before the loop (its chunk
+        # per call costs about 10 µs a micro-step here)
+        h.tanh_()
+        t.sigmoid_()
+        torch.lerp(s, h, t, out=s_next)  # s + t (h − s)
+    return inputs[0, 1:].clone(), z, inputs  # the states: a tensor of the caller's own, as nn.LSTM's output
 
-    @staticmethod
-    def forward(ctx, x_proj: Tensor, s0: Tensor, mask: Tensor | None, *params: Tensor) -> Tensor:
-        depth = len(params) // 2
-        steps, batch, width = x_proj.shape
-        hidden, dtype = width // 2, x_proj.dtype
-        weights = [w.to(dtype) for w in params[:depth]]
-        mask = None if mask is None else mask.to(dtype)
-        z = x_proj.new_empty(depth, steps, batch, width)
-        torch.add(x_proj, params[depth].to(dtype), out=z[0])
-        for d in range(1, depth):
-            z[d].copy_(params[depth + d])
-        # inputs[d, t] is micro-step (t, d)'s input state; inputs[0, steps] is the last state.
-        inputs = x_proj.new_empty(depth, steps + 1, batch, hidden)
-        inputs[0, 0] = s0
-        z_k, h_k, t_k, in_k = (_micro_steps(a) for a in (z, z[..., :hidden], z[..., hidden:], inputs[:, :steps]))
-        out_k = in_k[1:] + [inputs[0, steps]]
-        weights_t = [w.t() for w in weights]
-        for k, (s, zk, h, t, s_next) in enumerate(zip(in_k, z_k, h_k, t_k, out_k, strict=True)):
-            zk.addmm_(s if mask is None else s * mask, weights_t[k % depth])
-            # gating.gate_forward_reference's arithmetic, on views split before the loop (its chunk
-            # per call costs about 10 µs a micro-step here)
-            h.tanh_()
-            t.sigmoid_()
-            torch.lerp(s, h, t, out=s_next)  # s + t (h − s)
-        ctx.save_for_backward(z, inputs, mask, *weights)
-        return inputs[0, 1:].clone()  # a tensor of the caller's own, as nn.LSTM's output
 
-    @staticmethod
-    def backward(ctx, grad_out: Tensor):
-        z, inputs, mask, *weights = ctx.saved_tensors
-        depth, steps, batch, width = z.shape
-        hidden = width // 2
-        h, t, s = z[..., :hidden], z[..., hidden:], inputs[:, :steps]
-        # First the gate factors, then, micro-step by micro-step in place, the gradients: one buffer, not two.
-        grads = z.new_empty(depth, steps, batch, 3, hidden)
-        f_h, f_t, keep = grads.unbind(3)
-        torch.neg(t, out=keep).add_(1)
-        torch.sub(h, s, out=f_t).mul_(t).mul_(keep)
-        torch.mul(h, h, out=f_h)
-        torch.addcmul(t, t, f_h, value=-1, out=f_h)  # t − t h² (the output is one of its own inputs: allowed)
-        # grads[..., :2, :] is each micro-step's dz; grads[..., 2, :] what it passes on to the state before it.
-        g_k = _micro_steps(grads)
-        dz_k = [g[:, :2].view(batch, width) for g in g_k]
-        carried_k = [g[:, 2] for g in g_k]
-        grad_out_t = grad_out.to(z.dtype).unbind(0)
-        g = grad_out_t[-1]
-        for k in range(depth * steps - 1, -1, -1):
-            step, d = divmod(k, depth)
-            if d == depth - 1 and step < steps - 1:
-                g = g.add_(grad_out_t[step])  # g is scratch here: the carried slot of micro-step k + 1
-            g_k[k].mul_(g.unsqueeze(1))
-            carried = carried_k[k]
-            g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
-        grad_w, grad_b = [], []
-        for d in range(depth):
-            dz = grads[d, :, :, :2].reshape(steps * batch, width)  # a view: rows 3H apart
-            u = s[d] if mask is None else s[d] * mask
-            grad_w.append(dz.t() @ u.reshape(steps * batch, hidden))
-            grad_b.append(dz.sum(0))
-        # (autograd casts each gradient to its input's dtype: float32 weights under autocast)
-        return (grads[0, :, :, :2].reshape(steps, batch, width), g, None, *grad_w, *grad_b)
+def backward(grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tensor | None,
+             weights: list[Tensor]) -> list[Tensor]:
+    """The gradients ``[x_proj, s0, *weights, *biases]`` from the states' ``grad_out`` and what
+    :func:`forward` returned."""
+    depth, steps, batch, width = z.shape
+    hidden = width // 2
+    weights = [w.to(z.dtype) for w in weights]
+    mask = None if mask is None else mask.to(z.dtype)
+    h, t, s = z[..., :hidden], z[..., hidden:], inputs[:, :steps]
+    # First the gate factors, then, micro-step by micro-step in place, the gradients: one buffer, not two.
+    grads = z.new_empty(depth, steps, batch, 3, hidden)
+    f_h, f_t, keep = grads.unbind(3)
+    torch.neg(t, out=keep).add_(1)
+    torch.sub(h, s, out=f_t).mul_(t).mul_(keep)
+    torch.mul(h, h, out=f_h)
+    torch.addcmul(t, t, f_h, value=-1, out=f_h)  # t − t h² (the output is one of its own inputs: allowed)
+    # grads[..., :2, :] is each micro-step's dz; grads[..., 2, :] what it passes on to the state before it.
+    g_k = _micro_steps(grads)
+    dz_k = [g[:, :2].view(batch, width) for g in g_k]
+    carried_k = [g[:, 2] for g in g_k]
+    grad_out_t = grad_out.to(z.dtype).unbind(0)
+    g = grad_out_t[-1]
+    for k in range(depth * steps - 1, -1, -1):
+        step, d = divmod(k, depth)
+        if d == depth - 1 and step < steps - 1:
+            g = g.add_(grad_out_t[step])  # g is scratch here: the carried slot of micro-step k + 1
+        g_k[k].mul_(g.unsqueeze(1))
+        carried = carried_k[k]
+        g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
+    grad_w, grad_b = [], []
+    for d in range(depth):
+        dz = grads[d, :, :, :2].reshape(steps * batch, width)  # a view: rows 3H apart
+        u = s[d] if mask is None else s[d] * mask
+        grad_w.append(dz.t() @ u.reshape(steps * batch, hidden))
+        grad_b.append(dz.sum(0))
+    # (autograd casts each gradient to its input's dtype: float32 weights under autocast). The
+    # initial state's gradient is copied out of the buffer that x_proj's is a view of: an
+    # operator's outputs must not alias one another.
+    return [grads[0, :, :, :2].reshape(steps, batch, width), g.clone(), *grad_w, *grad_b]
 
 
 def _micro_steps(a: Tensor) -> list[Tensor]:

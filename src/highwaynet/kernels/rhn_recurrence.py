@@ -13,7 +13,9 @@ path does not apply). The values and gradients are the same (tested in float64);
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
-  ``T`` small products accumulated one by one.
+  ``T`` small products accumulated one by one;
+- forward and backward are each one custom operator, so that ``torch.compile`` and
+  ``torch.export`` take the recurrence as one call (see ``_forward_op`` below).
 
 It applies to the coupled carry with ``tanh`` transforms and gates that nobody records or lesions;
 ``RHN`` checks this and falls back to the reference otherwise. It knows no lengths: for a padded
@@ -26,8 +28,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import rhn_eager
 from .gating import ACTIVATION_CODES, gate_backward, gate_forward, triton_available
-from .rhn_eager import RHNRecurrenceEager
 from .rhn_step import Previous, micro_step_backward, micro_step_forward
 
 _TANH = ACTIVATION_CODES["tanh"]
@@ -35,58 +37,108 @@ _TANH = ACTIVATION_CODES["tanh"]
 __all__ = ["rhn_recurrence"]
 
 
+def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tensor],
+             biases: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """All states ``(T, B, H)`` and the two buffers :func:`_backward` reads."""
+    if path == "eager":
+        return rhn_eager.forward(x_proj, s0, mask, weights, biases)
+    depth, steps = len(weights), x_proj.shape[0]
+    # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
+    # writes each new state in place, and the outputs are every depth-th state (one copy at the
+    # end, so that the caller gets a contiguous tensor of its own, as from nn.LSTM).
+    states = x_proj.new_empty(steps * depth + 1, *s0.shape)
+    states[0] = s0
+    z_all = x_proj.new_empty(steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
+    first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
+    # Views of every step made in one call each (indexing inside the loop costs an operation a use).
+    state_k, z_k, first_t = states.unbind(0), z_all.unbind(0), first.unbind(0)
+    # cuBLAS's exact float32 product at batch 20 takes 16 µs with Rᵀ stored contiguous, 24 µs
+    # with the transposed view (H100, benchmarks/rhn_step.py): worth one copy per forward.
+    weights_t = [w.t().contiguous() if path == "gate kernel" else w.t() for w in weights]
+    for k in range(steps * depth):
+        t, d = divmod(k, depth)
+        add = first_t[t] if d == 0 else biases[d]
+        if path == "one kernel":  # product and gate in one launch
+            micro_step_forward(state_k[k], mask, weights[d], add, z_k[k], state_k[k + 1])
+            continue
+        u = state_k[k] if mask is None else state_k[k] * mask
+        z = torch.addmm(add, u, weights_t[d], out=z_k[k])
+        gate_forward(z, state_k[k], _TANH, keep_activations=True, out=state_k[k + 1])  # z becomes [h | t]
+    return states[depth::depth].clone(), states, z_all
+
+
+def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mask: Tensor | None,
+              weights: list[Tensor]) -> list[Tensor]:
+    """The gradients ``[x_proj, s0, *weights, *biases]`` from the states' ``grad_out`` and the
+    buffers :func:`_forward` returned."""
+    if path == "eager":
+        return rhn_eager.backward(grad_out, saved_a, saved_b, mask, weights)
+    states, z_all = saved_a, saved_b
+    depth, micro_steps = len(weights), z_all.shape[0]
+    dz_all = torch.empty_like(z_all)
+    dz_k, grad_out_t = dz_all.unbind(0), grad_out.contiguous().unbind(0)  # (an expanded gradient: contiguous)
+    if path == "one kernel":
+        g = _one_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
+    else:
+        g = _gate_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
+    steps, batch = micro_steps // depth, states.shape[1]
+    by_layer = dz_all.view(steps, depth, batch, -1)
+    inputs = states[:-1].view(steps, depth, batch, -1)
+    grad_w, grad_b = [], []
+    for d in range(depth):
+        u = inputs[:, d] if mask is None else inputs[:, d] * mask
+        dz = by_layer[:, d].reshape(steps * batch, -1)
+        grad_w.append(dz.t() @ u.reshape(steps * batch, -1))   # one product over every step
+        grad_b.append(dz.sum(0))
+    return [by_layer[:, 0], g, *grad_w, *grad_b]
+
+
+# Each direction is one custom operator (where torch.library.custom_op exists, torch >= 2.4):
+# opaque to torch.compile and torch.export, which would otherwise try to trace the micro-step loop
+# itself and break its graph at each in-place product into a buffer's view (measured on the CPU,
+# depth 4, hidden 256, 35 steps: 290 s to compile and 176 ms a step, 5x slower than eager). The
+# fake versions give the real outputs' shapes and strides (made the same way, on no data).
+if hasattr(torch.library, "custom_op"):
+    _forward_op = torch.library.custom_op("highwaynet::rhn_recurrence_forward", _forward, mutates_args=())
+    _backward_op = torch.library.custom_op("highwaynet::rhn_recurrence_backward", _backward, mutates_args=())
+
+    @_forward_op.register_fake
+    def _(path, x_proj, s0, mask, weights, biases):
+        depth, (steps, batch, width) = len(weights), x_proj.shape
+        hidden = width // 2
+        out = x_proj.new_empty(steps, batch, hidden)
+        if path == "eager":  # z, inputs
+            return out, x_proj.new_empty(depth, steps, batch, width), x_proj.new_empty(depth, steps + 1, batch, hidden)
+        return out, x_proj.new_empty(steps * depth + 1, batch, hidden), x_proj.new_empty(steps * depth, batch, width)
+
+    @_backward_op.register_fake
+    def _(path, grad_out, saved_a, saved_b, mask, weights):
+        z = saved_a if path == "eager" else saved_b
+        hidden, depth, steps, batch = weights[0].shape[1], len(weights), grad_out.shape[0], grad_out.shape[1]
+        if path == "eager":
+            grad_x = z.new_empty(depth, steps, batch, 3, hidden)[0, :, :, :2].reshape(steps, batch, 2 * hidden)
+        else:
+            grad_x = z.new_empty(steps, depth, batch, 2 * hidden)[:, 0]
+        return [grad_x, z.new_empty(batch, hidden), *(z.new_empty(w.shape) for w in weights),
+                *(z.new_empty(w.shape[0]) for w in weights)]
+else:  # torch 2.3: plain functions (torch.compile breaks its graph inside them)
+    _forward_op, _backward_op = _forward, _backward
+
+
 class _RHNRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, *params: Tensor) -> Tensor:
         depth = len(params) // 2
-        weights, biases = params[:depth], params[depth:]
-        steps = x_proj.shape[0]
-        # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
-        # writes each new state in place, and the outputs are every depth-th state (one copy at the
-        # end, so that the caller gets a contiguous tensor of its own, as from nn.LSTM).
-        states = x_proj.new_empty(steps * depth + 1, *s0.shape)
-        states[0] = s0
-        z_all = x_proj.new_empty(steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
-        first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
-        # Views of every step made in one call each (indexing inside the loop costs an operation a use).
-        state_k, z_k, first_t = states.unbind(0), z_all.unbind(0), first.unbind(0)
-        # cuBLAS's exact float32 product at batch 20 takes 16 µs with Rᵀ stored contiguous, 24 µs
-        # with the transposed view (H100, benchmarks/rhn_step.py): worth one copy per forward.
-        weights_t = [w.t().contiguous() if path == "gate kernel" else w.t() for w in weights]
-        for k in range(steps * depth):
-            t, d = divmod(k, depth)
-            add = first_t[t] if d == 0 else biases[d]
-            if path == "one kernel":  # product and gate in one launch
-                micro_step_forward(state_k[k], mask, weights[d], add, z_k[k], state_k[k + 1])
-                continue
-            u = state_k[k] if mask is None else state_k[k] * mask
-            z = torch.addmm(add, u, weights_t[d], out=z_k[k])
-            gate_forward(z, state_k[k], _TANH, keep_activations=True, out=state_k[k + 1])  # z becomes [h | t]
-        ctx.save_for_backward(states, z_all, mask, *weights)
-        ctx.depth, ctx.path = depth, path
-        return states[depth::depth].clone()
+        out, saved_a, saved_b = _forward_op(path, x_proj, s0, mask, list(params[:depth]), list(params[depth:]))
+        ctx.save_for_backward(saved_a, saved_b, mask, *params[:depth])
+        ctx.path = path
+        return out
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
-        states, z_all, mask, *weights = ctx.saved_tensors
-        depth = ctx.depth
-        micro_steps = z_all.shape[0]
-        dz_all = torch.empty_like(z_all)
-        dz_k, grad_out_t = dz_all.unbind(0), grad_out.contiguous().unbind(0)  # (an expanded gradient: contiguous)
-        if ctx.path == "one kernel":
-            g = _one_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
-        else:
-            g = _gate_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
-        steps, batch = micro_steps // depth, states.shape[1]
-        by_layer = dz_all.view(steps, depth, batch, -1)
-        inputs = states[:-1].view(steps, depth, batch, -1)
-        grad_w, grad_b = [], []
-        for d in range(depth):
-            u = inputs[:, d] if mask is None else inputs[:, d] * mask
-            dz = by_layer[:, d].reshape(steps * batch, -1)
-            grad_w.append(dz.t() @ u.reshape(steps * batch, -1))   # one product over every step
-            grad_b.append(dz.sum(0))
-        return (None, by_layer[:, 0], g, None, *grad_w, *grad_b)
+        saved_a, saved_b, mask, *weights = ctx.saved_tensors
+        grad_x, grad_s0, *grad_params = _backward_op(ctx.path, grad_out, saved_a, saved_b, mask, weights)
+        return (None, grad_x, grad_s0, None, *grad_params)
 
 
 def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor, ...]) -> str:
@@ -97,7 +149,7 @@ def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor,
     - ``"gate kernel"``: cuBLAS's product and the Triton gate kernels, where Triton runs otherwise
       (exact float32, where cuBLAS's products beat Triton's without tensor cores; mixed dtypes,
       as under autocast, where the weights stay float32 while ``x_proj`` is not);
-    - ``"eager"``: PyTorch operations (the CPU; :class:`~.rhn_eager.RHNRecurrenceEager`).
+    - ``"eager"``: PyTorch operations (the CPU; :mod:`.rhn_eager`).
     """
     if not triton_available(x_proj):
         return "eager"
@@ -160,6 +212,4 @@ def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: li
         mask: a variational dropout mask ``(B, H)`` on the state where it enters the products.
     """
     path = _path(x_proj, s0, mask, (*weights, *biases))
-    if path == "eager":
-        return RHNRecurrenceEager.apply(x_proj, s0, mask, *weights, *biases)
     return _RHNRecurrence.apply(path, x_proj, s0, mask, *weights, *biases)

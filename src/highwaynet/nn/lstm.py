@@ -74,19 +74,27 @@ class HighwayLSTMBlock(nn.Module):
             if isinstance(self.resize, nn.Linear):
                 self.resize.reset_parameters()
 
-    def forward(self, x: Tensor, lengths: Tensor, state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
-        """``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` -> ``(B, T, out)`` (zero past each length), state."""
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        h, state = self.lstm(packed, state)
-        h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
+    def forward(self, x: Tensor, lengths: Tensor | None = None,
+                state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
+        """``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` (None: every sequence ``T`` long) ->
+        ``(B, T, out)`` (zero past each length), state."""
+        if lengths is None:
+            # No packing when nothing is padded: faster, and no shape that depends on data (so that
+            # torch.export can trace the block).
+            h, state = self.lstm(x, state)
+            mask = None
+        else:
+            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            h, state = self.lstm(packed, state)
+            h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
+            mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
+            # The gate reads every step of x: padding of any value, NaN included, becomes zeros first
+            # (masking a non-finite result afterwards, times 0, would leave NaN in outputs and gradients).
+            x = torch.where(mask, x, 0.0)
         if not self.highway:
             return h, state
-        mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
-        # The gate reads every step of x: padding of any value, NaN included, becomes zeros first
-        # (masking a non-finite result afterwards, times 0, would leave NaN in outputs and gradients).
-        x = torch.where(mask, x, 0.0)
         y = self.gate(self.dropout(h), self.transform(x), self.resize(x))
-        return y * mask, state
+        return (y if mask is None else y * mask), state
 
 
 class HighwayLSTM(nn.Module):
@@ -159,8 +167,6 @@ class HighwayLSTM(nn.Module):
             layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
             raise ValueError(f"HighwayLSTM expects input of shape {layout} with input_size={self.input_size}, "
                              f"got {tuple(input.shape) if not packed else tuple(x.shape)}")
-        if lengths is None:
-            lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.long)
         expected = (self.num_layers * self.directions, x.shape[0], self.hidden_size)
         if state is not None and (tuple(state[0].shape) != expected or tuple(state[1].shape) != expected):
             raise ValueError(f"HighwayLSTM expects (h_0, c_0) of shape {expected} each, "
