@@ -6,7 +6,7 @@ import torch
 from highwaynet.analysis import gate_modules
 from highwaynet.cli import main
 from highwaynet.data.augment import RandomCropFlip
-from highwaynet.models.cnn import HighwayCNN
+from highwaynet.models import HighwayCNN
 from highwaynet.nn import HighwayConv2d
 
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from ..data import ImageData
 from ..data.augment import RandomCropFlip
-from ..models.cnn import HighwayCNN
+from ..models import HighwayCNN
 from ..training import TrainConfig
 from ..training.run_dir import prepare_run_dir
 from ..training.trainer import seed_everything
