@@ -13,15 +13,19 @@ def reference_block(block, x):
     return t * h + (1 - t) * block.resize(x)
 
 
+@pytest.mark.parametrize("lengths", [None, 7], ids=["no lengths", "full lengths"])  # unpacked, packed
 @pytest.mark.parametrize("resize", ["projection", "zeropad"])
-def test_block_matches_formula(resize):
+def test_block_matches_formula(resize, lengths):
     torch.manual_seed(0)
     block = HighwayLSTMBlock(6, 5, resize=resize).double()
     assert isinstance(block.resize, Projection if resize == "projection" else ZeroPad)
     assert torch.equal(block.transform.bias, torch.full((10,), -2.0, dtype=torch.float64))
     x = torch.randn(3, 7, 6, dtype=torch.float64)
-    y, _ = block(x, torch.full((3,), 7))
+    y, (h, c) = block(x, None if lengths is None else torch.full((3,), lengths))
     torch.testing.assert_close(y, reference_block(block, x))
+    _, (h_ref, c_ref) = block.lstm(x)
+    torch.testing.assert_close(h, h_ref)
+    torch.testing.assert_close(c, c_ref)
 
 
 def test_same_width_carries_input_unchanged():
