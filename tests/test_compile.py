@@ -50,3 +50,17 @@ def test_torch_export_matches_eager(name, strict):
     program = torch.export.export(layer, (torch.randn(*shape),), strict=strict)
     x = torch.randn(*shape)  # other values than those it was traced with
     torch.testing.assert_close(_output(program.module()(x)), _output(layer(x)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+def test_rhn_exports_for_any_length_and_batch(bidirectional):
+    # The fused recurrence is one operator whose fake version works on symbolic sizes, so one
+    # exported program serves every sequence length and batch size (nn.LSTM's fixes the length).
+    torch.manual_seed(0)
+    rhn = RHN(8, 16, 3, num_layers=2, bidirectional=bidirectional).eval()
+    dims = {0: torch.export.Dim("steps", min=2), 1: torch.export.Dim("batch", min=2)}
+    program = torch.export.export(rhn, (torch.randn(5, 3, 8),), dynamic_shapes=(dims,))
+    for shape in [(11, 4, 8), (2, 9, 8)]:
+        x = torch.randn(*shape)
+        for a, b in zip(program.module()(x), rhn(x), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
