@@ -317,6 +317,14 @@ def test_fused_recurrence_gradcheck():
         lambda a, b, *p: rhn_recurrence(a, b, list(p[:2]), list(p[2:]), mask), (xp, s0, *weights, *biases))
 
 
+def test_unfused_rhn_gives_gradients_of_gradients():
+    # what the fused path's docstring sends users to for second-order gradients
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, depth=2, fused=False).double()
+    x = torch.randn(3, 2, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda v: rhn(v)[0], (x,))
+
+
 def test_fused_output_is_a_contiguous_tensor_of_its_own():
     # nn.LSTM returns a contiguous output; the fused path must too (its states are kept for backward).
     rhn = RHN(4, 6, depth=3)

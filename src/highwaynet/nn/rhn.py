@@ -145,7 +145,8 @@ class RHN(nn.Module):
         fused: use :func:`highwaynet.kernels.rhn_recurrence` (hand-written backward, weight
             gradients in one product per micro-layer) where it applies: coupled carry, gates not
             recorded or lesioned (padded batches and packed sequences too). Same values as the
-            reference loop. Default: True.
+            reference loop; gradients of first order only (``fused=False`` for gradients of
+            gradients, as with cuDNN's ``nn.LSTM``). Default: True.
         bidirectional: add a second RHN per layer that reads each sequence backward, from its
             last valid step (as ``nn.LSTM``'s). Default: False.
         device, dtype: where and in what type the parameters are made, as for ``nn.LSTM``.
