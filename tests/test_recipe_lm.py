@@ -70,9 +70,14 @@ def test_cli_train_lm_and_generate(shared_data, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "val_bpc" in printed and "test_bpc" in printed
     assert json.loads((out / "results.json").read_text())["parameters"] > 0
-    assert main(["generate", str(out), "--prompt", "ROMEO:", "--length", "40", "--data-dir", text]) == 0
+    # the run folder keeps its vocabulary: no corpus needed (an empty data folder given)
+    assert main(["generate", str(out), "--prompt", "ROMEO:", "--length", "40", "--data-dir", str(tmp_path)]) == 0
     sample = capsys.readouterr().out
     assert sample.startswith("ROMEO:") and len(sample.rstrip("\n")) >= 40
+    # a run folder from before vocab.json was written: the vocabulary comes from the corpus, the same
+    (out / "vocab.json").unlink()
+    assert main(["generate", str(out), "--prompt", "ROMEO:", "--length", "40", "--data-dir", text]) == 0
+    assert capsys.readouterr().out == sample
     assert main(["generate", str(tmp_path / "nothing")]) == 2
     assert "is not a run folder" in capsys.readouterr().err
 

@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--length", type=_positive_int, default=200, help="tokens to sample (default: %(default)s)")
     gen.add_argument("--temperature", type=float, default=0.8, help="(default: %(default)s)")
     gen.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
-    gen.add_argument("--data-dir", help="folder holding the corpus (for its vocabulary)")
+    gen.add_argument("--data-dir", help="folder holding the corpus, for a run folder without vocab.json")
     gen.set_defaults(run=_generate)
 
     reproduce = commands.add_parser("reproduce", help="rerun a paper's experiment",

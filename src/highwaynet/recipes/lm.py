@@ -97,6 +97,8 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: st
     start = time.perf_counter()
     corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
                                    max_vocab=config.max_vocab)
+    # The vocabulary in the run folder: generating text then needs no corpus (see load_trained).
+    Path(out, "vocab.json").write_text(json.dumps({"level": corpus.level, "vocab": corpus.vocab}))
     model = build_model(config, len(corpus.vocab))
     task = LanguageModelTask(corpus, config.batch_size, config.bptt, seed=config.train.seed,
                              eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch)
@@ -128,9 +130,17 @@ def sample(model: nn.Module, corpus: Corpus, prompt: str, length: int, temperatu
 
 
 def load_trained(run_dir: str | Path, data_dir: str | Path | None = None) -> tuple[nn.Module, LMConfig, Corpus]:
-    """The best weights of a trained language model, its config and its corpus (for the vocabulary)."""
+    """The best weights of a trained language model, its config and its vocabulary as a
+    :class:`Corpus` (with empty splits: the run folder's ``vocab.json``; for a run folder without
+    one, written before it was kept, the corpus itself is loaded from ``data_dir``)."""
     config = LMConfig(**load_run_config(run_dir)["config"])
-    corpus = load_corpus(config.corpus, config.level, data_dir, max_vocab=config.max_vocab)
+    saved = Path(run_dir, "vocab.json")
+    if saved.is_file():
+        vocab = json.loads(saved.read_text())
+        empty = torch.zeros(0, dtype=torch.long)
+        corpus = Corpus(config.corpus, vocab["level"], vocab["vocab"], empty, empty, empty)
+    else:
+        corpus = load_corpus(config.corpus, config.level, data_dir, max_vocab=config.max_vocab)
     model = build_model(config, len(corpus.vocab))
     load_best_weights(model, run_dir)
     return model.eval(), config, corpus
