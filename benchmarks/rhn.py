@@ -15,6 +15,8 @@ Rows, measured side by side in one run:
   ours                ``RHN`` (fused recurrence: hand-written backward, batched weight gradients;
                       on CUDA with TF32, one Triton kernel per micro-step each way, product and
                       gate; in exact float32, cuBLAS and the Triton gate kernels)
+  ours, torch.compile ``torch.compile(RHN)``: the recurrence stays one call (a custom operator each
+                      way), the rest compiled
   ... CUDA graph      the same forward + backward replayed as one CUDA graph (GPU only)
   LSTM (cuDNN)        ``nn.LSTM`` with about as many parameters (GPU: cuDNN)
 
@@ -130,9 +132,12 @@ def main() -> None:
         as_written = labml_as_written(ours)
         torch.testing.assert_close(ours(x)[0], loop(x)[0], rtol=tol, atol=tol)
         torch.testing.assert_close(ours(x)[0], as_written(x)[0], rtol=tol, atol=tol)
+        compiled = torch.compile(ours)
+        torch.testing.assert_close(ours(x)[0], compiled(x)[0], rtol=tol, atol=tol)
 
     rows = {"labml as written": fwd_bwd(as_written, x, grad_out), "labml loop": fwd_bwd(loop, x, grad_out),
-            "floor": products_alone(ours, x), "ours": fwd_bwd(ours, x, grad_out)}
+            "floor": products_alone(ours, x), "ours": fwd_bwd(ours, x, grad_out),
+            "ours, torch.compile": fwd_bwd(compiled, x, grad_out)}
     if device.type == "cuda":  # eager, the floor is launch-bound too: its graph is the GPU's floor
         rows["floor, CUDA graph"] = graphed(rows["floor"])
         rows["labml loop, CUDA graph"] = graphed(fwd_bwd(loop, x, grad_out), loop)
