@@ -313,7 +313,7 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
 def test_rhn_recurrence_operators_pass_opcheck(path, masked):
     """The fused RHN's two custom operators under ``torch.library.opcheck``: their fake versions
     (what torch.compile and torch.export trace) give the real outputs' shapes, strides and dtypes,
-    no output aliases an input or another output, and they run the same traced (odd sizes)."""
+    their schemas hold (no output aliases an input), and they run the same traced (odd sizes)."""
     torch.manual_seed(0)
     steps, batch, hidden, depth = 3, 5, 7, 2
     x_proj = torch.randn(steps, batch, 2 * hidden, device=DEVICE)

@@ -99,8 +99,16 @@ def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mas
 # depth 4, hidden 256, 35 steps: 290 s to compile and 176 ms a step, 5x slower than eager). The
 # fake versions give the real outputs' shapes and strides (made the same way, on no data).
 if hasattr(torch.library, "custom_op"):
-    _forward_op = torch.library.custom_op("highwaynet::rhn_recurrence_forward", _forward, mutates_args=())
-    _backward_op = torch.library.custom_op("highwaynet::rhn_recurrence_backward", _backward, mutates_args=())
+    # (schemas written out: read from this module's annotations, which are strings here, they would
+    # depend on the torch version)
+    _forward_op = torch.library.custom_op(
+        "highwaynet::rhn_recurrence_forward", _forward, mutates_args=(),
+        schema="(str path, Tensor x_proj, Tensor s0, Tensor? mask, Tensor[] weights, Tensor[] biases)"
+               " -> (Tensor, Tensor, Tensor)")
+    _backward_op = torch.library.custom_op(
+        "highwaynet::rhn_recurrence_backward", _backward, mutates_args=(),
+        schema="(str path, Tensor grad_out, Tensor saved_a, Tensor saved_b, Tensor? mask, Tensor[] weights)"
+               " -> Tensor[]")
 
     @_forward_op.register_fake
     def _(path, x_proj, s0, mask, weights, biases):
