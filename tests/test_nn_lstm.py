@@ -43,8 +43,42 @@ def test_stack_shapes_and_state_like_lstm():
     assert not torch.allclose(out, out2)  # the given state is used
     with pytest.raises(ValueError, match=r"\(h_0, c_0\) of shape \(6, 2, 4\)"):
         stack(x, (h[:2], c[:2]))
-    with pytest.raises(ValueError, match=r"input_size=8, got \(6, 2, 5\)"):
+    with pytest.raises(ValueError, match=r"input_size=8; got \(6, 2, 5\)"):
         stack(torch.randn(6, 2, 5))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s: s(torch.randn(2, 0, 8)), r"at least one time step, got input of shape \(2, 0, 8\)"),
+    (lambda s: s(torch.randn(2, 5, 8), lengths=torch.tensor([5, 0])), r"length in \[1, 5\] .* got \[5, 0\]"),
+    (lambda s: s(torch.randn(2, 5, 8), lengths=torch.tensor([6, 5])), r"length in \[1, 5\] .* got \[6, 5\]"),
+    (lambda s: s(torch.randn(5, 8), (torch.zeros(4, 1, 4),) * 2), "state without a batch dimension"),
+    (lambda s: s(torch.randn(5, 8), lengths=torch.tensor([5])), "unbatched input"),
+])
+def test_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(HighwayLSTM(8, 4, num_layers=2, batch_first=True))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_unbatched_sequence_as_nn_lstm_takes_it(batch_first):
+    # One sequence (T, F) and a state (layers·directions, H) each: no batch dimension in or out, as nn.LSTM.
+    torch.manual_seed(0)
+    stack = HighwayLSTM(8, 4, num_layers=2, batch_first=batch_first).double()
+    x = torch.randn(5, 8, dtype=torch.float64)
+    h0, c0 = torch.randn(2, 4, 4, dtype=torch.float64).unbind(0)
+    out, (h, c) = stack(x, (h0, c0))
+    assert out.shape == (5, 8) and h.shape == c.shape == (4, 4)
+    # The first block written out: a BiLSTM of one layer fed the first two rows of the state.
+    first = stack.blocks[0]
+    hb, _ = first.lstm(x, (h0[:2], c0[:2]))
+    t = torch.sigmoid(x @ first.transform.weight.T + first.transform.bias)
+    y1 = t * hb + (1 - t) * first.resize(x)
+    second = stack.blocks[1]
+    hb2, (h2, c2) = second.lstm(y1, (h0[2:], c0[2:]))
+    t2 = torch.sigmoid(y1 @ second.transform.weight.T + second.transform.bias)
+    torch.testing.assert_close(out, t2 * hb2 + (1 - t2) * y1)
+    torch.testing.assert_close(h[2:], h2)
+    torch.testing.assert_close(c[2:], c2)
 
 
 def test_padding_never_changes_a_sentence():

@@ -253,14 +253,34 @@ def test_bidirectional_state_and_gates():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda r: r(torch.randn(5, 2, 7)), r"input_size=3, got \(5, 2, 7\)"),
-    (lambda r: r(torch.randn(5, 3)), r"shape \(T, B, input_size\)"),
+    (lambda r: r(torch.randn(5, 2, 7)), r"input_size=3; got \(5, 2, 7\)"),
+    (lambda r: r(torch.randn(5)), r"shape \(T, B, input_size\), or \(T, input_size\)"),
+    (lambda r: r(torch.randn(0, 2, 3)), r"at least one time step, got input of shape \(0, 2, 3\)"),
     (lambda r: r(torch.randn(5, 2, 3), torch.zeros(1, 2, 4)), r"state of shape .* \(2, 2, 4\), got \(1, 2, 4\)"),
-    (lambda r: r(torch.randn(5, 2, 3), lengths=torch.tensor([5, 6])), "lengths must give"),
+    (lambda r: r(torch.randn(5, 3), torch.zeros(2, 1, 4)), r"state without a batch dimension.*\[\(2, 1, 4\)\]"),
+    (lambda r: r(torch.randn(5, 3), lengths=torch.tensor([5])), "unbatched input of shape \\(5, 3\\)"),
+    (lambda r: r(torch.randn(5, 2, 3), lengths=torch.tensor([5, 6])), r"in \[0, 5\] for each of the 2 .*\[5, 6\]"),
+    (lambda r: r(torch.randn(5, 2, 3), lengths=[5, 5, 5]), r"each of the 2 sequences of the batch, got \[5, 5, 5\]"),
+    (lambda r: r(torch.randn(5, 2, 3), lengths=torch.tensor([-1, 5])), r"length in \[0, 5\]"),
 ])
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call(RHN(3, 4, 2, num_layers=2))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_unbatched_sequence_as_nn_lstm_takes_it(batch_first, bidirectional):
+    # One sequence (T, F) with a state (D·layers, H): no batch dimension in or out, as nn.LSTM.
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, depth=2, num_layers=2, batch_first=batch_first, bidirectional=bidirectional).double()
+    x = torch.randn(6, 3, dtype=torch.float64)
+    s0 = torch.randn(2 * rhn.directions, 4, dtype=torch.float64)
+    out, state = rhn(x, s0)
+    assert out.shape == (6, 4 * rhn.directions) and state.shape == s0.shape
+    ref_out, ref_state = reference_rhn(x[:, None].numpy(), rhn, s0[:, None].numpy())
+    np.testing.assert_allclose(out.detach().numpy(), ref_out[:, 0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(state.detach().numpy(), ref_state[:, 0], rtol=1e-10, atol=1e-12)
 
 
 def test_bad_arguments():

@@ -18,6 +18,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from .gate import TransformGate
 from .resize import make_resize
+from .sequence import batch_sequence, check_lengths, unbatch_sequence
 
 __all__ = ["HighwayLSTM", "HighwayLSTMBlock"]
 
@@ -118,12 +119,14 @@ class HighwayLSTM(nn.Module):
         device, dtype: where and in what type the parameters are made, as for ``nn.LSTM``.
 
     Inputs: ``input, state`` (and keyword ``lengths``)
-        - **input**: ``(T, B, input_size)`` (or batch first), or a ``PackedSequence``.
-        - **state**: ``(h_0, c_0)``, each ``(num_layers · directions, B, hidden_size)``; zeros when None.
+        - **input**: ``(T, B, input_size)`` (or batch first), one unbatched sequence
+          ``(T, input_size)``, or a ``PackedSequence``.
+        - **state**: ``(h_0, c_0)``, each ``(num_layers · directions, B, hidden_size)`` (no ``B`` for an
+          unbatched input); zeros when None.
         - **lengths**: ``(B,)`` valid lengths of a padded batch (default: all full length).
 
     Outputs: ``output, (h_n, c_n)`` as ``nn.LSTM``: ``output`` ``(T, B, directions · hidden_size)``
-    (zero past each sequence's length), or packed like the input.
+    (zero past each sequence's length), or batch first, unbatched or packed like the input.
 
     Example::
 
@@ -158,19 +161,17 @@ class HighwayLSTM(nn.Module):
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:
         packed = isinstance(input, PackedSequence)
         if packed:
-            x, lengths = pad_packed_sequence(input, batch_first=True)
-        else:
-            if not isinstance(input, Tensor):
-                raise TypeError(f"HighwayLSTM expects a torch.Tensor or PackedSequence, got {type(input).__name__}")
-            x = input if self.batch_first else input.transpose(0, 1)
-        if x.dim() != 3 or x.shape[-1] != self.input_size:
-            layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
-            raise ValueError(f"HighwayLSTM expects input of shape {layout} with input_size={self.input_size}, "
-                             f"got {tuple(input.shape) if not packed else tuple(x.shape)}")
+            if lengths is not None:
+                raise ValueError("pass lengths or a PackedSequence, not both")
+            input, lengths = pad_packed_sequence(input, batch_first=self.batch_first)
+        x, state, unbatched = batch_sequence("HighwayLSTM", input, self.input_size, self.batch_first,
+                                             time_major=False, state=state, lengths=lengths)
         expected = (self.num_layers * self.directions, x.shape[0], self.hidden_size)
         if state is not None and (tuple(state[0].shape) != expected or tuple(state[1].shape) != expected):
             raise ValueError(f"HighwayLSTM expects (h_0, c_0) of shape {expected} each, "
                              f"got {tuple(state[0].shape)} and {tuple(state[1].shape)}")
+        # At least one step each: nn.LSTM reads a padded batch packed, and a packed sequence cannot be empty.
+        check_lengths("HighwayLSTM", lengths, x.shape[0], x.shape[1], shortest=1)
         hs, cs = [], []
         for i, block in enumerate(self.blocks):
             block_state = None if state is None else tuple(
@@ -183,4 +184,4 @@ class HighwayLSTM(nn.Module):
         final = (torch.cat(hs), torch.cat(cs))
         if packed:
             return pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False), final
-        return (x if self.batch_first else x.transpose(0, 1)), final
+        return unbatch_sequence(x, final, unbatched, self.batch_first, time_major=False)

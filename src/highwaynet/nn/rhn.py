@@ -12,6 +12,7 @@ from ..functional import get_activation
 from ..kernels import rhn_recurrence
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
+from .sequence import batch_sequence, check_lengths, unbatch_sequence
 
 __all__ = ["RHN", "RHNCell", "variational_mask"]
 
@@ -152,20 +153,22 @@ class RHN(nn.Module):
         device, dtype: where and in what type the parameters are made, as for ``nn.LSTM``.
 
     Inputs: ``input, state``
-        - **input**: ``(T, B, input_size)`` (or ``(B, T, input_size)`` when ``batch_first``), or a
-          :class:`~torch.nn.utils.rnn.PackedSequence`.
-        - **state**: ``(D * num_layers, B, hidden_size)``, zeros when None, where ``D = 2`` if
-          ``bidirectional`` else 1 (layer by layer, the forward direction first, as ``nn.LSTM``).
+        - **input**: ``(T, B, input_size)`` (or ``(B, T, input_size)`` when ``batch_first``), one
+          unbatched sequence ``(T, input_size)``, or a :class:`~torch.nn.utils.rnn.PackedSequence`.
+        - **state**: ``(D * num_layers, B, hidden_size)`` (``(D * num_layers, hidden_size)`` for an
+          unbatched input), zeros when None, where ``D = 2`` if ``bidirectional`` else 1 (layer by
+          layer, the forward direction first, as ``nn.LSTM``).
         - **lengths** (keyword): ``(B,)`` valid lengths of a padded batch. Steps past a sequence's
           length leave its state unchanged and give zero outputs, so padding (of any value) never
           changes a shorter sequence's result.
 
     Outputs: ``output, state``
-        - **output**: ``(T, B, D * hidden_size)`` (or batch first, or packed like the input): the
-          last layer's state at every step (bidirectional: ``[forward | backward]``).
-        - **state**: ``(D * num_layers, B, hidden_size)``, each layer's state after each sequence's
-          last valid step (the backward direction's: after its first step). Passing a
-          unidirectional RHN's state to the next call continues the sequence exactly.
+        - **output**: ``(T, B, D * hidden_size)`` (or batch first, unbatched or packed like the
+          input): the last layer's state at every step (bidirectional: ``[forward | backward]``).
+        - **state**: ``(D * num_layers, B, hidden_size)`` (no ``B`` for an unbatched input), each
+          layer's state after each sequence's last valid step (the backward direction's: after its
+          first step). Passing a unidirectional RHN's state to the next call continues the sequence
+          exactly.
 
     Example::
 
@@ -207,10 +210,10 @@ class RHN(nn.Module):
         if packed:
             if lengths is not None:
                 raise ValueError("pass lengths or a PackedSequence, not both")
-            input, lengths = pad_packed_sequence(input, batch_first=False)
-        elif self.batch_first:
-            input = input.transpose(0, 1)
-        x = self._check(input, state, lengths)
+            input, lengths = pad_packed_sequence(input, batch_first=self.batch_first)
+        x, state, unbatched = batch_sequence("RHN", input, self.input_size, self.batch_first, time_major=True,
+                                             state=state, lengths=lengths)
+        self._check(x, state, lengths)
         steps, batch = x.shape[0], x.shape[1]
         directions = self.directions
         if state is None:
@@ -248,7 +251,7 @@ class RHN(nn.Module):
 
         if packed:
             return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
-        return (x.transpose(0, 1) if self.batch_first else x), state
+        return unbatch_sequence(x, state, unbatched, self.batch_first, time_major=True)
 
     def _recur(self, cell: RHNCell, x: Tensor, s: Tensor, valid: Tensor | None,
                last_step: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -279,21 +282,13 @@ class RHN(nn.Module):
         return (self.fused and cell.carry == "coupled" and cell.activation is torch.tanh
                 and all(g.is_plain for g in cell.gates))
 
-    def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> Tensor:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"RHN expects a torch.Tensor or PackedSequence, got {type(x).__name__}")
-        layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
-        if x.dim() != 3 or x.shape[-1] != self.input_size:
-            raise ValueError(f"RHN expects input of shape {layout} with input_size={self.input_size}, "
-                             f"got {tuple(x.shape)}")
+    def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> None:
+        """The state's and the lengths' shapes against the input's batch ``x`` ``(T, B, F)``."""
         expected = (self.directions * self.num_layers, x.shape[1], self.hidden_size)
         if state is not None and tuple(state.shape) != expected:
             what = "(2 * num_layers, B, hidden_size)" if self.bidirectional else "(num_layers, B, hidden_size)"
             raise ValueError(f"RHN expects state of shape {what} = {expected}, got {tuple(state.shape)}")
-        if lengths is not None and (len(lengths) != x.shape[1] or int(max(lengths)) > x.shape[0]):
-            raise ValueError(f"lengths must give one length <= {x.shape[0]} per sequence "
-                             f"({x.shape[1]}), got {list(map(int, lengths))}")
-        return x
+        check_lengths("RHN", lengths, x.shape[1], x.shape[0], shortest=0)
 
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, depth={self.depth}, num_layers={self.num_layers}, "

@@ -1,0 +1,68 @@
+"""The sequence inputs of the recurrent layers, checked and laid out as ``nn.LSTM`` takes them.
+
+:class:`~highwaynet.nn.RHN` and :class:`~highwaynet.nn.HighwayLSTM` take what ``nn.LSTM`` takes: a
+batch ``(T, B, F)`` (``(B, T, F)`` when ``batch_first``), one unbatched sequence ``(T, F)`` with a
+state that has no batch dimension either, or a ``PackedSequence``. This module turns the first two
+into the one layout a layer computes in, and says what is wrong, in the caller's own terms (the
+shape it passed, not a transposed one), when an input is not one of them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["batch_sequence", "check_lengths", "unbatch_sequence"]
+
+State = Tensor | tuple[Tensor, ...] | None  # an RHN's state, an LSTM's (h, c), or none given
+
+
+def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool, time_major: bool,
+                   state: State = None, lengths: Tensor | None = None) -> tuple[Tensor, State, bool]:
+    """``input`` as a batch in the layer's layout (``(T, B, F)`` if ``time_major`` else ``(B, T, F)``),
+    ``state`` with a batch dimension of one added where the input had none (each tensor's
+    dimension 1, as ``nn.LSTM``), and whether the input was unbatched."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name} expects a torch.Tensor or PackedSequence, got {type(input).__name__}")
+    if input.dim() not in (2, 3) or input.shape[-1] != input_size:
+        layout = "(B, T, input_size)" if batch_first else "(T, B, input_size)"
+        raise ValueError(f"{name} expects input of shape {layout}, or (T, input_size) for one unbatched "
+                         f"sequence, with input_size={input_size}; got {tuple(input.shape)}")
+    unbatched = input.dim() == 2
+    steps = input.shape[0 if unbatched or not batch_first else 1]
+    if steps == 0:
+        raise ValueError(f"{name} expects at least one time step, got input of shape {tuple(input.shape)}")
+    if unbatched:
+        if lengths is not None:
+            raise ValueError(f"lengths is for a padded batch; an unbatched input of shape {tuple(input.shape)} "
+                             "is one sequence of its own length")
+        tensors = (state,) if isinstance(state, Tensor) else (state or ())
+        if any(s.dim() != 2 for s in tensors):
+            raise ValueError(f"for an unbatched input, {name} expects a state without a batch dimension, "
+                             f"(num_layers * directions, hidden_size); got {[tuple(s.shape) for s in tensors]}")
+        if state is not None:
+            state = state.unsqueeze(1) if isinstance(state, Tensor) else tuple(s.unsqueeze(1) for s in state)
+        return input.unsqueeze(1 if time_major else 0), state, True
+    return (input if batch_first != time_major else input.transpose(0, 1)), state, False
+
+
+def unbatch_sequence(output: Tensor, state: State, unbatched: bool, batch_first: bool,
+                     time_major: bool) -> tuple[Tensor, State]:
+    """The inverse of :func:`batch_sequence`: ``output`` in the caller's layout, and ``state`` without
+    the batch dimension that an unbatched input was given."""
+    if unbatched:
+        output = output.squeeze(1 if time_major else 0)
+        state = state.squeeze(1) if isinstance(state, Tensor) else tuple(s.squeeze(1) for s in state)
+        return output, state
+    return (output if batch_first != time_major else output.transpose(0, 1)), state
+
+
+def check_lengths(name: str, lengths: Tensor | None, batch: int, steps: int, shortest: int) -> None:
+    """Raise unless ``lengths`` gives one length in ``[shortest, steps]`` per sequence of the batch."""
+    if lengths is None:
+        return
+    lengths = torch.as_tensor(lengths)
+    if lengths.dim() != 1 or len(lengths) != batch or (batch and not shortest <= int(lengths.min())
+                                                          <= int(lengths.max()) <= steps):
+        raise ValueError(f"{name} expects lengths to give one length in [{shortest}, {steps}] for each of the "
+                         f"{batch} sequences of the batch, got {lengths.tolist()}")
