@@ -39,9 +39,14 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
     # The same folder again: refused, nothing overwritten.
     assert main(args) == 2
     assert "already holds a run" in capsys.readouterr().err
-    # Resuming a finished run trains nothing more and keeps its metrics.
+    # Resuming a finished run trains nothing more and keeps its metrics; it says which of the
+    # settings asked (here the defaults) it does not apply.
     assert main(["train", "mlp", "--out", str(out), "--resume"]) == 0
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    said = capsys.readouterr().out
+    assert "not applied: data 'digits' (asked 'mnist5k'), depth 4 (asked " in said and "train.epochs 2 (asked" in said
+    assert main(args + ["--resume"]) == 0  # the same command: nothing to say
+    assert "not applied" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, message", [

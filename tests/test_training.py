@@ -34,9 +34,13 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
         yield from batches(split, epoch)
 
     interrupted.task.batches = killed_in_epoch_3
+    logs = []
+    interrupted.log = logs.append
     with pytest.raises(KeyboardInterrupt):
         interrupted.fit()
     assert len(read_metrics(tmp_path / "cut")) == 2
+    assert logs[-1] == (f"interrupted in epoch 3; epoch 2 is the last saved: go on with the same command and "
+                        f"--out {tmp_path / 'cut'} --resume (from Python: fit(resume=True))")
 
     resumed = make_trainer(tmp_path / "cut", data)
     history = resumed.fit(resume=True)
@@ -44,6 +48,17 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     assert without_time(read_metrics(tmp_path / "cut")) == without_time(read_metrics(tmp_path / "full"))
     for a, b in zip(resumed.model.state_dict().values(), full_model_state(tmp_path), strict=True):
         assert torch.equal(a, b)
+
+
+def test_interrupted_in_the_first_epoch_says_nothing_is_saved(tmp_path):
+    trainer = make_trainer(tmp_path, load_digits())
+    trainer.task.batches = lambda split, epoch: (_ for _ in ()).throw(KeyboardInterrupt)
+    logs = []
+    trainer.log = logs.append
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    assert logs[-1] == "interrupted in epoch 1; no epoch had finished, so nothing is saved: start again"
+    make_trainer(tmp_path, load_digits(), epochs=1).fit()  # and starting again in the same folder works
 
 
 def full_model_state(tmp_path):

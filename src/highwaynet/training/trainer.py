@@ -255,9 +255,7 @@ class Trainer:
             try:
                 metrics = self._run_epoch(epoch)
             except KeyboardInterrupt:
-                where = f" {self.run_dir}" if self.run_dir else ""
-                self.log(f"interrupted in epoch {epoch + 1}; the last finished epoch ({self.epoch}) is "
-                         f"saved: resume with --resume{where}")
+                self.log(f"interrupted in epoch {epoch + 1}; " + self._resume_hint())
                 raise
             self.epoch = epoch + 1
             self.history.append(metrics)
@@ -324,6 +322,15 @@ class Trainer:
         if self.best is None or math.isnan(self.best):
             return True
         return value > self.best if self.config.monitor.endswith("acc") else value < self.best
+
+    def _resume_hint(self) -> str:
+        """What an interruption kept, and how to go on from it."""
+        if not self._writes:
+            return "nothing is saved (no run folder)"
+        if self.epoch == 0:
+            return "no epoch had finished, so nothing is saved: start again"
+        return (f"epoch {self.epoch} is the last saved: go on with the same command and "
+                f"--out {self.run_dir} --resume (from Python: fit(resume=True))")
 
     def _save(self, metrics: dict[str, float]) -> None:
         if not self._writes:
