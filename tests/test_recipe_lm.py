@@ -7,6 +7,7 @@ import torch
 
 from highwaynet.cli import main
 from highwaynet.data.corpora import load_corpus
+from highwaynet.data.download import DataFile
 from highwaynet.models import LSTMLanguageModel, RHNLanguageModel
 from highwaynet.models.lm import count_parameters, generate
 from highwaynet.recipes import lm
@@ -103,6 +104,20 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
     assert "batch_size 8 (asked 3)" in printed
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
     assert "--depths takes positive integers" in capsys.readouterr().err
+
+
+def test_cli_reproduce_rhn_depth_downloads_when_asked(shared_data, tmp_path, monkeypatch):
+    # The public source stood in for by the shared copy (a file:// URL): fetched, sha256-checked, used.
+    from highwaynet.data import corpora
+
+    source = corpora.TINY_SHAKESPEARE
+    monkeypatch.setattr(corpora, "TINY_SHAKESPEARE", DataFile(
+        source.name, (shared_data / "text" / "tinyshakespeare.txt").resolve().as_uri(), source.sha256))
+    args = ["reproduce", "rhn-depth", "--depths", "1", "--no-lstm", "--budget", "5000", "--epochs", "1",
+            "--steps-per-epoch", "1", "--batch-size", "4", "--data-dir", str(tmp_path / "data"),
+            "--out", str(tmp_path / "sweep"), "--download"]
+    assert main(args) == 0
+    assert (tmp_path / "data" / "tinyshakespeare.txt").is_file() and (tmp_path / "sweep" / "report.md").is_file()
 
 
 class _Streams:

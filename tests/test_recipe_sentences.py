@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from highwaynet.cli import main
+from highwaynet.data import sentences as sentence_files
 from highwaynet.data.sentences import load_sentences
 from highwaynet.models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from highwaynet.recipes import sentences
@@ -123,3 +124,16 @@ def test_summary_shows_a_diverged_run_instead_of_crashing():
     (cnn, hbilstm) = sentences.summarize(runs)
     assert hbilstm["runs"] == 2 and hbilstm["mean"] != hbilstm["mean"]  # NaN, not an exception
     assert cnn == {"task": "sst2", "encoder": "cnn", "layers": 1, "runs": 1, "mean": 75.0, "std": 0.0}
+
+
+def test_sweep_downloads_missing_files_when_asked(shared_data, tmp_path, monkeypatch, capsys):
+    # The public source stood in for by the shared folder (file:// URLs): fetched, sha256-checked, used.
+    monkeypatch.setattr(sentence_files, "_URL", (shared_data / "sentence").resolve().as_uri() + "/")
+    data_dir, out = tmp_path / "data", tmp_path / "out"
+    args = ["reproduce", "sentences", "--task", "trec", "--encoder", "cnn", "--epochs", "1", "--embed-dim", "8",
+            "--data-dir", str(data_dir), "--out", str(out)]
+    assert main(args) == 2
+    assert "TREC.train.all not found" in capsys.readouterr().err
+    assert main(args + ["--download"]) == 0  # (the failed call left nothing that needs --resume)
+    assert sorted(p.name for p in data_dir.iterdir()) == ["TREC.test.all", "TREC.train.all"]
+    assert json.loads((out / "trec" / "cnn-L1" / "seed0" / "results.json").read_text())["test"]["acc"] > 0.3

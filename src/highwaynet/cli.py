@@ -61,6 +61,8 @@ def _add_data_options(p: argparse.ArgumentParser, choices: Sequence[str], defaul
 
 def _add_sweep_options(p: argparse.ArgumentParser, out: str | None, data_help: str) -> None:
     p.add_argument("--data-dir", help=data_help)
+    p.add_argument("--download", action="store_true", help="download missing data files from their public source "
+                                                           "(sha256-checked)")
     p.add_argument("--device", default="auto", help="(default: %(default)s)")
     p.add_argument("--out", default=out, help=f"(default: {out or 'runs/depth-<data>'})")
     p.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
@@ -230,7 +232,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="clip each gradient's norm to this; 0: no clipping (default: %(default)s)")
     deep.add_argument("--no-cuda-graph", action="store_true",
                       help="on a GPU, run training steps eagerly instead of as CUDA graphs")
-    deep.add_argument("--download", action="store_true", help="download missing files from their public source")
     _add_sweep_options(deep, None, "folder with the data files")
     deep.set_defaults(run=_reproduce_depth)
 
@@ -370,7 +371,7 @@ def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
     config.base.train.device = args.device
     config.base.steps_per_epoch = args.steps_per_epoch
     config.base.batch_size = args.batch_size
-    summary = rhn_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir)
+    summary = rhn_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     print(f"wrote {args.out}/report.md and {args.out}/depth.png ({summary['seconds']:.0f}s)")
 
 
@@ -390,7 +391,7 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
                                    layers=_int_list(args.layers, "--layers"),
                                    seeds=[int(s) for s in args.seeds.split(",")], folds=args.folds, base=base)
     summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir,
-                              report_only=args.report_only)
+                              download=args.download, report_only=args.report_only)
     for row in summary["table"]:
         print(f"{row['task']:5} {row['encoder']:12} {row['layers']:3} layers  "
               f"{row['mean']:.1f} ± {row['std']:.1f}% ({row['runs']} runs)")

@@ -50,7 +50,7 @@ class RHNDepthConfig:
 
 
 def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-        log=print, progress: bool = True) -> dict[str, Any]:
+        download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
     """Run the sweep into ``out`` (one run folder per model) and write ``summary.json`` and the report."""
     from ..report import write_rhn_depth_report
 
@@ -61,7 +61,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
     graphs = summary["cuda_graph"] = use_cuda_graphs(config.cuda_graph, config.base.train.device)
     for entry in config.corpora:
         name, level = entry.split(":")
-        corpus = load_corpus(name, level, data_dir, max_vocab=config.base.max_vocab)
+        corpus = load_corpus(name, level, data_dir, download=download, max_vocab=config.base.max_vocab)
         rows = []
         for depth in config.depths:
             probe = lm.LMConfig(**{**asdict(config.base), "corpus": name, "level": level, "model": "rhn",

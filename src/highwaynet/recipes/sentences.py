@@ -156,7 +156,7 @@ class SweepConfig:
 
 
 def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-          log=print, progress: bool = True, report_only: bool = False) -> dict[str, Any]:
+          download: bool = False, log=print, progress: bool = True, report_only: bool = False) -> dict[str, Any]:
     """Run every combination into ``out/<task>/<encoder>-L<layers>/<seed or fold>``; write the report.
 
     With ``report_only``, nothing is trained: the report covers the combinations already finished in
@@ -184,7 +184,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
                         continue
                     one = SentenceConfig(**{**asdict(base), "encoder": encoder, "layers": layers})
                     if data is None and not (run_dir / "results.json").is_file():
-                        data = load_data(base, data_dir)
+                        data = load_data(base, data_dir, download)
                     results.append(run_once(
                         run_dir, lambda resume, one=one, run_dir=run_dir, data=data: run(
                             one, run_dir, resume=resume, data=data, log=log, progress=progress),
