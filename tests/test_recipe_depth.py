@@ -68,7 +68,7 @@ def test_gates_and_lesion(sweep, capsys):
     assert len(gates["bias"]) == 3 and len(gates["mean_activity_per_layer"]) == 3
     assert len(gates["examples"]) == 3 and 0 <= gates["closed_fraction"] <= 1
     assert (run / "gates" / "gates.png").stat().st_size > 20_000
-    assert main(["reproduce", "lesion", str(run)]) == 0
+    assert main(["reproduce", "lesion", str(run), "--download"]) == 0  # (data present: nothing fetched)
     lesion = json.loads((run / "lesion" / "lesion.json").read_text())
     assert len(lesion["lesioned"]) == 3 and 0 < lesion["baseline"] <= 1
     assert "| 2 |" in (run / "lesion" / "report.md").read_text()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from . import __version__
 
 EPILOG = "Run folders hold config.json, metrics.jsonl, checkpoint.pt, model.pt and results.json."
+DOWNLOAD_HELP = "download missing data files from their public source (sha256-checked)"
 
 
 def _positive_int(text: str) -> int:
@@ -56,13 +57,12 @@ def _add_data_options(p: argparse.ArgumentParser, choices: Sequence[str], defaul
     g.add_argument("--data", choices=choices, default=default, help="data set (default: %(default)s)")
     g.add_argument("--data-dir", help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, "
                                       "and where packages install them)")
-    g.add_argument("--download", action="store_true", help="download missing files from their public source")
+    g.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
 
 
 def _add_sweep_options(p: argparse.ArgumentParser, out: str | None, data_help: str) -> None:
     p.add_argument("--data-dir", help=data_help)
-    p.add_argument("--download", action="store_true", help="download missing data files from their public source "
-                                                           "(sha256-checked)")
+    p.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
     p.add_argument("--device", default="auto", help="(default: %(default)s)")
     p.add_argument("--out", default=out, help=f"(default: {out or 'runs/depth-<data>'})")
     p.add_argument("--resume", action="store_true", help="skip finished runs, resume unfinished ones")
@@ -242,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run_dir", metavar="RUN_DIR", help="a trained highway mlp run folder")
         p.add_argument("--out", help=f"(default: RUN_DIR/{name})")
         p.add_argument("--data-dir", help="folder with the data files")
+        p.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
         p.set_defaults(run=_reproduce_gates if name == "gates" else _reproduce_lesion)
 
     report = commands.add_parser("report", help="write a self-contained HTML page for experiment folders",
@@ -431,7 +432,7 @@ def _reproduce_depth(args: argparse.Namespace) -> None:
 def _reproduce_gates(args: argparse.Namespace) -> None:
     from .recipes.gates import analyze_gates
 
-    result = analyze_gates(args.run_dir, args.out, args.data_dir)
+    result = analyze_gates(args.run_dir, args.out, args.data_dir, download=args.download)
     print(f"test accuracy {100 * result['test_acc']:.2f}%; {100 * result['closed_fraction']:.1f}% of gate outputs "
           f"below 0.1; wrote {args.out or args.run_dir + '/gates'}/gates.png")
 
@@ -439,7 +440,7 @@ def _reproduce_gates(args: argparse.Namespace) -> None:
 def _reproduce_lesion(args: argparse.Namespace) -> None:
     from .recipes.gates import lesion_layers
 
-    result = lesion_layers(args.run_dir, args.out, args.data_dir)
+    result = lesion_layers(args.run_dir, args.out, args.data_dir, download=args.download)
     print(f"intact {100 * result['baseline']:.2f}%; worst single lesion "
           f"{100 * min(result['lesioned']):.2f}%; {result['harmless']} of {len(result['lesioned'])} layers "
           f"cost at most one point; wrote {args.out or args.run_dir + '/lesion'}/lesion.png")

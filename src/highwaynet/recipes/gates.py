@@ -17,12 +17,12 @@ from . import mlp
 __all__ = ["analyze_gates", "lesion_layers"]
 
 
-def _load_highway(run_dir: str | Path, data_dir: str | Path | None):
+def _load_highway(run_dir: str | Path, data_dir: str | Path | None, download: bool):
     saved = load_run_config(run_dir)
     if saved.get("recipe") != "mlp":
         raise ValueError(f"{run_dir} holds a {saved.get('recipe')!r} run; this needs an 'mlp' run folder "
                          f"(for a depth sweep, one of its highway-<depth>/seed<k> folders)")
-    model, config, data = mlp.load_trained(run_dir, data_dir)
+    model, config, data = mlp.load_trained(run_dir, data_dir, download)
     if not gate_modules(model):
         raise ValueError(f"{run_dir} holds a plain network: it has no gates to analyse")
     return model, config, data
@@ -30,14 +30,14 @@ def _load_highway(run_dir: str | Path, data_dir: str | Path | None):
 
 @torch.no_grad()
 def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: str | Path | None = None,
-                  examples: int = 3) -> dict[str, Any]:
+                  examples: int = 3, download: bool = False) -> dict[str, Any]:
     """Transform-gate biases, mean gate activity over the test set, and single examples' gates.
 
     Writes ``gates.png``, ``gates.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/gates``).
     """
     from ..report import write_gates_report
 
-    model, config, data = _load_highway(run_dir, data_dir)
+    model, config, data = _load_highway(run_dir, data_dir, download)
     width = config.width
     biases = torch.stack([layer.bias[width:2 * width] for layer in model.highway.layers])  # (layers, units)
     x, y = data.test
@@ -62,15 +62,15 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
 
 
 @torch.no_grad()
-def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: str | Path | None = None
-                  ) -> dict[str, Any]:
+def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: str | Path | None = None,
+                  download: bool = False) -> dict[str, Any]:
     """Test accuracy with each highway layer lesioned (``T = 0``) in turn.
 
     Writes ``lesion.png``, ``lesion.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/lesion``).
     """
     from ..report import write_lesion_report
 
-    model, config, data = _load_highway(run_dir, data_dir)
+    model, config, data = _load_highway(run_dir, data_dir, download)
     x, y = data.test
 
     def accuracy() -> float:
