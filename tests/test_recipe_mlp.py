@@ -59,6 +59,28 @@ def test_cli_bad_arguments(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command, recipe", [
+    (["predict", "{run}", "a sentence"], "sentences"),
+    (["generate", "{run}"], "lm"),
+    (["train", "mlp", "--out", "{run}", "--resume"], "mlp"),
+    (["reproduce", "gates", "{run}"], "mlp"),
+])
+def test_cli_run_folder_of_another_recipe(command, recipe, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"recipe": "cnn", "config": {"data": "digits"}}))
+    assert main([a.format(run=run) for a in command]) == 2
+    err = capsys.readouterr().err
+    assert f"{run} holds a run of recipe 'cnn'; this needs one of recipe '{recipe}' ('highwaynet " in err
+
+
+def test_cli_gates_of_a_sweep_folder_names_a_run_in_it(tmp_path, capsys):
+    (tmp_path / "summary.json").write_text("{}")
+    assert main(["reproduce", "gates", str(tmp_path)]) == 2
+    assert f"is a sweep's folder; give one of its runs, e.g. {tmp_path / 'highway-50' / 'seed0'}" in \
+        capsys.readouterr().err
+
+
 def test_cli_unknown_data_set_and_help():
     bad = subprocess.run([sys.executable, "-m", "highwaynet", "train", "mlp", "--data", "cifar"],
                          capture_output=True, text=True)

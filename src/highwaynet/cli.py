@@ -270,7 +270,7 @@ def _train_config(args: argparse.Namespace):
                        cuda_graph=args.cuda_graph)
 
 
-def _say_what_runs(args: argparse.Namespace, out: str, config, new_run: str) -> None:
+def _say_what_runs(args: argparse.Namespace, out: str, config, recipe: str, new_run: str) -> None:
     """``new_run``, or for a resumed run, which continues with the settings it was started with,
     the folder and the settings asked for that it does not apply."""
     from dataclasses import asdict
@@ -281,7 +281,7 @@ def _say_what_runs(args: argparse.Namespace, out: str, config, new_run: str) -> 
         print(new_run)
         return
     print(f"resuming the run in {out}")
-    differ = settings_differ(load_run_config(out)["config"], asdict(config))
+    differ = settings_differ(load_run_config(out, recipe)["config"], asdict(config))
     if differ:
         print("--resume continues the run with the settings it was started with; not applied: " + ", ".join(differ))
 
@@ -301,7 +301,8 @@ def _train_mlp(args: argparse.Namespace) -> None:
 def _run_image_recipe(args: argparse.Namespace, run, config, what: str, depth: int) -> None:
     kind = "plain" if args.plain else "highway"
     out = args.out or f"runs/{what.lower()}-{args.data}-{kind}{depth}-seed{args.seed}"
-    _say_what_runs(args, out, config, f"training a {depth}-layer {kind} {what} on {args.data}; run folder: {out}")
+    _say_what_runs(args, out, config, what.lower(),
+                   f"training a {depth}-layer {kind} {what} on {args.data}; run folder: {out}")
     results = run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     print(f"test_loss {results['test']['loss']:.4f}  test_acc {results['test']['acc']:.4f}  "
           f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
@@ -331,7 +332,7 @@ def _train_lm(args: argparse.Namespace) -> None:
                          steps_per_epoch=args.steps_per_epoch, train=train)
     name = f"{args.model}-depth{args.depth}" if args.model == "rhn" else "lstm"
     out = args.out or f"runs/lm-{args.corpus.rstrip('/').split('/')[-1]}-{args.level}-{name}-seed{args.seed}"
-    _say_what_runs(args, out, config,
+    _say_what_runs(args, out, config, "lm",
                    f"training a {name} language model on {args.corpus} ({args.level} level); run folder: {out}")
     results = lm.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     key = "bpc" if config.level == "char" else "ppl"

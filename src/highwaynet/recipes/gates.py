@@ -11,17 +11,15 @@ from typing import Any
 import torch
 
 from ..analysis import gate_modules, lesion, record_gates
-from ..training.run_dir import load_run_config
 from . import mlp
 
 __all__ = ["analyze_gates", "lesion_layers"]
 
 
 def _load_highway(run_dir: str | Path, data_dir: str | Path | None, download: bool):
-    saved = load_run_config(run_dir)
-    if saved.get("recipe") != "mlp":
-        raise ValueError(f"{run_dir} holds a {saved.get('recipe')!r} run; this needs an 'mlp' run folder "
-                         f"(for a depth sweep, one of its highway-<depth>/seed<k> folders)")
+    if (Path(run_dir) / "summary.json").is_file() and not (Path(run_dir) / "config.json").is_file():
+        raise ValueError(f"{run_dir} is a sweep's folder; give one of its runs, e.g. "
+                         f"{Path(run_dir) / 'highway-50' / 'seed0'} for a depth sweep")
     model, config, data = mlp.load_trained(run_dir, data_dir, download)
     if not gate_modules(model):
         raise ValueError(f"{run_dir} holds a plain network: it has no gates to analyse")

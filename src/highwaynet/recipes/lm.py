@@ -133,7 +133,7 @@ def load_trained(run_dir: str | Path, data_dir: str | Path | None = None) -> tup
     """The best weights of a trained language model, its config and its vocabulary as a
     :class:`Corpus` (with empty splits: the run folder's ``vocab.json``; for a run folder without
     one, written before it was kept, the corpus itself is loaded from ``data_dir``)."""
-    config = LMConfig(**load_run_config(run_dir)["config"])
+    config = LMConfig(**load_run_config(run_dir, "lm")["config"])
     saved = Path(run_dir, "vocab.json")
     if saved.is_file():
         vocab = json.loads(saved.read_text())

@@ -114,7 +114,7 @@ def train_image_classifier(config, kind: str, build, out: str | Path, *, resume:
 def load_trained(run_dir: str | Path, data_dir: str | Path | None = None, download: bool = False
                  ) -> tuple[nn.Module, MLPConfig, ImageData]:
     """A trained MLP from its run folder (its best weights), with its config and data."""
-    config = MLPConfig(**load_run_config(run_dir)["config"])
+    config = MLPConfig(**load_run_config(run_dir, "mlp")["config"])
     data = load_image_data(config.data, data_dir, download=download, split_seed=config.split_seed,
                            max_train=config.max_train)
     return load_best_weights(build_model(config, data), run_dir).eval(), config, data

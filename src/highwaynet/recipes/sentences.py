@@ -110,7 +110,7 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
 
 
 def load_trained(run_dir: str | Path) -> tuple[nn.Module, SentenceConfig, list[str]]:
-    config = SentenceConfig(**load_run_config(run_dir)["config"])
+    config = SentenceConfig(**load_run_config(run_dir, "sentences")["config"])
     saved = json.loads((Path(run_dir) / "vocab.json").read_text())
     model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"])
     load_best_weights(model, run_dir)

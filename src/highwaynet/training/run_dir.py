@@ -34,13 +34,26 @@ def environment() -> dict[str, Any]:
     }
 
 
-def load_run_config(run_dir: str | Path) -> dict[str, Any]:
-    """The ``config.json`` of a run folder, with a clear error when the folder is not a run."""
+#: Where a run folder of each recipe comes from, for the error that asks for one.
+_WRITTEN_BY = {"mlp": "'highwaynet train mlp --out DIR' writes DIR; a depth sweep, OUT/highway-50/seed0",
+              "cnn": "'highwaynet train cnn --out DIR' writes DIR",
+              "lm": "'highwaynet train lm --out DIR' writes DIR; an rhn-depth sweep, "
+                    "OUT/tinyshakespeare-char/rhn-depth4",
+              "sentences": "'highwaynet reproduce sentences --out OUT' writes OUT/sst2/hbilstm-L1/seed0 and the like"}
+
+
+def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str, Any]:
+    """The ``config.json`` of a run folder, with a clear error when the folder is not a run (or, given
+    ``recipe``, not a run of that recipe)."""
     path = Path(run_dir) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} is not a run folder: it has no config.json "
                                 f"(a run folder is what 'highwaynet train ... --out DIR' writes)")
-    return json.loads(path.read_text())
+    saved = json.loads(path.read_text())
+    if recipe is not None and saved.get("recipe") != recipe:
+        raise ValueError(f"{run_dir} holds a run of recipe {saved.get('recipe')!r}; this needs one of recipe "
+                         f"{recipe!r} ({_WRITTEN_BY[recipe]})")
+    return saved
 
 
 def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool) -> dict[str, Any]:
@@ -53,10 +66,7 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
 
     run_dir = Path(run_dir)
     if resume:
-        saved = load_run_config(run_dir)
-        if saved.get("recipe") != recipe:
-            raise ValueError(f"{run_dir} holds a {saved.get('recipe')!r} run, not a {recipe!r} run")
-        return saved["config"]
+        return load_run_config(run_dir, recipe)["config"]
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
         return config
     if (run_dir / "config.json").exists():
