@@ -12,7 +12,7 @@ Example::
 
     >>> net = Highway(16, num_layers=4)
     >>> with record_gates(net) as rec:
-    ...     net(torch.randn(32, 16))
+    ...     y = net(torch.randn(32, 16))
     >>> rec.mean_per_gate().shape          # mean T of each of the 4 layers
     torch.Size([4])
     >>> with lesion(net, [0, 2]):          # layers 0 and 2 carry their input through

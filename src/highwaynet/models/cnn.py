@@ -28,6 +28,11 @@ class HighwayCNN(nn.Module):
 
     Shape:
         ``(N, in_channels, H, W)`` -> ``(N, num_classes)``.
+
+    Example::
+
+        >>> HighwayCNN(1, 10)(torch.randn(4, 1, 28, 28)).shape     # Fashion-MNIST images
+        torch.Size([4, 10])
     """
 
     def __init__(self, in_channels: int, num_classes: int, channels: tuple[int, ...] = (32, 64, 128),

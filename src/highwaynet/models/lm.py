@@ -66,6 +66,14 @@ class RHNLanguageModel(_LanguageModel):
 
     Shape:
         ``(T, B)`` token ids, state ``(num_layers, B, hidden_size)`` -> logits ``(T, B, vocab_size)``, state.
+
+    Example::
+
+        >>> lm = RHNLanguageModel(65, 256, depth=4)     # characters of Tiny Shakespeare
+        >>> logits, state = lm(torch.randint(65, (35, 8)))
+        >>> logits, state = lm(torch.randint(65, (35, 8)), state)   # the next window goes on from the last
+        >>> logits.shape, state.shape
+        (torch.Size([35, 8, 65]), torch.Size([1, 8, 256]))
     """
 
     def __init__(self, vocab_size: int, hidden_size: int, depth: int, num_layers: int = 1,
@@ -84,6 +92,12 @@ class LSTMLanguageModel(_LanguageModel):
     """The LSTM baseline: as :class:`RHNLanguageModel`, with ``nn.LSTM`` (cuDNN on GPU) as the stack.
 
     ``state_dropout`` has no counterpart in ``nn.LSTM``'s fused kernel and is not offered.
+
+    Example::
+
+        >>> logits, (h, c) = LSTMLanguageModel(65, 128, num_layers=2)(torch.randint(65, (35, 8)))
+        >>> logits.shape, h.shape
+        (torch.Size([35, 8, 65]), torch.Size([2, 8, 128]))
     """
 
     def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, embed_size: int | None = None,

@@ -44,6 +44,13 @@ class SentenceClassifier(nn.Module):
     Shape:
         ``tokens`` ``(B, T)`` ids (0 = padding), ``lengths`` ``(B,)`` -> logits ``(B, num_classes)``.
         Padding never changes a sentence's logits.
+
+    Example::
+
+        >>> model = SentenceClassifier(vocab_size=20000, num_classes=2, encoder="hbilstm", num_layers=4)
+        >>> tokens = torch.tensor([[5, 81, 7, 0], [9, 12, 3, 44]])    # two sentences, the first padded
+        >>> model(tokens, lengths=torch.tensor([3, 4])).shape
+        torch.Size([2, 2])
     """
 
     def __init__(self, vocab_size: int, num_classes: int, encoder: str = "hbilstm", embed_dim: int = 300,

@@ -55,6 +55,14 @@ class TransformGate(nn.Module):
     Attributes:
         lesioned: when ``True`` the gate is forced shut (``T = 0``, ``C = 1``) and the layer
             returns its input unchanged.
+
+    Example::
+
+        >>> gate = TransformGate()
+        >>> h, x = torch.ones(2, 3), torch.zeros(2, 3)
+        >>> gate(h, torch.zeros(2, 3), x)       # T = sigmoid(0) = 0.5: halfway between x and h
+        tensor([[0.5000, 0.5000, 0.5000],
+                [0.5000, 0.5000, 0.5000]])
     """
 
     def __init__(self, carry: str = "coupled") -> None:

@@ -44,6 +44,13 @@ class HighwayLSTMBlock(nn.Module):
         transform: ``nn.Linear(in, out)`` computing the gate's logits from the input.
         resize: ``nn.Identity``, :class:`~highwaynet.nn.Projection` or :class:`~highwaynet.nn.ZeroPad`.
         gate: the :class:`TransformGate` (recorded and lesioned like every highway layer).
+
+    Example::
+
+        >>> block = HighwayLSTMBlock(300, 150)          # BiLSTM: 2 · 150 wide out
+        >>> y, (h, c) = block(torch.randn(4, 12, 300), lengths=torch.tensor([12, 9, 5, 1]))
+        >>> y.shape, h.shape
+        (torch.Size([4, 12, 300]), torch.Size([2, 4, 150]))
     """
 
     def __init__(self, input_size: int, hidden_size: int, bidirectional: bool = True, resize: str = "projection",

@@ -65,6 +65,15 @@ class RHNCell(nn.Module):
     Shape:
         ``input`` ``(B, input_size)`` and ``state`` ``(B, hidden_size)`` (zeros if None) ->
         the new state ``(B, hidden_size)``.
+
+    Example::
+
+        >>> cell = RHNCell(10, 20, depth=3)
+        >>> s = None
+        >>> for x_t in torch.randn(5, 8, 10):   # 5 steps of a batch of 8, one at a time
+        ...     s = cell(x_t, s)
+        >>> s.shape
+        torch.Size([8, 20])
     """
 
     def __init__(self, input_size: int, hidden_size: int, depth: int, carry: str = "coupled",

@@ -1,0 +1,28 @@
+"""The examples in the public API's docstrings run and print what they show."""
+
+import doctest
+import importlib
+
+import pytest
+import torch
+
+import highwaynet.models
+import highwaynet.nn
+from highwaynet import analysis
+
+MODULES = ["highwaynet.functional", "highwaynet.analysis", "highwaynet.nn.gate", "highwaynet.nn.highway",
+           "highwaynet.nn.conv", "highwaynet.nn.resize", "highwaynet.nn.rhn", "highwaynet.nn.lstm",
+           "highwaynet.models.sentence", "highwaynet.models.lm", "highwaynet.models.mlp", "highwaynet.models.cnn"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    # The examples assume what a user of the package has imported: torch and the layers.
+    names = {"torch": torch, **{n: getattr(highwaynet.nn, n) for n in highwaynet.nn.__all__},
+             **{n: getattr(analysis, n) for n in analysis.__all__},
+             **{n: getattr(highwaynet.models, n) for n in highwaynet.models.__all__}}
+    torch.manual_seed(0)
+    result = doctest.testmod(importlib.import_module(name), extraglobs=names, optionflags=doctest.ELLIPSIS,
+                             raise_on_error=False, verbose=False, report=True)
+    assert result.attempted > 0, f"{name} shows no example"
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed (printed above)"
