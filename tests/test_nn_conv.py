@@ -67,3 +67,10 @@ def test_wrong_channels():
         HighwayConv1d(4, 3)(torch.randn(2, 4))
     with pytest.raises(TypeError, match="got list"):
         HighwayConv1d(4, 3)([1, 2])
+
+
+@pytest.mark.parametrize("make", [lambda: HighwayConv2d(4, 0), lambda: HighwayConv2d(4, (3, 3, 3)),
+                                  lambda: HighwayConv1d(4, 3, dilation=0), lambda: HighwayConv2d(4, (3, -1))])
+def test_bad_kernel(make):
+    with pytest.raises(ValueError, match="kernel_size must be a positive int or"):
+        make()

@@ -44,6 +44,9 @@ class _HighwayConvNd(nn.Module):
         # left/top. Padding explicitly keeps odd kernels on the convolution's own (symmetric)
         # padding and avoids PyTorch's warning and extra copy for padding="same" with even ones.
         ks = (kernel_size,) * self._spatial if isinstance(kernel_size, int) else tuple(kernel_size)
+        if len(ks) != self._spatial or min(ks) < 1 or dilation < 1:
+            raise ValueError(f"kernel_size must be a positive int or {self._spatial} of them, and dilation positive; "
+                             f"got kernel_size={kernel_size}, dilation={dilation}")
         total = [dilation * (k - 1) for k in ks]
         self._pad = None
         if any(t % 2 for t in total):
