@@ -49,6 +49,20 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
     assert "not applied" not in capsys.readouterr().out
 
 
+def test_cli_run_interrupted_in_its_first_epoch_starts_again(tmp_path, monkeypatch, capsys):
+    from highwaynet.training import Trainer
+
+    out = tmp_path / "run"
+    args = ["train", "mlp", "--data", "digits", "--depth", "3", "--width", "8", "--epochs", "1", "--out", str(out)]
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "_run_epoch", lambda self, epoch: (_ for _ in ()).throw(KeyboardInterrupt))
+        assert main(args) == 130
+    assert "no epoch had finished, so nothing is saved: start again" in capsys.readouterr().out
+    assert (out / "config.json").is_file()
+    assert main(args) == 0  # the same command again: nothing was saved, so nothing is refused
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
+
+
 @pytest.mark.parametrize("argv, message", [
     (["train", "mlp", "--depth", "1"], "--depth must be at least 2"),
     (["train", "mlp", "--resume"], "--resume needs --out"),

@@ -36,10 +36,12 @@ def environment() -> dict[str, Any]:
 
 #: Where a run folder of each recipe comes from, for the error that asks for one.
 _WRITTEN_BY = {"mlp": "'highwaynet train mlp --out DIR' writes DIR; a depth sweep, OUT/highway-50/seed0",
-              "cnn": "'highwaynet train cnn --out DIR' writes DIR",
-              "lm": "'highwaynet train lm --out DIR' writes DIR; an rhn-depth sweep, "
-                    "OUT/tinyshakespeare-char/rhn-depth4",
-              "sentences": "'highwaynet reproduce sentences --out OUT' writes OUT/sst2/hbilstm-L1/seed0 and the like"}
+               "cnn": "'highwaynet train cnn --out DIR' writes DIR",
+               "lm": "'highwaynet train lm --out DIR' writes DIR; an rhn-depth sweep, "
+                     "OUT/tinyshakespeare-char/rhn-depth4",
+               "sentences": "'highwaynet reproduce sentences --out OUT' writes OUT/sst2/hbilstm-L1/seed0 and the like"}
+#: What a run writes once its first epoch has finished (a folder without them holds nothing to lose).
+_FINISHED_AN_EPOCH = ("metrics.jsonl", "checkpoint.pt", "results.json")
 
 
 def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str, Any]:
@@ -59,8 +61,9 @@ def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str,
 def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool) -> dict[str, Any]:
     """Create ``run_dir`` for a new run, or check it for a resumed one; returns the config to use.
 
-    A new run refuses a folder that already holds a run (nothing is overwritten). A resumed run
-    takes the configuration saved in the folder, so that it continues exactly as it started.
+    A new run refuses a folder that already holds a run (nothing is overwritten), but not one whose
+    run never finished an epoch (it saved nothing to lose: it is started over, as a sweep does). A
+    resumed run takes the configuration saved in the folder, so that it continues exactly as it started.
     """
     from .distributed import is_main_process
 
@@ -69,7 +72,7 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
         return load_run_config(run_dir, recipe)["config"]
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
         return config
-    if (run_dir / "config.json").exists():
+    if (run_dir / "config.json").exists() and any((run_dir / f).exists() for f in _FINISHED_AN_EPOCH):
         raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, or pass "
                               f"another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
