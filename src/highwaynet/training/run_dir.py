@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["environment", "flat_settings", "load_best_weights", "load_run_config", "mean_std", "prepare_run_dir",
-           "run_once", "settings_differ", "start_sweep"]
+__all__ = ["environment", "finished_an_epoch", "flat_settings", "load_best_weights", "load_run_config", "mean_std",
+           "prepare_run_dir", "run_once", "settings_differ", "start_sweep"]
 
 
 def environment() -> dict[str, Any]:
@@ -40,8 +40,6 @@ _WRITTEN_BY = {"mlp": "'highwaynet train mlp --out DIR' writes DIR; a depth swee
                "lm": "'highwaynet train lm --out DIR' writes DIR; an rhn-depth sweep, "
                      "OUT/tinyshakespeare-char/rhn-depth4",
                "sentences": "'highwaynet reproduce sentences --out OUT' writes OUT/sst2/hbilstm-L1/seed0 and the like"}
-#: What a run writes once its first epoch has finished (a folder without them holds nothing to lose).
-_FINISHED_AN_EPOCH = ("metrics.jsonl", "checkpoint.pt", "results.json")
 
 
 def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str, Any]:
@@ -58,6 +56,12 @@ def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str,
     return saved
 
 
+def finished_an_epoch(run_dir: str | Path) -> bool:
+    """Whether a run in ``run_dir`` has saved anything: what a run writes once its first epoch has
+    finished (a folder without it holds nothing to lose, and a new run may start over it)."""
+    return any((Path(run_dir) / f).exists() for f in ("metrics.jsonl", "checkpoint.pt", "results.json"))
+
+
 def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool) -> dict[str, Any]:
     """Create ``run_dir`` for a new run, or check it for a resumed one; returns the config to use.
 
@@ -72,7 +76,7 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
         return load_run_config(run_dir, recipe)["config"]
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
         return config
-    if (run_dir / "config.json").exists() and any((run_dir / f).exists() for f in _FINISHED_AN_EPOCH):
+    if (run_dir / "config.json").exists() and finished_an_epoch(run_dir):
         raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, or pass "
                               f"another --out")
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from .cuda_graph import GraphedStep
 from .distributed import all_reduce_sums, init_distributed, shard_batch
+from .run_dir import finished_an_epoch
 
 __all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
 
@@ -246,7 +247,7 @@ class Trainer:
         """
         if resume:
             self.load_checkpoint()
-        elif self._writes and (self.run_dir / "metrics.jsonl").exists():
+        elif self._writes and finished_an_epoch(self.run_dir):
             raise FileExistsError(f"{self.run_dir} already holds a run; resume it (--resume) or choose "
                                   f"another run folder")
         else:
