@@ -77,6 +77,30 @@ def test_gates_and_lesion(sweep, capsys):
     assert "plain network" in capsys.readouterr().err
 
 
+def test_axes_that_count_layers_or_epochs_tick_whole_numbers(sweep, monkeypatch):
+    # 3 highway layers and 2 epochs: matplotlib's own ticks would fall at 0.5 or 0.2 steps.
+    from highwaynet import report
+    ticks, save = {}, report._save
+
+    def recording(fig, path, dpi=120):
+        fig.canvas.draw()
+        for ax in fig.axes:
+            for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+                if re.search("layer|epoch", axis.get_label_text()):
+                    low, high = sorted(lim)
+                    ticks[(path.name, axis.get_label_text())] = [t for t in axis.get_ticklocs() if low <= t <= high]
+        save(fig, path, dpi)
+
+    monkeypatch.setattr(report, "_save", recording)
+    run = sweep / "highway-4" / "lr0.1-seed0"
+    for argv in (["reproduce", "gates", str(run)], ["reproduce", "lesion", str(run)]):
+        assert main(argv) == 0
+    report.write_depth_report(sweep, json.loads((sweep / "summary.json").read_text()))
+    assert {name for name, _ in ticks} == {"gates.png", "lesion.png", "depth.png"}
+    for key, locations in ticks.items():
+        assert locations and all(float(t).is_integer() for t in locations), (key, locations)
+
+
 def test_report_html_holds_every_figure_and_table(sweep):
     assert main(["report", str(sweep)]) == 0
     page = (sweep / "report.html").read_text()

@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 __all__ = ["markdown_table", "write_depth_report", "write_gates_report", "write_lesion_report",
            "write_html", "write_rhn_depth_report", "write_sentences_report", "plot_sentence_depth"]
@@ -18,6 +19,11 @@ def _save(fig, path: Path, dpi: int = 120) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
+
+
+def _whole_numbers(axis) -> None:
+    """Ticks only at whole numbers, for an axis that counts layers or epochs (no layer 2.5)."""
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
@@ -144,6 +150,7 @@ def write_depth_report(out: Path, summary: dict[str, Any]) -> Path:
             ax.plot(epochs, mean, color=color, label=f"{net['kind']} (lr {net['lr']:g})")
             ax.fill_between(epochs, np.maximum(mean - std, 1e-6), mean + std, color=color, alpha=0.2)
         ax.set(title=f"{depth} layers", xlabel="epoch", yscale="log")
+        _whole_numbers(ax.xaxis)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("training loss (mean over seeds)")
@@ -182,12 +189,14 @@ def write_gates_report(out: Path, result: dict[str, Any]) -> Path:
                           vmin=None if cmap == "RdBu_r" else 0, vmax=None if cmap == "RdBu_r" else 1)
         ax.set(title=title, xlabel="unit", ylabel="highway layer")
         ax.title.set_fontsize(9)
+        _whole_numbers(ax.yaxis)
         fig.colorbar(image, ax=ax, fraction=0.05)
     per_layer = result["mean_activity_per_layer"]
     axes[-1].plot(per_layer, range(len(per_layer)), "o-", ms=3)
     axes[-1].invert_yaxis()
     axes[-1].set(title="mean gate output\nper layer", xlabel="mean T", ylabel="highway layer")
     axes[-1].title.set_fontsize(9)
+    _whole_numbers(axes[-1].yaxis)
     _save(fig, out / "gates.png", dpi=110)
     report = out / "report.md"
     report.write_text("\n".join([
@@ -212,6 +221,7 @@ def write_lesion_report(out: Path, result: dict[str, Any]) -> Path:
     ax.axhline(100 * result["baseline"], color="gray", ls="--", label="intact network")
     ax.set(xlabel="lesioned highway layer", ylabel="test accuracy (%)",
            title=f"{result['depth']}-layer highway net, {result['data']}")
+    _whole_numbers(ax.xaxis)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     _save(fig, out / "lesion.png", dpi=120)
