@@ -17,13 +17,17 @@ Rows, measured side by side in one run:
                       gate; in exact float32, cuBLAS and the Triton gate kernels)
   ours, torch.compile ``torch.compile(RHN)``: the recurrence stays one call (a custom operator each
                       way), the rest compiled
+  labml loop, torch.compile whole
+                      (``--compile-loop``) the labml loop traced whole by torch.compile, every micro-step
+                      unrolled; on the CPU with inductor's C++ wrapper, so that no Python runs between
+                      the operations (minutes to compile: 4 on 2 cores at ``--cpu-shape``)
   ... CUDA graph      the same forward + backward replayed as one CUDA graph (GPU only)
   LSTM (cuDNN)        ``nn.LSTM`` with about as many parameters (GPU: cuDNN)
 
 Tokens per second = steps x batch / time.
 
     python benchmarks/rhn.py --device cuda [--tf32]
-    python benchmarks/rhn.py --cpu-shape
+    python benchmarks/rhn.py --cpu-shape [--compile-loop]
 """
 
 from __future__ import annotations
@@ -110,6 +114,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--tf32", action="store_true",
                         help="float32 products in TF32 on the GPU, for every row: cuDNN's LSTM does so by default")
+    parser.add_argument("--compile-loop", action="store_true",
+                        help="add the labml loop compiled whole (slow to compile: every micro-step unrolled)")
     parser.add_argument("--json", default="benchmarks/rhn.json")
     args = parser.parse_args()
     if args.cpu_shape:
@@ -134,10 +140,16 @@ def main() -> None:
         torch.testing.assert_close(ours(x)[0], as_written(x)[0], rtol=tol, atol=tol)
         compiled = torch.compile(ours)
         torch.testing.assert_close(ours(x)[0], compiled(x)[0], rtol=tol, atol=tol)
+        if args.compile_loop:
+            # On the CPU, inductor's C++ wrapper: without it, Python calls each of the ~1,000 operations.
+            compiled_loop = torch.compile(loop, options={"cpp_wrapper": device.type == "cpu"})
+            torch.testing.assert_close(ours(x)[0], compiled_loop(x)[0], rtol=tol, atol=tol)
 
     rows = {"labml as written": fwd_bwd(as_written, x, grad_out), "labml loop": fwd_bwd(loop, x, grad_out),
             "floor": products_alone(ours, x), "ours": fwd_bwd(ours, x, grad_out),
             "ours, torch.compile": fwd_bwd(compiled, x, grad_out)}
+    if args.compile_loop:
+        rows["labml loop, torch.compile whole"] = fwd_bwd(compiled_loop, x, grad_out)
     if device.type == "cuda":  # eager, the floor is launch-bound too: its graph is the GPU's floor
         rows["floor, CUDA graph"] = graphed(rows["floor"])
         rows["labml loop, CUDA graph"] = graphed(fwd_bwd(loop, x, grad_out), loop)
