@@ -50,10 +50,8 @@ def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tenso
     depth = len(weights)
     steps, batch, width = x_proj.shape
     hidden, dtype = width // 2, x_proj.dtype
-    # tanh(a) = 2σ(2a) − 1: with H's rows of every term doubled, one sigmoid over the whole
-    # contiguous row [2a | a_T] and one affine step cost less than tanh and sigmoid on the two
-    # strided halves (PyTorch's CPU tanh is several times slower than its sigmoid). Only in
-    # float32 and float64: σ stored in 16 bits near 1/2 would cost h its small values' precision.
+    # tanh(a) = 2σ(2a) − 1 (see the module's docstring): H's rows of every term doubled. Not in
+    # 16 bits, where σ stored near 1/2 would cost h its small values' precision.
     via_sigmoid = dtype in (torch.float32, torch.float64)
     scale = x_proj.new_ones(width)
     scale[:hidden] = 2 if via_sigmoid else 1
