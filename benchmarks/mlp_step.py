@@ -130,6 +130,9 @@ def main() -> None:
     # Every row trains the same network the same way: after the same number of steps on the same
     # batches they hold the same loss (checked, so that the table compares like with like).
     losses = {name: float(fn()["loss"]) for name, fn in rows.items()}
+    first = next(iter(losses.values()))
+    if any(abs(loss - first) > 1e-3 * max(1.0, abs(first)) for loss in losses.values()):
+        raise AssertionError(f"the rows do not train the same network: first losses {losses}")
     results = measure_rows(rows, device, args.repeats)
     report(f"highway MLP SGD step: {args.depth} layers x {args.width}, batch {args.batch}, "
            f"median of {args.repeats}", results, "separate H and T, eager (Chainer, Lasagne)", device, args.json,

@@ -1,0 +1,91 @@
+"""The CPU RHN recurrence part by part: where a window's time goes, against its products alone.
+
+What ``RHN`` runs without Triton (:mod:`highwaynet.kernels.rhn_eager`), at the CPU shape of
+``benchmarks/rhn.py --cpu-shape`` (depth 4, hidden 256, 35 steps x batch 20). Rows, side by side:
+
+  window                    the recurrence forward then backward, as the layer calls them
+  forward, backward         each half alone
+  forward: products         its ``T·D`` small products alone (``addmm_`` into a buffer's rows)
+  forward: one sigmoid      one ``sigmoid_`` over each micro-step's ``(B, 2H)`` row, alone
+  backward: walk products   the walk's ``T·D`` small products alone (``dz R`` onto the carried gradient)
+  backward: weight products the ``D`` weight-gradient products over ``T·B`` rows, alone
+
+What each half costs above its products is its element-wise work and the operators' own cost.
+The last column divides each row by the ``T·D`` micro-steps.
+
+    python benchmarks/rhn_cpu_parts.py
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from common import measure_rows, report
+
+from highwaynet.kernels import rhn_eager
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=35)
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--json", default="benchmarks/rhn_cpu_parts.json")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    depth, hidden, steps, batch = args.depth, args.hidden, args.steps, args.batch
+    micro_steps = steps * depth
+    x_proj = torch.randn(steps, batch, 2 * hidden)
+    s0 = torch.zeros(batch, hidden)
+    weights = [torch.randn(2 * hidden, hidden) / hidden ** 0.5 for _ in range(depth)]
+    biases = [torch.randn(2 * hidden) for _ in range(depth)]
+    grad_out = torch.randn(steps, batch, hidden)
+    _, z, inputs = rhn_eager.forward(x_proj, s0, None, weights, biases)
+
+    rows_z = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
+    state, carried = torch.randn(batch, hidden), torch.randn(batch, hidden)
+    weights_t = [w.t() for w in weights]
+    dz_all = torch.randn(depth, steps * batch, 3, hidden)[:, :, :2]  # strided as ours: rows 3H apart
+    inputs_all = torch.randn(depth, steps * batch, hidden)
+
+    def forward_products():
+        for k in range(micro_steps):
+            rows_z[k].addmm_(state, weights_t[k % depth])
+
+    def sigmoids():
+        for k in range(micro_steps):
+            rows_z[k].sigmoid_()
+
+    def walk_products():
+        for k in range(micro_steps - 1, -1, -1):
+            carried.addmm_(rows_z[k], weights[k % depth])
+
+    def weight_products():
+        for d in range(depth):
+            dz_all[d].reshape(steps * batch, 2 * hidden).t() @ inputs_all[d]
+
+    def forward():
+        return rhn_eager.forward(x_proj, s0, None, weights, biases)
+
+    def backward():
+        return rhn_eager.backward(grad_out, z, inputs, None, weights)
+
+    def forward_backward():
+        _, z_new, inputs_new = forward()
+        rhn_eager.backward(grad_out, z_new, inputs_new, None, weights)
+
+    rows = {"window": forward_backward, "forward": forward, "forward: products": forward_products,
+            "forward: one sigmoid": sigmoids, "backward": backward, "backward: walk products": walk_products,
+            "backward: weight products": weight_products}
+    results = measure_rows(rows, torch.device("cpu"), args.repeats)
+    report(f"CPU RHN recurrence (kernels.rhn_eager) part by part: depth {depth}, hidden {hidden}, "
+           f"{steps} steps x batch {batch}, float32; median of {args.repeats}", results, "window",
+           torch.device("cpu"), args.json, vars(args),
+           {"µs/micro-step": {k: 1e6 * v / micro_steps for k, v in results.items()}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The CPU benchmark scripts run end to end at a tiny shape and write the table they promise.
+
+Not a timing test (speed is read from the scripts' own tables): this keeps the scripts from
+breaking silently when the code they measure changes. The scripts that compare implementations
+(the dense stack, the MLP step, the RHN) first check that their rows compute the same values, so
+a run that finishes also says the compared implementations still agree.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# script, tiny arguments, rows the JSON must hold
+SCRIPTS = [
+    ("dense_highway.py", ["--tokens", "64", "--dim", "16", "--layers", "2", "--repeats", "1", "--no-compile"],
+     {"floor (projections alone)", "ours: Highway, eager"}),
+    ("mlp_step.py", ["--depth", "3", "--width", "8", "--batch", "4", "--repeats", "1"],
+     {"separate H and T, eager (Chainer, Lasagne)", "ours, eager"}),
+    ("rhn.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
+     {"labml as written", "floor", "ours", "ours, torch.compile"}),
+    ("rhn_cpu_parts.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
+     {"window", "forward", "forward: products", "backward", "backward: walk products"}),
+]
+
+
+@pytest.mark.parametrize("script, args, rows", SCRIPTS, ids=[s[0] for s in SCRIPTS])
+def test_cpu_benchmark_runs_and_writes_its_table(tmp_path, script, args, rows):
+    out = tmp_path / "result.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert rows <= set(record["ms"]), sorted(record["ms"])
+    assert all(ms > 0 for ms in record["ms"].values())
+    assert f"wrote {out}" in run.stdout
