@@ -53,6 +53,8 @@ def test_torch_export_matches_eager(name, strict):
 
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+@pytest.mark.skipif(not hasattr(torch.library, "custom_op"),
+                    reason="needs the recurrence as one custom operator (torch >= 2.4); torch 2.3 unrolls the loop")
 def test_rhn_exports_for_any_length_and_batch(bidirectional):
     # The fused recurrence is one operator whose fake version works on symbolic sizes, so one
     # exported program serves every sequence length and batch size (nn.LSTM's fixes the length).
@@ -64,3 +66,22 @@ def test_rhn_exports_for_any_length_and_batch(bidirectional):
         x = torch.randn(*shape)
         for a, b in zip(program.module()(x), rhn(x), strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_rhn_compiles_its_loop_where_the_recurrence_is_not_one_operator(monkeypatch):
+    # torch 2.3 has no torch.library.custom_op: there the fused recurrence cannot be one opaque call,
+    # and RHN takes its reference loop while compiling (eager keeps the fused path).
+    from highwaynet.nn import rhn as rhn_module
+    monkeypatch.setattr(rhn_module, "OPAQUE_TO_COMPILE", False)
+    fused_calls = []
+    real = rhn_module.rhn_recurrence
+    monkeypatch.setattr(rhn_module, "rhn_recurrence", lambda *a, **k: fused_calls.append(1) or real(*a, **k))
+    torch.manual_seed(0)
+    rhn, x = RHN(8, 16, 2), torch.randn(3, 3, 8)
+    expected = rhn(x)[0]
+    assert fused_calls, "eager should take the fused path"
+    fused_calls.clear()
+    torch._dynamo.reset()
+    compiled = torch.compile(rhn, fullgraph=True)(x)[0]
+    assert not fused_calls
+    torch.testing.assert_close(compiled, expected, rtol=1e-5, atol=1e-6)

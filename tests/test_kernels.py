@@ -310,6 +310,7 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
 @pytest.mark.parametrize("masked", [False, True], ids=["no mask", "mask"])
 @pytest.mark.parametrize("path", ["eager", *(pytest.param(p, marks=[pytest.mark.triton, _needs_triton])
                                             for p in ("gate kernel", "one kernel"))])
+@pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="custom operators need torch >= 2.4")
 def test_rhn_recurrence_operators_pass_opcheck(path, masked):
     """The fused RHN's two custom operators under ``torch.library.opcheck``: their fake versions
     (what torch.compile and torch.export trace) give the real outputs' shapes, strides and dtypes,
@@ -337,8 +338,15 @@ def test_highway_is_unfused_when_observed():
     assert not net._can_fuse(x)
 
 
+def _triton_version() -> tuple[int, int]:
+    return tuple(int(part) for part in gating.triton.__version__.split(".")[:2]) if gating.triton else (0, 0)
+
+
 @pytest.mark.skipif(gating.triton is None or torch.cuda.is_available() or INTERPRETING,
                     reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
+@pytest.mark.skipif(_triton_version() < (3, 7),
+                    reason="Triton's interpreter runs the RHN micro-step kernels from 3.7 on (3.4-3.6 stop at "
+                           "their loop over a size argument, under NumPy 2): pip install -U triton")
 def test_triton_kernels_under_the_interpreter():
     """Run this file's Triton tests on the CPU under Triton's interpreter. A subprocess: Triton picks
     the interpreter when a kernel is defined, and in this process the kernels must stay compiled-only,
@@ -349,3 +357,17 @@ def test_triton_kernels_under_the_interpreter():
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     summary = run.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
+
+
+@pytest.mark.skipif(gating.triton is None, reason="needs Triton")
+@pytest.mark.parametrize("switch, expected", [("1", True), ("0", False)])
+def test_highwaynet_triton_switch_is_read_at_import(switch, expected):
+    """``HIGHWAYNET_TRITON=0`` forces the reference; it and ``TRITON_INTERPRET`` are read when the
+    package is imported (not at each call: torch 2.3's compiler cannot trace a read of os.environ)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "HIGHWAYNET_TRITON": switch}
+    code = ("import os, torch; from highwaynet.kernels import gating; "
+            "os.environ['HIGHWAYNET_TRITON'] = '0' if os.environ['HIGHWAYNET_TRITON'] == '1' else '1'; "
+            "print(gating.triton_available(torch.zeros(1)))")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == [str(expected)]

@@ -22,7 +22,7 @@ that nothing reads ``g`` again for it).
 :func:`gate_forward` and :func:`gate_backward` run the Triton kernels on CUDA tensors when Triton
 is installed, and otherwise the PyTorch reference (:func:`gate_forward_reference`,
 :func:`gate_backward_reference`), which the kernels are tested against. Set the environment
-variable ``HIGHWAYNET_TRITON=0`` to force the reference.
+variable ``HIGHWAYNET_TRITON=0`` before importing highwaynet to force the reference.
 
 Only activations whose derivative the kernel knows are supported: see :data:`ACTIVATION_CODES`.
 A caller saves ``z`` and ``x`` for the backward, which recomputes ``f(z_H)`` and ``t`` (arithmetic,
@@ -45,6 +45,15 @@ try:  # Triton is optional: without it (or without a GPU) the PyTorch reference 
     import triton.language as tl
 except ImportError:  # pragma: no cover - depends on the installation
     triton = None
+if triton is not None and int(triton.__version__.split(".")[0]) < 3:  # pragma: no cover
+    # The kernels are written in Triton 3's language (torch 2.3's Triton 2.3 rejects them): the
+    # reference runs instead, as without Triton.
+    triton = None
+
+# Read once, at import: Triton itself reads TRITON_INTERPRET when its kernels are defined, and
+# torch.compile in torch 2.3 cannot trace a read of os.environ inside a layer's forward.
+_TRITON_OFF = os.environ.get("HIGHWAYNET_TRITON", "1") == "0"
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
 __all__ = ["ACTIVATION_CODES", "activation_code", "gate_backward", "gate_backward_reference", "gate_forward",
            "gate_forward_reference", "triton_available"]
@@ -65,11 +74,11 @@ def activation_code(activation: str | Callable[[Tensor], Tensor]) -> int | None:
 
 def triton_available(t: Tensor) -> bool:
     """Whether the Triton kernels will run for tensors like ``t``: CUDA tensors, Triton installed,
-    ``HIGHWAYNET_TRITON`` not ``0``. (Under ``TRITON_INTERPRET=1`` they run on CPU tensors too,
-    slowly, which is how the kernels can be checked on a machine without a GPU.)"""
-    if triton is None or os.environ.get("HIGHWAYNET_TRITON", "1") == "0":
+    ``HIGHWAYNET_TRITON`` not ``0`` when highwaynet was imported. (Under ``TRITON_INTERPRET=1`` they
+    run on CPU tensors too, slowly, which is how the kernels can be checked on a machine without a GPU.)"""
+    if triton is None or _TRITON_OFF:
         return False
-    return t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+    return t.is_cuda or INTERPRETING
 
 
 # -- the reference ------------------------------------------------------------------------------

@@ -129,8 +129,13 @@ if hasattr(torch.library, "custom_op"):
             grad_x = z.new_empty(steps, depth, batch, 2 * hidden)[:, 0]
         return [grad_x, z.new_empty(batch, hidden), *(z.new_empty(w.shape) for w in weights),
                 *(z.new_empty(w.shape[0]) for w in weights)]
-else:  # torch 2.3: plain functions (torch.compile breaks its graph inside them)
+else:  # torch 2.3: plain functions, which torch.compile cannot take as one call (see OPAQUE_TO_COMPILE)
     _forward_op, _backward_op = _forward, _backward
+
+#: Whether the recurrence is one opaque call to ``torch.compile`` and ``torch.export`` (torch >= 2.4).
+#: Where it is not, ``RHN`` runs its reference loop while being compiled or exported: torch 2.3's
+#: compiler traces into the autograd function and fails at its first in-place product.
+OPAQUE_TO_COMPILE = hasattr(torch.library, "custom_op")
 
 
 class _RHNRecurrence(torch.autograd.Function):

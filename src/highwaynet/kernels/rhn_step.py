@@ -39,13 +39,12 @@ all products accumulate in float32.
 from __future__ import annotations
 
 import inspect
-import os
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from .gating import triton
+from .gating import INTERPRETING, triton
 
 if triton is not None:
     import triton.language as tl
@@ -59,7 +58,7 @@ __all__ = ["Previous", "micro_step_backward", "micro_step_forward"]
 def _configs() -> list:
     """The tiles to try (rows, columns, K step, warps, stages), timed on the first call of each
     shape. Under the interpreter (no GPU; it checks arithmetic, not speed) one."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if INTERPRETING:
         tiles = [(16, 16, 32, 1, 1)]
     else:
         tiles = [(16, 16, 32, 2, 4), (16, 16, 64, 2, 3), (16, 32, 64, 4, 3), (16, 32, 128, 4, 3),

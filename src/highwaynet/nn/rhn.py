@@ -10,6 +10,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from ..functional import get_activation
 from ..kernels import rhn_recurrence
+from ..kernels.rhn_recurrence import OPAQUE_TO_COMPILE
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
 from .sequence import batch_sequence, check_lengths, unbatch_sequence
@@ -289,7 +290,8 @@ class RHN(nn.Module):
 
     def _can_fuse(self, cell: RHNCell) -> bool:
         return (self.fused and cell.carry == "coupled" and cell.activation is torch.tanh
-                and all(g.is_plain for g in cell.gates))
+                and all(g.is_plain for g in cell.gates)
+                and (OPAQUE_TO_COMPILE or not torch.compiler.is_compiling()))
 
     def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> None:
         """The state's and the lengths' shapes against the input's batch ``x`` ``(T, B, F)``."""
