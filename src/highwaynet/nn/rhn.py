@@ -155,7 +155,8 @@ class RHN(nn.Module):
             products, per layer (the paper's scheme). Default: 0.
         fused: use :func:`highwaynet.kernels.rhn_recurrence` (hand-written backward, weight
             gradients in one product per micro-layer) where it applies: coupled carry, gates not
-            recorded or lesioned (padded batches and packed sequences too). Same values as the
+            recorded or lesioned (padded batches and packed sequences too), and under torch 2.3
+            not while being compiled or exported. Same values as the
             reference loop; gradients of first order only (``fused=False`` for gradients of
             gradients, as with cuDNN's ``nn.LSTM``). Default: True.
         bidirectional: add a second RHN per layer that reads each sequence backward, from its
