@@ -46,6 +46,9 @@ def main() -> None:
     _, z, inputs = rhn_eager.forward(x_proj, s0, None, weights, biases)
 
     rows_z = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
+    # sigmoid_ on rows of its own: repeated in place it settles at its fixed point, away from the
+    # denormal values the products' rows (growing call by call) would lead it to
+    rows_sigmoid = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
     state, carried = torch.randn(batch, hidden), torch.randn(batch, hidden)
     weights_t = [w.t() for w in weights]
     dz_all = torch.randn(depth, steps * batch, 3, hidden)[:, :, :2]  # strided as ours: rows 3H apart
@@ -57,7 +60,7 @@ def main() -> None:
 
     def sigmoids():
         for k in range(micro_steps):
-            rows_z[k].sigmoid_()
+            rows_sigmoid[k].sigmoid_()
 
     def walk_products():
         for k in range(micro_steps - 1, -1, -1):
