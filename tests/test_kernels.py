@@ -338,13 +338,9 @@ def test_highway_is_unfused_when_observed():
     assert not net._can_fuse(x)
 
 
-def _triton_version() -> tuple[int, int]:
-    return tuple(int(part) for part in gating.triton.__version__.split(".")[:2]) if gating.triton else (0, 0)
-
-
 @pytest.mark.skipif(gating.triton is None or torch.cuda.is_available() or INTERPRETING,
                     reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
-@pytest.mark.skipif(_triton_version() < (3, 7),
+@pytest.mark.skipif((gating.TRITON_VERSION or (0, 0)) < (3, 7),
                     reason="Triton's interpreter runs the RHN micro-step kernels from 3.7 on (3.4-3.6 stop at "
                            "their loop over a size argument, under NumPy 2): pip install -U triton")
 def test_triton_kernels_under_the_interpreter():

@@ -45,7 +45,10 @@ try:  # Triton is optional: without it (or without a GPU) the PyTorch reference 
     import triton.language as tl
 except ImportError:  # pragma: no cover - depends on the installation
     triton = None
-if triton is not None and int(triton.__version__.split(".")[0]) < 3:  # pragma: no cover
+
+#: The installed Triton's (major, minor), or None without it.
+TRITON_VERSION = tuple(int(part) for part in triton.__version__.split(".")[:2]) if triton is not None else None
+if TRITON_VERSION is not None and TRITON_VERSION < (3, 0):  # pragma: no cover
     # The kernels are written in Triton 3's language (torch 2.3's Triton 2.3 rejects them): the
     # reference runs instead, as without Triton.
     triton = None

@@ -98,7 +98,13 @@ def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mas
 # itself and break its graph at each in-place product into a buffer's view (measured on the CPU,
 # depth 4, hidden 256, 35 steps: 290 s to compile and 176 ms a step, 5x slower than eager). The
 # fake versions give the real outputs' shapes and strides (made the same way, on no data).
-if hasattr(torch.library, "custom_op"):
+
+#: Whether the recurrence is one opaque call to ``torch.compile`` and ``torch.export`` (torch >= 2.4).
+#: Where it is not, ``RHN`` runs its reference loop while being compiled or exported: torch 2.3's
+#: compiler traces into the autograd function and fails at its first in-place product.
+OPAQUE_TO_COMPILE = hasattr(torch.library, "custom_op")
+
+if OPAQUE_TO_COMPILE:
     # (schemas written out: read from this module's annotations, which are strings here, they would
     # depend on the torch version)
     _forward_op = torch.library.custom_op(
@@ -131,11 +137,6 @@ if hasattr(torch.library, "custom_op"):
                 *(z.new_empty(w.shape[0]) for w in weights)]
 else:  # torch 2.3: plain functions, which torch.compile cannot take as one call (see OPAQUE_TO_COMPILE)
     _forward_op, _backward_op = _forward, _backward
-
-#: Whether the recurrence is one opaque call to ``torch.compile`` and ``torch.export`` (torch >= 2.4).
-#: Where it is not, ``RHN`` runs its reference loop while being compiled or exported: torch 2.3's
-#: compiler traces into the autograd function and fails at its first in-place product.
-OPAQUE_TO_COMPILE = hasattr(torch.library, "custom_op")
 
 
 class _RHNRecurrence(torch.autograd.Function):
