@@ -99,6 +99,15 @@ def test_highway_layer_gradcheck(act):
     assert torch.autograd.gradcheck(lambda *a: highway_layer(*a, ACTIVATION_CODES[act]), (x, w, b))
 
 
+def test_highway_layer_refuses_gradients_of_gradients():
+    # its backward records no graph, so create_graph would silently drop the layer's share
+    x = torch.randn(2, 4, dtype=F64, requires_grad=True)
+    w = torch.randn(8, 4, dtype=F64, requires_grad=True)
+    b = torch.zeros(8, dtype=F64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Highway's fused path.*fused=False"):
+        torch.autograd.grad(highway_layer(x, w, b, ACTIVATION_CODES["tanh"]).sum(), (x, w), create_graph=True)
+
+
 def test_highway_layer_matches_the_unfused_layer():
     torch.manual_seed(4)
     net = Highway(6, num_layers=3).double()

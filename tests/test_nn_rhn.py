@@ -346,6 +346,19 @@ def test_unfused_rhn_gives_gradients_of_gradients():
     assert torch.autograd.gradgradcheck(lambda v: rhn(v)[0], (x,))
 
 
+@pytest.mark.parametrize("wrt", ["input", "parameters"])
+def test_fused_rhn_refuses_gradients_of_gradients(wrt):
+    # Its backward records no graph: a gradient penalty would silently miss the recurrence's share
+    # (before this check, the penalty on the parameters' gradients ran and was wrong).
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, depth=2).double()
+    x = torch.randn(3, 2, 3, dtype=torch.float64, requires_grad=True)
+    inputs = [x] if wrt == "input" else list(rhn.parameters())
+    with pytest.raises(RuntimeError, match="first order only.*fused=False"):
+        torch.autograd.grad(rhn(x)[0].sum(), inputs, create_graph=True)
+    assert torch.autograd.grad(rhn(x)[0].sum(), inputs)  # first-order gradients as before
+
+
 def test_fused_output_is_a_contiguous_tensor_of_its_own():
     # nn.LSTM returns a contiguous output; the fused path must too (its states are kept for backward).
     rhn = RHN(4, 6, depth=3)

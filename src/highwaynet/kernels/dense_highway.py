@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .gating import gate_backward, gate_forward
+from .gating import first_order_only, gate_backward, gate_forward
 
 __all__ = ["highway_layer"]
 
@@ -52,8 +52,8 @@ class _HighwayLayer(torch.autograd.Function):
         return y.view(*shape[:-1], d)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy: Tensor):
+        first_order_only("Highway")
         x2, xc, z, w = ctx.saved_tensors
         g, dx, db = gate_backward(dy.reshape(-1, x2.shape[-1]), z, x2, ctx.code, bias_grad=True)
         if dx.dtype == g.dtype:

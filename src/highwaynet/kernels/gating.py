@@ -84,6 +84,16 @@ def triton_available(t: Tensor) -> bool:
     return t.is_cuda or INTERPRETING
 
 
+def first_order_only(layer: str) -> None:
+    """Raise where a hand-written backward is asked to record a graph (``create_graph=True``).
+
+    The fused layers' backwards compute their gradients without autograd, so gradients of those
+    gradients would silently miss the layer's share; like cuDNN's ``nn.LSTM``, they refuse instead."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(f"{layer}'s fused path computes gradients of first order only; for gradients "
+                           f"of gradients (create_graph=True) build the layer with fused=False")
+
+
 # -- the reference ------------------------------------------------------------------------------
 
 _BY_CODE = {code: ACTIVATIONS[name] for name, code in ACTIVATION_CODES.items()}

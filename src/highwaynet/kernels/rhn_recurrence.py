@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from . import rhn_eager
-from .gating import ACTIVATION_CODES, gate_backward, gate_forward, triton_available
+from .gating import ACTIVATION_CODES, first_order_only, gate_backward, gate_forward, triton_available
 from .rhn_step import Previous, micro_step_backward, micro_step_forward
 
 _TANH = ACTIVATION_CODES["tanh"]
@@ -150,6 +150,7 @@ class _RHNRecurrence(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
+        first_order_only("RHN")
         saved_a, saved_b, mask, *weights = ctx.saved_tensors
         grad_x, grad_s0, *grad_params = _backward_op(ctx.path, grad_out, saved_a, saved_b, mask, weights)
         return (None, grad_x, grad_s0, None, *grad_params)

@@ -58,8 +58,8 @@ class Highway(nn.Module):
             the matrix products) where it applies: coupled carry, an activation the kernels know
             (relu, tanh, sigmoid, identity), no dropout in training, gates not recorded or
             lesioned, not under ``torch.compile`` (which fuses the reference itself). Same values
-            as the unfused layers. On the CPU the unfused path is the faster and always runs.
-            Default: True.
+            as the unfused layers; gradients of first order only (``fused=False`` for gradients of
+            gradients). On the CPU the unfused path is the faster and always runs. Default: True.
         device, dtype: where and in what type the parameters are made, as for ``nn.Linear``.
 
     Shape:
