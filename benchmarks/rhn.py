@@ -38,7 +38,7 @@ import torch
 from common import autotuned, graphed, measure_rows, report
 from torch import nn
 
-from highwaynet.kernels import rhn_step
+from highwaynet.kernels import rhn_eager, rhn_step
 from highwaynet.nn import RHN
 
 
@@ -75,7 +75,10 @@ def labml_as_written(module: RHN):
 
 
 def products_alone(module: RHN, x):
-    """The matrix products of ``module``'s forward + backward (one layer), without the gating."""
+    """The matrix products of ``module``'s forward + backward (one layer), without the gating, laid
+    out as ours does them: on CUDA cuBLAS calls on step-major buffers; on the CPU as
+    ``kernels.rhn_eager``, layer-major, with (on two threads or more) ``R_d``'s H and T rows as the
+    two matrices of one batched product forward, and its column halves back."""
     cell = module.cells[0]
     steps, batch, hidden, depth = x.shape[0], x.shape[1], module.hidden_size, module.depth
     w_in = cell.input_proj.weight.detach()
@@ -86,20 +89,35 @@ def products_alone(module: RHN, x):
     state = x.new_zeros(batch, hidden)
     dz = torch.randn(steps * depth, batch, 2 * hidden, device=x.device, dtype=x.dtype)
     states = torch.randn(steps * depth, batch, hidden, device=x.device, dtype=x.dtype)
+    # on the CPU, with two threads or more, h and t apart forward and the state's gradient in halves back
+    parts = 2 if rhn_eager.use_halves(x) else 1
+    walk_parts = 2 if parts == 2 and hidden % 2 == 0 else 1
+    blocks = [w.t().unflatten(-1, (parts, -1)).transpose(0, 1) for w in weights]  # R_dᵀ's column blocks: views
+    halves = [w.unflatten(-1, (walk_parts, -1)).transpose(0, 1) for w in weights]
+    z_blocks, state_blocks = z.view(parts, batch, -1), state.expand(parts, batch, -1)
+    state_halves = state.view(walk_parts, batch, -1)
 
     def run():
         x_proj = rows @ w_in.t()
         for _ in range(steps):
             for d in range(depth):
-                torch.addmm(biases[d], state, weights[d].t(), out=z)
+                if x.is_cuda:
+                    torch.addmm(biases[d], state, weights[d].t(), out=z)
+                else:
+                    z_blocks.baddbmm_(state_blocks, blocks[d])
         for k in range(steps * depth - 1, -1, -1):
-            torch.mm(dz[k], weights[k % depth], out=state)
-        by_layer = dz.view(steps, depth, batch, -1)
-        inputs = states.view(steps, depth, batch, -1)
+            if x.is_cuda:
+                torch.mm(dz[k], weights[k % depth], out=state)
+            else:
+                state_halves.baddbmm_(dz[k].expand(walk_parts, batch, -1), halves[k % depth])
+        if x.is_cuda:
+            by_layer = dz.view(steps, depth, batch, -1).transpose(0, 1).reshape(depth, steps * batch, -1)
+            inputs = states.view(steps, depth, batch, -1).transpose(0, 1).reshape(depth, steps * batch, -1)
+        else:  # layer-major buffers: micro-layer d's rows are one matrix already
+            by_layer, inputs = dz.view(depth, steps * batch, -1), states.view(depth, steps * batch, -1)
         for d in range(depth):
-            by_layer[:, d].reshape(steps * batch, -1).t() @ inputs[:, d].reshape(steps * batch, -1)
-        d_proj = by_layer[:, 0].reshape(steps * batch, -1)
-        return x_proj, d_proj.t() @ rows  # (x needs no gradient here, as in the rows timed)
+            by_layer[d].t() @ inputs[d]
+        return x_proj, by_layer[0].t() @ rows  # (x needs no gradient here, as in the rows timed)
     return run
 
 

@@ -5,9 +5,17 @@ What ``RHN`` runs without Triton (:mod:`highwaynet.kernels.rhn_eager`), at the C
 
   window                    the recurrence forward then backward, as the layer calls them
   forward, backward         each half alone
-  forward: products         its ``T·D`` small products alone (``addmm_`` into a buffer's rows)
+  forward: products         its ``T·D`` small products alone (``baddbmm_``: each micro-step's ``h``
+                            and ``t`` as one batched product of two matrices, as ours on two
+                            threads or more, into a buffer's rows)
+  forward: products as (B, 2H)  the same products as one ``(B, 2H)`` product each (``addmm_``), as
+                            the layer ran them before 2026-11-24: MKL then splits the ``B`` rows
+                            over the threads, and each reads all of ``R_d``
   forward: one sigmoid      one ``sigmoid_`` over each micro-step's ``(B, 2H)`` row, alone
-  backward: walk products   the walk's ``T·D`` small products alone (``dz R`` onto the carried gradient)
+  backward: walk products   the walk's ``T·D`` small products alone (``dz R`` onto the carried gradient,
+                            ``baddbmm_``: ``R_d``'s column halves as two matrices, the gradient by halves)
+  backward: walk products as (B, H)  the same as one ``(B, 2H) x (2H, H)`` product each (``addmm_``),
+                            as before 2026-11-24
   backward: weight products the ``D`` weight-gradient products over ``T·B`` rows, alone
 
 What each half costs above its products is its element-wise work and the operators' own cost.
@@ -43,18 +51,30 @@ def main() -> None:
     weights = [torch.randn(2 * hidden, hidden) / hidden ** 0.5 for _ in range(depth)]
     biases = [torch.randn(2 * hidden) for _ in range(depth)]
     grad_out = torch.randn(steps, batch, hidden)
-    _, z, inputs = rhn_eager.forward(x_proj, s0, None, weights, biases)
+    halves = rhn_eager.use_halves(x_proj)  # as RHN calls it: h and t apart on two threads or more
+    _, z, inputs = rhn_eager.forward(x_proj, s0, None, weights, biases, halves)
 
     rows_z = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
+    rows_pair = torch.randn(micro_steps, 2, batch, hidden).unbind(0)
     # sigmoid_ on rows of its own: repeated in place it settles at its fixed point, away from the
     # denormal values the products' rows (growing call by call) would lead it to
     rows_sigmoid = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
     state, carried = torch.randn(batch, hidden), torch.randn(batch, hidden)
+    # as rhn_eager's on two threads or more: R_dᵀ's H and T columns, and R_d's column halves, as views
+    pairs = [w.t().unflatten(-1, (2, -1)).transpose(0, 1) for w in weights]
+    state_pair = state.expand(2, batch, hidden)
     weights_t = [w.t() for w in weights]
-    dz_all = torch.randn(depth, steps * batch, 3, hidden)[:, :, :2]  # strided as ours: rows 3H apart
+    halves = [w.unflatten(-1, (2, -1)).transpose(0, 1) for w in weights]
+    carried_pair = torch.randn(2, batch, hidden // 2)
+    rows_dz = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
+    dz_all = torch.randn(depth, steps * batch, 2 * hidden)  # layer-major as ours
     inputs_all = torch.randn(depth, steps * batch, hidden)
 
     def forward_products():
+        for k in range(micro_steps):
+            rows_pair[k].baddbmm_(state_pair, pairs[k % depth])
+
+    def forward_products_unsplit():
         for k in range(micro_steps):
             rows_z[k].addmm_(state, weights_t[k % depth])
 
@@ -64,14 +84,18 @@ def main() -> None:
 
     def walk_products():
         for k in range(micro_steps - 1, -1, -1):
-            carried.addmm_(rows_z[k], weights[k % depth])
+            carried_pair.baddbmm_(rows_dz[k].expand(2, batch, 2 * hidden), halves[k % depth])
+
+    def walk_products_unsplit():
+        for k in range(micro_steps - 1, -1, -1):
+            carried.addmm_(rows_dz[k], weights[k % depth])
 
     def weight_products():
         for d in range(depth):
-            dz_all[d].reshape(steps * batch, 2 * hidden).t() @ inputs_all[d]
+            dz_all[d].t() @ inputs_all[d]
 
     def forward():
-        return rhn_eager.forward(x_proj, s0, None, weights, biases)
+        return rhn_eager.forward(x_proj, s0, None, weights, biases, halves)
 
     def backward():
         return rhn_eager.backward(grad_out, z, inputs, None, weights)
@@ -81,7 +105,9 @@ def main() -> None:
         rhn_eager.backward(grad_out, z_new, inputs_new, None, weights)
 
     rows = {"window": forward_backward, "forward": forward, "forward: products": forward_products,
+            "forward: products as (B, 2H)": forward_products_unsplit,
             "forward: one sigmoid": sigmoids, "backward": backward, "backward: walk products": walk_products,
+            "backward: walk products as (B, H)": walk_products_unsplit,
             "backward: weight products": weight_products}
     results = measure_rows(rows, torch.device("cpu"), args.repeats)
     report(f"CPU RHN recurrence (kernels.rhn_eager) part by part: depth {depth}, hidden {hidden}, "

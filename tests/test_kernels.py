@@ -317,15 +317,16 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
 
 
 @pytest.mark.parametrize("masked", [False, True], ids=["no mask", "mask"])
-@pytest.mark.parametrize("path", ["eager", *(pytest.param(p, marks=[pytest.mark.triton, _needs_triton])
-                                            for p in ("gate kernel", "one kernel"))])
+@pytest.mark.parametrize("path, hidden", [("eager", 7), ("eager, halves", 7), ("eager, halves", 8), *(
+    pytest.param(p, 7, marks=[pytest.mark.triton, _needs_triton]) for p in ("gate kernel", "one kernel"))])
 @pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="custom operators need torch >= 2.4")
-def test_rhn_recurrence_operators_pass_opcheck(path, masked):
+def test_rhn_recurrence_operators_pass_opcheck(path, hidden, masked):
     """The fused RHN's two custom operators under ``torch.library.opcheck``: their fake versions
     (what torch.compile and torch.export trace) give the real outputs' shapes, strides and dtypes,
-    their schemas hold (no output aliases an input), and they run the same traced (odd sizes)."""
+    their schemas hold (no output aliases an input), and they run the same traced (odd sizes; and
+    an even hidden size, which the backward walk splits in column halves after a forward in halves)."""
     torch.manual_seed(0)
-    steps, batch, hidden, depth = 3, 5, 7, 2
+    steps, batch, depth = 3, 5, 2
     x_proj = torch.randn(steps, batch, 2 * hidden, device=DEVICE)
     s0 = torch.randn(batch, hidden, device=DEVICE)
     mask = torch.rand(batch, hidden, device=DEVICE) if masked else None

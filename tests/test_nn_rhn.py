@@ -7,6 +7,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
+from highwaynet.kernels import rhn_eager
 from highwaynet.nn import RHN, RHNCell
 
 
@@ -296,10 +297,15 @@ def test_bad_arguments():
 @pytest.mark.parametrize("bidirectional,lengths", [(False, None), (False, [7, 0, 4]), (True, [2, 7, 5])],
                          ids=["full", "padded", "bidirectional padded"])
 @pytest.mark.parametrize("state_dropout", [0.0, 0.3])
-def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout, bidirectional, lengths):
+@pytest.mark.parametrize("halves", [True, False], ids=["h and t apart", "one product"])
+def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout, bidirectional, lengths, halves,
+                                                                      monkeypatch):
     # The path without Triton (kernels.rhn_eager); the one-kernel micro-steps
     # are checked against the loop in tests/test_kernels.py. Padded: the fused path runs over the
     # padding and reads each final state at its sequence's last step (an empty one keeps s0).
+    # Both ways of making h and t (side by side on a CPU with several threads, else as one product).
+    calls = []
+    monkeypatch.setattr(rhn_eager, "use_halves", lambda x_proj: calls.append(x_proj.shape) or halves)
     torch.manual_seed(0)
     kwargs = dict(num_layers=2, state_dropout=state_dropout, dropout=0.2, bidirectional=bidirectional)
     fused = RHN(4, 6, 3, **kwargs).double()
@@ -323,19 +329,35 @@ def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_drop
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     if lengths is not None and 0 in lengths:
         assert torch.equal(s1[:, lengths.index(0)], s0[:, lengths.index(0)].detach())
+    assert len(calls) == len(fused.cells)  # the fused path ran, the chosen way, for every layer and direction
 
 
-def test_fused_recurrence_gradcheck():
+@pytest.mark.parametrize("hidden", [5, 6], ids=["odd hidden", "even hidden"])  # (the walk halves an even one)
+@pytest.mark.parametrize("halves", [True, False], ids=["h and t apart", "one product"])
+def test_fused_recurrence_gradcheck(hidden, halves, monkeypatch):
     from highwaynet.kernels import rhn_recurrence
 
+    monkeypatch.setattr(rhn_eager, "use_halves", lambda x_proj: halves)
     torch.manual_seed(0)
-    xp = torch.randn(4, 3, 10, dtype=torch.float64, requires_grad=True)
-    s0 = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
-    weights = [torch.randn(10, 5, dtype=torch.float64, requires_grad=True) for _ in range(2)]
-    biases = [torch.randn(10, dtype=torch.float64, requires_grad=True) for _ in range(2)]
-    mask = torch.rand(3, 5, dtype=torch.float64)
+    xp = torch.randn(4, 3, 2 * hidden, dtype=torch.float64, requires_grad=True)
+    s0 = torch.randn(3, hidden, dtype=torch.float64, requires_grad=True)
+    weights = [torch.randn(2 * hidden, hidden, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    biases = [torch.randn(2 * hidden, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    mask = torch.rand(3, hidden, dtype=torch.float64)
     assert torch.autograd.gradcheck(
         lambda a, b, *p: rhn_recurrence(a, b, list(p[:2]), list(p[2:]), mask), (xp, s0, *weights, *biases))
+
+
+def test_h_and_t_apart_on_a_cpu_with_several_threads():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert rhn_eager.use_halves(torch.empty(1, 1, 8))
+        assert not rhn_eager.use_halves(torch.empty(1, 1, 8, device="meta"))  # only on the CPU
+        torch.set_num_threads(1)
+        assert not rhn_eager.use_halves(torch.empty(1, 1, 8))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_unfused_rhn_gives_gradients_of_gradients():

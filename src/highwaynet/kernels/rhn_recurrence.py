@@ -40,8 +40,8 @@ __all__ = ["rhn_recurrence"]
 def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tensor],
              biases: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
     """All states ``(T, B, H)`` and the two buffers :func:`_backward` reads."""
-    if path == "eager":
-        return rhn_eager.forward(x_proj, s0, mask, weights, biases)
+    if path.startswith("eager"):
+        return rhn_eager.forward(x_proj, s0, mask, weights, biases, halves=path == "eager, halves")
     depth, steps = len(weights), x_proj.shape[0]
     # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
     # writes each new state in place, and the outputs are every depth-th state (one copy at the
@@ -71,7 +71,7 @@ def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mas
               weights: list[Tensor]) -> list[Tensor]:
     """The gradients ``[x_proj, s0, *weights, *biases]`` from the states' ``grad_out`` and the
     buffers :func:`_forward` returned."""
-    if path == "eager":
+    if path.startswith("eager"):
         return rhn_eager.backward(grad_out, saved_a, saved_b, mask, weights)
     states, z_all = saved_a, saved_b
     depth, micro_steps = len(weights), z_all.shape[0]
@@ -121,16 +121,18 @@ if OPAQUE_TO_COMPILE:
         depth, (steps, batch, width) = len(weights), x_proj.shape
         hidden = width // 2
         out = x_proj.new_empty(steps, batch, hidden)
-        if path == "eager":  # z, inputs
-            return out, x_proj.new_empty(depth, steps, batch, width), x_proj.new_empty(depth, steps + 1, batch, hidden)
+        if path.startswith("eager"):  # z (h and t two matrices a micro-step, or one), inputs
+            parts = 2 if path == "eager, halves" else 1
+            z = x_proj.new_empty(depth, steps, parts, batch, width // parts)
+            return out, z, x_proj.new_empty(depth, steps + 1, batch, hidden)
         return out, x_proj.new_empty(steps * depth + 1, batch, hidden), x_proj.new_empty(steps * depth, batch, width)
 
     @_backward_op.register_fake
     def _(path, grad_out, saved_a, saved_b, mask, weights):
-        z = saved_a if path == "eager" else saved_b
+        z = saved_a if path.startswith("eager") else saved_b
         hidden, depth, steps, batch = weights[0].shape[1], len(weights), grad_out.shape[0], grad_out.shape[1]
-        if path == "eager":
-            grad_x = z.new_empty(depth, steps, batch, 3, hidden)[0, :, :, :2].reshape(steps, batch, 2 * hidden)
+        if path.startswith("eager"):
+            grad_x = z.new_empty(steps, batch, 2 * hidden)
         else:
             grad_x = z.new_empty(steps, depth, batch, 2 * hidden)[:, 0]
         return [grad_x, z.new_empty(batch, hidden), *(z.new_empty(w.shape) for w in weights),
@@ -164,10 +166,11 @@ def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor,
     - ``"gate kernel"``: cuBLAS's product and the Triton gate kernels, where Triton runs otherwise
       (exact float32, where cuBLAS's products beat Triton's without tensor cores; mixed dtypes,
       as under autocast, where the weights stay float32 while ``x_proj`` is not);
-    - ``"eager"``: PyTorch operations (the CPU; :mod:`.rhn_eager`).
+    - ``"eager"``: PyTorch operations (the CPU; :mod:`.rhn_eager`), and ``"eager, halves"``, the
+      same with each micro-step's ``h`` and ``t`` made side by side (:func:`.rhn_eager.use_halves`).
     """
     if not triton_available(x_proj):
-        return "eager"
+        return "eager, halves" if rhn_eager.use_halves(x_proj) else "eager"
     tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
     dtypes = {p.dtype for p in tensors}
     tensor_cores = dtypes in ({torch.bfloat16}, {torch.float16}) or \
