@@ -51,8 +51,8 @@ def main() -> None:
     weights = [torch.randn(2 * hidden, hidden) / hidden ** 0.5 for _ in range(depth)]
     biases = [torch.randn(2 * hidden) for _ in range(depth)]
     grad_out = torch.randn(steps, batch, hidden)
-    halves = rhn_eager.use_halves(x_proj)  # as RHN calls it: h and t apart on two threads or more
-    _, z, inputs = rhn_eager.forward(x_proj, s0, None, weights, biases, halves)
+    apart = rhn_eager.use_halves(x_proj)  # as RHN calls it: h and t apart on two threads or more
+    _, z, inputs = rhn_eager.forward(x_proj, s0, None, weights, biases, apart)
 
     rows_z = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
     rows_pair = torch.randn(micro_steps, 2, batch, hidden).unbind(0)
@@ -64,8 +64,9 @@ def main() -> None:
     pairs = [w.t().unflatten(-1, (2, -1)).transpose(0, 1) for w in weights]
     state_pair = state.expand(2, batch, hidden)
     weights_t = [w.t() for w in weights]
-    halves = [w.unflatten(-1, (2, -1)).transpose(0, 1) for w in weights]
-    carried_pair = torch.randn(2, batch, hidden // 2)
+    walk_parts = 2 if hidden % 2 == 0 else 1
+    column_halves = [w.unflatten(-1, (walk_parts, -1)).transpose(0, 1) for w in weights]
+    carried_pair = torch.randn(walk_parts, batch, hidden // walk_parts)
     rows_dz = torch.randn(micro_steps, batch, 2 * hidden).unbind(0)
     dz_all = torch.randn(depth, steps * batch, 2 * hidden)  # layer-major as ours
     inputs_all = torch.randn(depth, steps * batch, hidden)
@@ -84,7 +85,7 @@ def main() -> None:
 
     def walk_products():
         for k in range(micro_steps - 1, -1, -1):
-            carried_pair.baddbmm_(rows_dz[k].expand(2, batch, 2 * hidden), halves[k % depth])
+            carried_pair.baddbmm_(rows_dz[k].expand(walk_parts, batch, 2 * hidden), column_halves[k % depth])
 
     def walk_products_unsplit():
         for k in range(micro_steps - 1, -1, -1):
@@ -95,7 +96,7 @@ def main() -> None:
             dz_all[d].t() @ inputs_all[d]
 
     def forward():
-        return rhn_eager.forward(x_proj, s0, None, weights, biases, halves)
+        return rhn_eager.forward(x_proj, s0, None, weights, biases, apart)
 
     def backward():
         return rhn_eager.backward(grad_out, z, inputs, None, weights)

@@ -69,7 +69,7 @@ def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tenso
     via_sigmoid = dtype in (torch.float32, torch.float64)
     scale = x_proj.new_ones(width)
     scale[:hidden] = 2 if via_sigmoid else 1
-    # R_dᵀ, scaled, in column blocks (P, H, 2H/P): views of R_d's rows, which MKL reads as well
+    # R_dᵀ, scaled, in column blocks (P, H, 2H/P): views, which MKL reads as fast as a contiguous copy
     weights_t = [_column_halves((w.to(dtype) * scale[:, None]).t(), parts) for w in weights]
     scale = _column_halves(scale, parts)  # (P, 1, 2H/P), as every term below
     mask = None if mask is None else mask.to(dtype)
@@ -161,9 +161,9 @@ def backward(grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tensor | None,
 @torch.compiler.assume_constant_result  # (the compiler cannot trace the thread count: read when compiling)
 def use_halves(x_proj: Tensor) -> bool:
     """Whether :func:`forward` makes each micro-step's ``h`` and ``t`` as two matrices side by side
-    (one batched product): on a CPU with two threads or more, where MKL gives each its own thread
-    (see the module's docstring). Elsewhere one ``(B, 2H)`` product is as fast or faster: on one
-    thread, at hidden size 830, the forward took 12–16% longer in halves."""
+    (one batched product): on a CPU with two threads or more, where each thread can keep to its
+    half of the weights (see the module's docstring). Elsewhere one ``(B, 2H)`` product is as fast
+    or faster: on one thread, at hidden size 830, the forward took 12–16% longer in halves."""
     return x_proj.device.type == "cpu" and torch.get_num_threads() > 1
 
 
