@@ -16,8 +16,9 @@ product so that each thread reads only its part of the weights:
   ``R_d``'s two column halves. Split by the product's columns, each of two threads can keep to
   its half of ``R_d``: at the CPU benchmark's shape a micro-step's product took 43 µs instead of
   57 forward, and 44 instead of 54 back (``benchmarks/rhn_cpu_parts.py``); one ``(B, 2H)``
-  product gains 1.3x from a second thread, the pair 1.8x. On one thread, where the pair was
-  slower at hidden size 830, or on a GPU, ``z`` is one ``(B, 2H)`` matrix a micro-step, ``[h | t]``.
+  product gains 1.3x from a second thread, the pair 1.8x. On one thread, where the pair was a
+  little slower (7% forward at hidden size 830), or on a GPU, ``z`` is one ``(B, 2H)`` matrix a
+  micro-step, ``[h | t]``.
 - **Products that accumulate in place.** ``z`` starts as each micro-step's additive term (the
   input projection plus ``b_0`` for micro-layer 0, ``b_d`` otherwise), written for all steps at
   once, and each micro-step's product adds onto it (``baddbmm`` with ``out=`` would first copy the
@@ -163,7 +164,8 @@ def use_halves(x_proj: Tensor) -> bool:
     """Whether :func:`forward` makes each micro-step's ``h`` and ``t`` as two matrices side by side
     (one batched product): on a CPU with two threads or more, where each thread can keep to its
     half of the weights (see the module's docstring). Elsewhere one ``(B, 2H)`` product is as fast
-    or faster: on one thread, at hidden size 830, the forward took 12–16% longer in halves."""
+    or faster: on one thread, at hidden size 830, the forward took 7% longer in halves (and a
+    window 2%)."""
     return x_proj.device.type == "cpu" and torch.get_num_threads() > 1
 
 
