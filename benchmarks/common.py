@@ -43,7 +43,20 @@ def measure_rows(rows: dict[str, Callable[[], object]], device: torch.device, re
 def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
+    return f"{cpu_model()}, {torch.get_num_threads()} threads"
+
+
+def cpu_model() -> str:
+    """The CPU's model name where Linux gives it (the same code can rank differently on another CPU:
+    MKL, for one, takes other paths on AMD than on Intel), else its architecture."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()} CPU"
 
 
 def report(title: str, results: dict[str, float], baseline: str, device: torch.device, path: str,

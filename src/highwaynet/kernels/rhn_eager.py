@@ -165,7 +165,11 @@ def use_halves(x_proj: Tensor) -> bool:
     (one batched product): on a CPU with two threads or more, where each thread can keep to its
     half of the weights (see the module's docstring). Elsewhere one ``(B, 2H)`` product is as fast
     or faster: on one thread, at hidden size 830, the forward took 7% longer in halves (and a
-    window 2%)."""
+    window 2%). On more threads than two, MKL still spreads the pair over all of them: with 8
+    threads (``OMP_WAIT_POLICY=PASSIVE``, so that an idle thread sleeps) every thread took a like
+    share of the pair's CPU time, as of one ``(B, 2H)`` product's. Whether the pair is also the
+    faster there is unmeasured (the machine has 2 cores): ``benchmarks/rhn_cpu_parts.py`` times
+    both side by side at ``OMP_NUM_THREADS``."""
     return x_proj.device.type == "cpu" and torch.get_num_threads() > 1
 
 
@@ -186,5 +190,7 @@ def _column_halves(a: Tensor, parts: int = 2) -> Tensor:
 
 def _micro_steps(a: Tensor) -> list[Tensor]:
     """Views of a layer-major ``(D, T, ...)`` buffer, one per micro-step ``k = t·D + d``, in ``k`` order
-    (unbinding once per step: indexing inside the loop would cost an operation a use)."""
-    return [view for step in a.unbind(1) for view in step.unbind(0)]
+    (made in bulk: indexing inside the loop would cost an operation a use). Unbound layer by layer,
+    ``D + 1`` calls rather than ``T + 1``: a call costs about as much as three of the views it makes."""
+    layers = [layer.unbind(0) for layer in a.unbind(0)]
+    return [view for step in zip(*layers, strict=True) for view in step]
