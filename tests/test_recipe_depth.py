@@ -30,6 +30,7 @@ def test_depth_sweep_writes_figure_table_and_runs(sweep):
     report = (sweep / "report.md").read_text()
     assert "![training loss vs epoch](depth.png)" in report and "| 4 | highway |" in report
     highway4 = summary["nets"][3]
+    assert f"| 4 | highway | {highway4['parameters']:,} |" in report  # thousands separated, as the README's
     assert highway4["run_dirs"][1].endswith(f"highway-4/lr{highway4['lr']:g}-seed1")
     assert (sweep / "highway-4" / "lr0.03-seed0" / "results.json").is_file()  # both rates were searched
 

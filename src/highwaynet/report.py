@@ -58,7 +58,7 @@ def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         ax.legend(fontsize=8)
         table = markdown_table(
             ["model", "depth", "hidden", "parameters", "epochs", f"valid {key}", f"test {key}", "train time (s)"],
-            [[r["model"].upper(), r["depth"] or "-", r["hidden"], r["parameters"], r["epochs"],
+            [[r["model"].upper(), r["depth"] or "-", r["hidden"], f"{r['parameters']:,}", r["epochs"],
               r["final"][f"val_{key}"], r["test"][key], f"{r['train_seconds']:.0f}"]
              for r in rows + ([result["lstm"]] if "lstm" in result else [])])
         best = min(rows, key=lambda r: r["test"][key])
@@ -157,7 +157,7 @@ def write_depth_report(out: Path, summary: dict[str, Any]) -> Path:
     fig.suptitle(f"Plain vs highway networks on {config['data']}", y=1.0)
     _save(fig, out / "depth.png", dpi=120)
 
-    rows = [[n["depth"], n["kind"], n["parameters"], f"{n['lr']:g}",
+    rows = [[n["depth"], n["kind"], f"{n['parameters']:,}", f"{n['lr']:g}",
              f"{n['train_loss']['mean']:.4f} ± {n['train_loss']['std']:.4f}",
              f"{n['test_acc']['mean']:.2f} ± {n['test_acc']['std']:.2f}"] for n in nets]
     search = [[n["depth"], n["kind"], *(f"{v:.4f}" for v in n["search"].values())] for n in nets]
