@@ -94,6 +94,7 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
     summary = json.loads((out / "summary.json").read_text())
     rows = summary["corpora"]["tinyshakespeare:char"]["rhn"]
     assert all(abs(r["parameters"] - 15_000) < 1_000 for r in rows)
+    assert f"| {rows[0]['parameters']:,} |" in report  # thousands separated
     assert main(args) == 2 and "already holds a sweep" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
     printed = capsys.readouterr().out

@@ -167,7 +167,7 @@ def use_halves(x_proj: Tensor) -> bool:
     or faster: on one thread, at hidden size 830, the forward took 7% longer in halves (and a
     window 2%). On more threads than two, MKL still spreads the pair over all of them: with 8
     threads (``OMP_WAIT_POLICY=PASSIVE``, so that an idle thread sleeps) every thread took a like
-    share of the pair's CPU time, as of one ``(B, 2H)`` product's. Whether the pair is also the
+    share of the CPU time, for the pair as for one ``(B, 2H)`` product. Whether the pair is also the
     faster there is unmeasured (the machine has 2 cores): ``benchmarks/rhn_cpu_parts.py`` times
     both side by side at ``OMP_NUM_THREADS``."""
     return x_proj.device.type == "cpu" and torch.get_num_threads() > 1
