@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import platform
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
+
+from highwaynet.training.run_dir import cpu_model
 
 
 def sync_for(device: torch.device) -> Callable[[], None]:
@@ -44,19 +45,6 @@ def device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"{cpu_model()}, {torch.get_num_threads()} threads"
-
-
-def cpu_model() -> str:
-    """The CPU's model name where Linux gives it (the same code can rank differently on another CPU:
-    MKL, for one, takes other paths on AMD than on Intel), else its architecture."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()} CPU"
 
 
 def report(title: str, results: dict[str, float], baseline: str, device: torch.device, path: str,

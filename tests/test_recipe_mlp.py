@@ -36,6 +36,7 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
         assert (out / name).is_file(), name
     config = json.loads((out / "config.json").read_text())
     assert config["recipe"] == "mlp" and config["config"]["depth"] == 4 and "torch" in config["environment"]
+    assert config["environment"]["cpu"]  # the model name, or at least the architecture
     # The same folder again: refused, nothing overwritten.
     assert main(args) == 2
     assert "already holds a run" in capsys.readouterr().err
