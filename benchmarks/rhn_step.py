@@ -9,7 +9,9 @@ run in the layer's captured forward + backward), time per micro-step:
   product + gate      ``addmm`` then the Triton gate kernel (forward), the gate's backward kernel
                       then ``addmm`` (backward): what the layer ran before the one-kernel step
   one kernel          :mod:`highwaynet.kernels.rhn_step` (backward: with the previous micro-step's
-                      gate in the epilogue, as the layer's walk runs it)
+                      gate in the epilogue, as the layer's walk runs it), reading ``R`` as it is
+                      (rows of 830), with ``R`` padded to rows of 832 (``padded_weight``), and with
+                      the states padded too (``padded_states``: as the layer runs it)
 
     python benchmarks/rhn_step.py [--tf32]          (CUDA only)
 """
@@ -42,7 +44,9 @@ def main() -> None:
     w, bias = torch.randn(2 * h, h, device=device) / h ** 0.5, torch.randn(2 * h, device=device)
     z = torch.randn(b, 2 * h, device=device).sigmoid()  # as [h | t]
     dz, dz_before, out = torch.randn(b, 2 * h, device=device), torch.empty(b, 2 * h, device=device), torch.empty_like(s)
-    w_t = w.t().contiguous()
+    w_t, w_pad = w.t().contiguous(), rhn_step.padded_weight(w)
+    s_pad, out_pad = (rhn_step.padded_states((b, h), s)[:, :h] for _ in range(2))
+    s_pad.copy_(s)
 
     def repeated(step):
         def run():
@@ -55,12 +59,19 @@ def main() -> None:
         "forward: product alone, Rᵀ stored": repeated(lambda: torch.addmm(bias, s, w_t, out=z)),
         "forward: product + gate": repeated(lambda: gate_forward(torch.addmm(bias, s, w.t(), out=z), s, tanh,
                                                                  keep_activations=True, out=out)),
-        "forward: one kernel": repeated(lambda: rhn_step.micro_step_forward(s, None, w, bias, z, out)),
+        "forward: one kernel, rows of H": repeated(lambda: rhn_step.micro_step_forward(s, None, w, bias, z, out)),
+        "forward: one kernel, R padded": repeated(lambda: rhn_step.micro_step_forward(s, None, w_pad, bias, z, out)),
+        "forward: one kernel, R and states padded": repeated(
+            lambda: rhn_step.micro_step_forward(s_pad, None, w_pad, bias, z, out_pad)),
         "backward: product alone": repeated(lambda: torch.mm(dz, w, out=out)),
         "backward: gate + product": repeated(
             lambda: gate_backward(g, z, s, tanh, grad_z=dz, activated=True)[1].addmm_(dz, w)),
-        "backward: one kernel": repeated(lambda: rhn_step.micro_step_backward(
+        "backward: one kernel, rows of H": repeated(lambda: rhn_step.micro_step_backward(
             dz, g, w, None, previous=rhn_step.Previous(z, s, None, dz_before, out))),
+        "backward: one kernel, R padded": repeated(lambda: rhn_step.micro_step_backward(
+            dz, g, w_pad, None, previous=rhn_step.Previous(z, s, None, dz_before, out))),
+        "backward: one kernel, R and states padded": repeated(lambda: rhn_step.micro_step_backward(
+            dz, g, w_pad, None, previous=rhn_step.Previous(z, s_pad, None, dz_before, out))),
     }
     results = {name: seconds / n for name, seconds in measure_rows(rows, device, args.repeats).items()}
     settings = {**vars(args), "tiles": autotuned(rhn_step._forward_kernel, rhn_step._backward_kernel)}

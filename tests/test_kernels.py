@@ -236,14 +236,16 @@ MICRO_STEP_DTYPES = [torch.float32] + ([] if INTERPRETING else [torch.bfloat16])
 
 
 @triton_kernels
-@pytest.mark.parametrize("shape", [(1, 1), (5, 70), (20, 33), (37, 130)])
+@pytest.mark.parametrize("shape, padded", [((1, 1), False), ((5, 70), True), ((20, 33), False), ((37, 130), True)])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("dtype", MICRO_STEP_DTYPES)
-def test_rhn_micro_step_kernels_match_the_maths(shape, masked, dtype):
+def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype):
     """Two micro-steps, one kernel each way, chained as the RHN runs them: the second's backward
     launch goes on through the first's gate in its epilogue, the first's launch ends at ``s0``.
     Batches of one and of several row tiles, widths that fill no tile or several; the masked case
-    also has an output gradient on the first step (``extra``) and a per-row input projection."""
+    also has an output gradient on the first step (``extra``) and a per-row input projection.
+    The kernels get the weights and states as they are, or (``padded``) in rows padded to a
+    multiple of 16, as the RHN keeps them (the states then views of wider rows)."""
     batch, hidden = shape
     torch.manual_seed(batch * hidden + masked)
 
@@ -256,22 +258,47 @@ def test_rhn_micro_step_kernels_match_the_maths(shape, masked, dtype):
     extra = rand(batch, hidden) if masked else None
     kept = [torch.empty(batch, 2 * hidden, device=DEVICE, dtype=dtype) for _ in range(2)]
     states = [s0] + [torch.empty_like(s0) for _ in range(2)]
+    kernel_weights = weights
+    if padded:
+        kernel_weights = [rhn_step.padded_weight(w) for w in weights]
+        buffer = rhn_step.padded_states((3, batch, hidden), s0)
+        buffer[0, :, :hidden] = s0
+        states = list(buffer[..., :hidden].unbind(0))
+        assert states[0].stride(0) > hidden
     for k in range(2):
-        rhn_step.micro_step_forward(states[k], mask, weights[k], adds[k], kept[k], states[k + 1])
+        rhn_step.micro_step_forward(states[k], mask, kernel_weights[k], adds[k], kept[k], states[k + 1])
     dz, carried0 = [torch.empty_like(kept[0]) for _ in range(2)], torch.empty_like(s0)
     # the second micro-step's gate backward (the Triton gate kernel, as the RHN starts its walk)
     carried1 = gating.gate_backward(grad, kept[1], states[1], ACTIVATION_CODES["tanh"], grad_z=dz[1],
                                     activated=True)[1]
-    previous = rhn_step.Previous(kept[0], s0, extra, dz[0], carried0)
-    rhn_step.micro_step_backward(dz[1], carried1, weights[1], mask, previous=previous)
+    previous = rhn_step.Previous(kept[0], states[0], extra, dz[0], carried0)
+    rhn_step.micro_step_backward(dz[1], carried1, kernel_weights[1], mask, previous=previous)
     ds0 = torch.empty_like(s0)
-    rhn_step.micro_step_backward(dz[0], carried0, weights[0], mask, out=ds0)
+    rhn_step.micro_step_backward(dz[0], carried0, kernel_weights[0], mask, out=ds0)
     ref_kept, ref_states, ref_dz, ref_ds0 = expected_micro_steps(s0, mask, weights, adds, grad, extra)
     tol = 1e-5 if dtype == torch.float32 else 3e-2
     got, want = [*kept, *states[1:], *dz, ds0], [*ref_kept, *ref_states, *ref_dz, ref_ds0]
     names = ["[h | t] 1", "[h | t] 2", "state 1", "state 2", "dz 1", "dz 2", "ds0"]
     for name, a, b in zip(names, got, want, strict=True):
         assert a.dtype == dtype and _relative_error(a, b) < tol, name
+
+
+def test_padded_weight_pads_rows_with_zeros_to_a_multiple_of_16():
+    w = torch.randn(2 * 830, 830)
+    padded = rhn_step.padded_weight(w)
+    assert padded.shape == (1660, 832) and padded.is_contiguous()
+    assert torch.equal(padded[:, :830], w) and not padded[:, 830:].any()
+    square = torch.randn(64, 32)
+    assert rhn_step.padded_weight(square) is square
+
+
+def test_micro_step_refuses_a_weight_of_the_wrong_shape_and_states_without_contiguous_rows():
+    state = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match=r"weight of shape \(6, 3\)"):
+        rhn_step.micro_step_forward(state, None, torch.zeros(3, 6), torch.zeros(6), torch.zeros(2, 6), state)
+    with pytest.raises(ValueError, match="state with contiguous rows"):
+        rhn_step.micro_step_forward(torch.zeros(3, 2).t(), None, torch.zeros(6, 3), torch.zeros(6),
+                                    torch.zeros(2, 6), state)
 
 
 def test_micro_step_backward_needs_one_destination():

@@ -26,8 +26,11 @@ direction is one launch, a product whose epilogue does the element-wise work:
   (element-wise, on the same tile) and writes its ``dz`` and ``carried``, the next launch's inputs.
   The backward walk is then one launch per micro-step, plus the last micro-step's gate to start.
 
-Measured (``benchmarks/rhn_step.py``, H100): with TF32 products the forward kernel takes 10 µs
-where ``addmm`` and the gate kernel take 21 µs; in exact float32, Triton's products (without
+Measured (``benchmarks/rhn_step.py``, H100): with TF32 products the forward kernel takes 6.0 µs
+where ``addmm`` and the gate kernel take 20.7, and the backward 9.8 µs where the gate kernel and
+``addmm`` take 13.9, with ``R`` and the states in rows padded to a multiple of 16
+(:func:`padded_weight`, :func:`padded_states`: 10.2 and 13.7 µs in rows of 830, which Triton
+cannot prove aligned for vector loads); in exact float32, Triton's products (without
 tensor cores) are slower than cuBLAS's, so the RHN uses these kernels for products on tensor
 cores only (TF32 allowed, bfloat16, float16; see :mod:`.rhn_recurrence`).
 
@@ -52,7 +55,7 @@ if triton is not None:
 
     from .gating import _activate_tl, _gate_grads_tl
 
-__all__ = ["Previous", "micro_step_backward", "micro_step_forward"]
+__all__ = ["Previous", "micro_step_backward", "micro_step_forward", "padded_states", "padded_weight"]
 
 
 def _configs() -> list:
@@ -62,7 +65,7 @@ def _configs() -> list:
         tiles = [(16, 16, 32, 1, 1)]
     else:
         tiles = [(16, 16, 32, 2, 4), (16, 16, 64, 2, 3), (16, 32, 64, 4, 3), (16, 32, 128, 4, 3),
-                 (16, 64, 64, 4, 3), (32, 32, 64, 4, 3)]
+                 (32, 16, 32, 2, 4), (32, 16, 64, 2, 4), (32, 32, 64, 4, 3)]
     return [triton.Config({"BLOCK_B": b, "BLOCK_H": h, "BLOCK_K": k}, num_warps=w, num_stages=s)
             for b, h, k, w, s in tiles]
 
@@ -82,9 +85,10 @@ def _autotune(key: list[str]):
 
 if triton is not None:
 
-    @_autotune(key=["B", "H", "HAS_MASK", "PRECISION"])
+    @_autotune(key=["B", "H", "stride_s", "stride_w", "HAS_MASK", "PRECISION"])
     @triton.jit
-    def _forward_kernel(s_ptr, mask_ptr, w_ptr, add_ptr, ht_ptr, out_ptr, B, H, stride_add,
+    def _forward_kernel(s_ptr, mask_ptr, w_ptr, add_ptr, ht_ptr, out_ptr, B, H, stride_s, bound_s, stride_out,
+                        stride_w, stride_add,
                         HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_B: tl.constexpr,
                         BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
@@ -94,14 +98,16 @@ if triton is not None:
         acc_t = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
         for k0 in range(0, H, BLOCK_K):
             k_col, k_row = k0 + ks[None, :], k0 + ks[:, None]
-            in_s = (rows < B) & (k_col < H)
-            a = tl.load(s_ptr + rows * H + k_col, mask=in_s, other=0.0)
+            # bound_s is H, or the padded width of a padded state (see _state_bound)
+            a = tl.load(s_ptr + rows * stride_s + k_col, mask=(rows < B) & (k_col < bound_s), other=0.0)
             if HAS_MASK:
-                a = a * tl.load(mask_ptr + rows * H + k_col, mask=in_s, other=0.0)
-            in_w = (k_row < H) & (cols < H)
-            # R[n, k] read as the (k, n) tile of Rᵀ: rows n of R_H, and the same rows of R_T
-            w_h = tl.load(w_ptr + cols * H + k_row, mask=in_w, other=0.0)
-            w_t = tl.load(w_ptr + (cols + H) * H + k_row, mask=in_w, other=0.0)
+                a = a * tl.load(mask_ptr + rows * H + k_col, mask=(rows < B) & (k_col < H), other=0.0)
+            # R[n, k] read as the (k, n) tile of Rᵀ: rows n of R_H, and the same rows of R_T. The
+            # bound on k is the row stride, not H: R's columns past H are zero (padded_weight),
+            # and a bound the compiler knows to be a multiple of 16 lets it load in vectors.
+            in_w = (k_row < stride_w) & (cols < H)
+            w_h = tl.load(w_ptr + cols * stride_w + k_row, mask=in_w, other=0.0)
+            w_t = tl.load(w_ptr + (cols + H) * stride_w + k_row, mask=in_w, other=0.0)
             acc_h = tl.dot(a, w_h, acc_h, input_precision=PRECISION)
             acc_t = tl.dot(a, w_t, acc_t, input_precision=PRECISION)
         inside = (rows < B) & (cols < H)
@@ -109,18 +115,18 @@ if triton is not None:
         z_t = acc_t + tl.load(add_ptr + rows * stride_add + H + cols, mask=inside, other=0.0).to(tl.float32)
         h = _activate_tl(z_h, 2)
         t = tl.sigmoid(z_t)
-        s = tl.load(s_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
+        s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
         kind = ht_ptr.dtype.element_ty
         tl.store(ht_ptr + rows * 2 * H + cols, h.to(kind), mask=inside)
         tl.store(ht_ptr + rows * 2 * H + H + cols, t.to(kind), mask=inside)
-        tl.store(out_ptr + rows * H + cols, (s + t * (h - s)).to(out_ptr.dtype.element_ty), mask=inside)
+        tl.store(out_ptr + rows * stride_out + cols, (s + t * (h - s)).to(out_ptr.dtype.element_ty), mask=inside)
 
-    @_autotune(key=["B", "H", "HAS_MASK", "PREVIOUS", "HAS_EXTRA", "PRECISION"])
+    @_autotune(key=["B", "H", "stride_w", "stride_s", "HAS_MASK", "PREVIOUS", "HAS_EXTRA", "PRECISION"])
     @triton.jit
     def _backward_kernel(dz_ptr, carried_ptr, w_ptr, mask_ptr, out_ptr, ht_ptr, s_ptr, extra_ptr,
-                         dz_prev_ptr, carried_prev_ptr, B, H, HAS_MASK: tl.constexpr, PREVIOUS: tl.constexpr,
-                         HAS_EXTRA: tl.constexpr, PRECISION: tl.constexpr, BLOCK_B: tl.constexpr,
-                         BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+                         dz_prev_ptr, carried_prev_ptr, B, H, stride_w, stride_s, HAS_MASK: tl.constexpr,
+                         PREVIOUS: tl.constexpr, HAS_EXTRA: tl.constexpr, PRECISION: tl.constexpr,
+                         BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
         cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)[None, :]
         ks = tl.arange(0, BLOCK_K)
@@ -130,9 +136,9 @@ if triton is not None:
             in_dz = (rows < B) & (j_col < H)
             dz_h = tl.load(dz_ptr + rows * 2 * H + j_col, mask=in_dz, other=0.0)
             dz_t = tl.load(dz_ptr + rows * 2 * H + H + j_col, mask=in_dz, other=0.0)
-            in_w = (j_row < H) & (cols < H)
-            w_h = tl.load(w_ptr + j_row * H + cols, mask=in_w, other=0.0)
-            w_t = tl.load(w_ptr + (j_row + H) * H + cols, mask=in_w, other=0.0)
+            in_w = (j_row < H) & (cols < stride_w)  # (columns past H are zero, as forward)
+            w_h = tl.load(w_ptr + j_row * stride_w + cols, mask=in_w, other=0.0)
+            w_t = tl.load(w_ptr + (j_row + H) * stride_w + cols, mask=in_w, other=0.0)
             acc = tl.dot(dz_h, w_h, acc, input_precision=PRECISION)
             acc = tl.dot(dz_t, w_t, acc, input_precision=PRECISION)
         inside = (rows < B) & (cols < H)
@@ -146,7 +152,7 @@ if triton is not None:
                 grad += tl.load(extra_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
             h = tl.load(ht_ptr + rows * 2 * H + cols, mask=inside, other=0.0).to(tl.float32)
             t = tl.load(ht_ptr + rows * 2 * H + H + cols, mask=inside, other=0.0).to(tl.float32)
-            s = tl.load(s_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
+            s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
             dz_h, dz_t, carried = _gate_grads_tl(grad, h, t, s, 2)
             kind = dz_prev_ptr.dtype.element_ty
             tl.store(dz_prev_ptr + rows * 2 * H + cols, dz_h.to(kind), mask=inside)
@@ -160,6 +166,49 @@ def _precision(dtype: torch.dtype) -> str:
     return "tf32" if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
 
+def padded_weight(weight: Tensor) -> Tensor:
+    """``R`` ``(2H, H)`` as the kernels read it fastest: its rows padded with zeros to a multiple of
+    16 columns (``weight`` itself where ``H`` is one already).
+
+    Triton loads a tile in vectors only where it can prove their alignment: with rows of 830
+    (the RHN paper's width) it cannot, and each thread loads one value at a time."""
+    hidden = weight.shape[1]
+    return weight if _padded_width(hidden) == hidden else torch.nn.functional.pad(weight, (0, -hidden % 16))
+
+
+def _padded_width(hidden: int) -> int:
+    return hidden + -hidden % 16
+
+
+def _row_stride(weight: Tensor, hidden: int) -> int:
+    if weight.dim() != 2 or weight.shape[0] != 2 * hidden or weight.shape[1] < hidden or not weight.is_contiguous():
+        raise ValueError(f"the micro-step needs a contiguous weight of shape ({2 * hidden}, {hidden}), or "
+                         f"padded_weight's, got {tuple(weight.shape)}")
+    return weight.shape[1]
+
+
+def padded_states(shape: tuple[int, ...], like: Tensor) -> Tensor:
+    """A buffer for states of ``shape`` (last dimension ``H``), zeros in rows padded to a multiple
+    of 16 wide: the states are its view ``[..., :H]``, which the micro-step kernels read in vectors
+    (as :func:`padded_weight`'s rows)."""
+    return like.new_zeros(*shape[:-1], _padded_width(shape[-1]))
+
+
+def _row_major(name: str, t: Tensor) -> int:
+    if t.stride(-1) != 1:
+        raise ValueError(f"the micro-step needs {name} with contiguous rows, got strides {t.stride()}")
+    return t.stride(0)
+
+
+def _state_bound(state: Tensor, weight: Tensor, hidden: int) -> int:
+    """How far along its rows the product reads ``state``: ``H``, or, where the state's rows are at
+    least as wide as the weight's padded rows, to that width (the columns past ``H`` meet the
+    weight's zeros, so they must hold numbers: :func:`padded_states` makes them zero). A bound that
+    the compiler knows to be a multiple of 16 lets it load the state in vectors too."""
+    width = weight.shape[1]
+    return width if width > hidden and state.stride(0) >= width else hidden
+
+
 def _grid(batch: int, hidden: int):
     return lambda meta: (triton.cdiv(batch, meta["BLOCK_B"]), triton.cdiv(hidden, meta["BLOCK_H"]))
 
@@ -168,19 +217,23 @@ def micro_step_forward(state: Tensor, mask: Tensor | None, weight: Tensor, add: 
                        ht: Tensor, out: Tensor) -> None:
     """Write ``[h | t]`` into ``ht`` ``(B, 2H)`` and the new state into ``out`` ``(B, H)``.
 
-    ``state`` ``(B, H)``, ``mask`` ``(B, H)`` or None, ``weight`` ``(2H, H)``: contiguous, one dtype;
-    ``add`` is the bias ``(2H,)`` or the bias plus the input projection ``(B, 2H)``.
+    ``state`` ``(B, H)``, ``mask`` ``(B, H)`` or None, ``weight`` ``(2H, H)`` or, faster where ``H``
+    is no multiple of 16, :func:`padded_weight`'s ``(2H, W)`` (zeros past column ``H``): one dtype;
+    ``add`` is the bias ``(2H,)`` or the bias plus the input projection ``(B, 2H)``. ``state`` and
+    ``out`` may be views of wider rows (faster: :func:`padded_states`); the rest are contiguous.
     """
     batch, hidden = state.shape
     stride_add = 0 if add.dim() == 1 else add.stride(0)
+    strides = (_row_major("state", state), _state_bound(state, weight, hidden), _row_major("out", out),
+               _row_stride(weight, hidden), stride_add)
     _forward_kernel[_grid(batch, hidden)](state, mask if mask is not None else state, weight, add, ht, out,
-                                          batch, hidden, stride_add, HAS_MASK=mask is not None,
+                                          batch, hidden, *strides, HAS_MASK=mask is not None,
                                           PRECISION=_precision(weight.dtype))
 
 
 class Previous(NamedTuple):
     """The micro-step before, whose gate's backward :func:`micro_step_backward` runs in its epilogue:
-    its ``[h | t]`` ``(B, 2H)`` and input ``state`` ``(B, H)``, the layer's output gradient to add to
+    its ``[h | t]`` ``(B, 2H)`` and input ``state`` ``(B, H)`` (rows contiguous), the layer's output gradient to add to
     its new state's (``extra``, at the last micro-layer of a time step, else None), and where to
     write its ``grad_z`` ``(B, 2H)`` and ``carried`` (the carry's share of its input's gradient)."""
     ht: Tensor
@@ -194,14 +247,17 @@ def micro_step_backward(grad_z: Tensor, carried: Tensor, weight: Tensor, mask: T
                         out: Tensor | None = None, previous: Previous | None = None) -> None:
     """The gradient of a micro-step's input state, ``carried + (dz R) ⊙ m``, given ``dz = grad_z``
     ``(B, 2H)`` and the carry's share ``carried`` ``(B, H)``: written into ``out``, or, given the
-    ``previous`` micro-step, taken straight on through that one's gate (see :class:`Previous`)."""
+    ``previous`` micro-step, taken straight on through that one's gate (see :class:`Previous`).
+    ``weight`` as for :func:`micro_step_forward`."""
     batch, hidden = carried.shape
     p = previous
     if (p is None) == (out is None):
         raise ValueError("micro_step_backward writes either out or the previous micro-step's gradients")
+    stride_w = _row_stride(weight, hidden)
+    stride_s = _row_major("state", p.state) if p is not None else hidden
     _backward_kernel[_grid(batch, hidden)](
         grad_z, carried, weight, carried if mask is None else mask, carried if out is None else out,
         *((p.ht, p.state, carried if p.extra is None else p.extra, p.grad_z, p.carried) if p is not None
           else (grad_z, carried, carried, grad_z, carried)),
-        batch, hidden, HAS_MASK=mask is not None, PREVIOUS=p is not None,
+        batch, hidden, stride_w, stride_s, HAS_MASK=mask is not None, PREVIOUS=p is not None,
         HAS_EXTRA=p is not None and p.extra is not None, PRECISION=_precision(weight.dtype))
