@@ -132,8 +132,9 @@ if OPAQUE_TO_COMPILE:
             parts = 2 if path == "eager, halves" else 1
             z = x_proj.new_empty(depth, steps, parts, batch, width // parts)
             return out, z, x_proj.new_empty(depth, steps + 1, batch, hidden)
-        padded = hidden + -hidden % 16 if path == "one kernel" else hidden  # (rhn_step.padded_states)
-        return out, x_proj.new_empty(steps * depth + 1, batch, padded), x_proj.new_empty(steps * depth, batch, width)
+        shape = (steps * depth + 1, batch, hidden)
+        states = padded_states(shape, x_proj) if path == "one kernel" else x_proj.new_empty(shape)
+        return out, states, x_proj.new_empty(steps * depth, batch, width)
 
     @_backward_op.register_fake
     def _(path, grad_out, saved_a, saved_b, mask, weights):
@@ -194,7 +195,9 @@ def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: 
     micro-step ``k − 1``'s (:func:`~.rhn_step.micro_step_backward`); the last micro-step's gate
     starts the walk."""
     depth, last = len(weights), z_all.shape[0] - 1
-    weights = [padded_weight(w) for w in weights]  # as the forward's (one copy each: microseconds)
+    # as the forward's: made again rather than kept from it (a copy of each R, 5.5 MB at the PTB
+    # shape, instead of holding them all between forward and backward)
+    weights = [padded_weight(w) for w in weights]
     z_k, state_k = z_all.unbind(0), states.unbind(0)
     carried = gate_backward(grad_out_t[-1], z_k[last], state_k[last], _TANH, grad_z=dz_k[last], activated=True)[1]
     # Launch k reads all of one carried gradient while writing the next: two buffers, in turn.
