@@ -180,7 +180,8 @@ def _padded_width(hidden: int) -> int:
     return hidden + -hidden % 16
 
 
-def _row_stride(weight: Tensor, hidden: int) -> int:
+def _weight_stride(weight: Tensor, hidden: int) -> int:
+    """The weight's row stride, its width (``H`` or padded_weight's), after checking its shape."""
     if weight.dim() != 2 or weight.shape[0] != 2 * hidden or weight.shape[1] < hidden or not weight.is_contiguous():
         raise ValueError(f"the micro-step needs a contiguous weight of shape ({2 * hidden}, {hidden}), or "
                          f"padded_weight's, got {tuple(weight.shape)}")
@@ -225,7 +226,7 @@ def micro_step_forward(state: Tensor, mask: Tensor | None, weight: Tensor, add: 
     batch, hidden = state.shape
     stride_add = 0 if add.dim() == 1 else add.stride(0)
     strides = (_row_major("state", state), _state_bound(state, weight, hidden), _row_major("out", out),
-               _row_stride(weight, hidden), stride_add)
+               _weight_stride(weight, hidden), stride_add)
     _forward_kernel[_grid(batch, hidden)](state, mask if mask is not None else state, weight, add, ht, out,
                                           batch, hidden, *strides, HAS_MASK=mask is not None,
                                           PRECISION=_precision(weight.dtype))
@@ -253,7 +254,7 @@ def micro_step_backward(grad_z: Tensor, carried: Tensor, weight: Tensor, mask: T
     p = previous
     if (p is None) == (out is None):
         raise ValueError("micro_step_backward writes either out or the previous micro-step's gradients")
-    stride_w = _row_stride(weight, hidden)
+    stride_w = _weight_stride(weight, hidden)
     stride_s = _row_major("state", p.state) if p is not None else hidden
     _backward_kernel[_grid(batch, hidden)](
         grad_z, carried, weight, carried if mask is None else mask, carried if out is None else out,
