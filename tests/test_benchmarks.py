@@ -1,4 +1,5 @@
-"""The CPU benchmark scripts run end to end at a tiny shape and write the table they promise.
+"""The benchmark scripts run end to end at a tiny shape and write the table they promise (the CPU
+ones as they are, the GPU micro-step one under Triton's interpreter).
 
 Not a timing test (speed is read from the scripts' own tables): this keeps the scripts from
 breaking silently when the code they measure changes. The scripts that compare implementations
@@ -7,6 +8,7 @@ a run that finishes also says the compared implementations still agree.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,3 +40,25 @@ def test_cpu_benchmark_runs_and_writes_its_table(tmp_path, script, args, rows):
     assert rows <= set(record["ms"]), sorted(record["ms"])
     assert all(ms > 0 for ms in record["ms"].values())
     assert f"wrote {out}" in run.stdout
+
+
+def _triton_version() -> tuple[int, int]:
+    from highwaynet.kernels import gating
+    return gating.TRITON_VERSION or (0, 0)
+
+
+@pytest.mark.skipif(_triton_version() < (3, 7), reason="needs Triton 3.7 or later, whose interpreter runs the "
+                                                       "RHN micro-step kernels on the CPU")
+def test_gpu_micro_step_benchmark_runs_under_the_interpreter(tmp_path):
+    """``rhn_step.py`` is for a GPU, where each run is paid for in scarce device time: run every row
+    once on the CPU under Triton's interpreter at a tiny shape, so that a broken row shows here."""
+    out = tmp_path / "result.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rhn_step.py"), "--device", "cpu", "--batch", "3",
+                          "--hidden", "20", "--micro-steps", "2", "--depth", "3", "--repeats", "1", "--json", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(out.read_text())["ms"]
+    assert {"forward: one kernel, R and states padded, 3 weights in turn",
+            "backward: one kernel, R and states padded, 3 weights in turn"} <= set(rows), sorted(rows)
+    assert len(rows) == 15 and all(ms > 0 for ms in rows.values())
