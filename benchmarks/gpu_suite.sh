@@ -24,6 +24,7 @@ if [[ $what == bench || $what == all ]]; then
   python3 benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn.py --device cuda --tf32 --json "$out/rhn_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
+  python3 benchmarks/rhn.py --device cuda --dtype bfloat16 --json "$out/rhn_h100_bfloat16.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn_step.py --json "$out/rhn_step_h100.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn_step.py --tf32 --json "$out/rhn_step_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
 fi

@@ -25,12 +25,16 @@ SCRIPTS = [
      {"separate H and T, eager (Chainer, Lasagne)", "ours, eager"}),
     ("rhn.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
      {"labml as written", "floor", "ours", "ours, torch.compile"}),
+    ("rhn.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1",
+                "--dtype", "bfloat16"],
+     {"labml as written", "floor", "ours", "ours, torch.compile"}),
     ("rhn_cpu_parts.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
      {"window", "forward", "forward: products", "backward", "backward: walk products"}),
 ]
 
 
-@pytest.mark.parametrize("script, args, rows", SCRIPTS, ids=[s[0] for s in SCRIPTS])
+@pytest.mark.parametrize("script, args, rows", SCRIPTS,
+                         ids=[s[0] + " bfloat16" * ("bfloat16" in s[1]) for s in SCRIPTS])
 def test_cpu_benchmark_runs_and_writes_its_table(tmp_path, script, args, rows):
     out = tmp_path / "result.json"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
