@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go: the GPU tests, then the benchmarks' GPU tables.
-# Usage: benchmarks/gpu_suite.sh OUT_DIR [tests|tests-layers|tests-kernels|bench|all]   (logs and JSON land in OUT_DIR)
-# On a fresh machine the tests take over 5 minutes (Triton compiles each tile its autotuner tries):
-# tests-layers (the Trainer, the layers, graphed training) and tests-kernels split them in two.
+# Usage: benchmarks/gpu_suite.sh OUT_DIR [tests|tests-layers|tests-kernels|bench|bench-rhn|all]
+# (logs and JSON land in OUT_DIR). On a fresh machine the tests take over 5 minutes (Triton compiles
+# each tile its autotuner tries): tests-layers (the Trainer, the layers, graphed training) and
+# tests-kernels split them in two. bench-rhn: the RHN's open questions alone (TF32 micro-steps with
+# the weights in turn, the layer in TF32 and in bfloat16).
 set -uo pipefail
-out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [tests|tests-layers|tests-kernels|bench|all]}; what=${2:-all}
+out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [tests|tests-layers|tests-kernels|bench|bench-rhn|all]}; what=${2:-all}
 mkdir -p "$out"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
@@ -15,6 +17,11 @@ files=()
 if (( ${#files[@]} )); then
   python3 -m pytest -v -rs "${files[@]}" -k "cuda or triton or gpu or fused or micro_step or padded" \
     2>&1 | tee "$out/gpu_tests.log" | grep -E "FAILED|ERROR|passed|failed|SKIPPED"
+fi
+if [[ $what == bench-rhn ]]; then
+  python3 benchmarks/rhn_step.py --tf32 --json "$out/rhn_step_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
+  python3 benchmarks/rhn.py --device cuda --tf32 --json "$out/rhn_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
+  python3 benchmarks/rhn.py --device cuda --dtype bfloat16 --json "$out/rhn_h100_bfloat16.json" 2>&1 | tee -a "$out/bench.log"
 fi
 if [[ $what == bench || $what == all ]]; then
   for dtype in tf32 bfloat16; do
