@@ -3,6 +3,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from highwaynet.kernels import gating
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -21,3 +23,9 @@ def _isolated_data_dir(tmp_path_factory, monkeypatch):
 
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+# Triton's interpreter runs the RHN micro-step kernels on the CPU from 3.7 on.
+interpreter_runs_micro_steps = pytest.mark.skipif(
+    (gating.TRITON_VERSION or (0, 0)) < (3, 7),
+    reason="Triton's interpreter runs the RHN micro-step kernels from 3.7 on (3.4-3.6 stop at their loop over "
+           "a size argument, under NumPy 2): pip install -U triton")

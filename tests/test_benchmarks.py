@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import interpreter_runs_micro_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,13 +47,7 @@ def test_cpu_benchmark_runs_and_writes_its_table(tmp_path, script, args, rows):
     assert f"wrote {out}" in run.stdout
 
 
-def _triton_version() -> tuple[int, int]:
-    from highwaynet.kernels import gating
-    return gating.TRITON_VERSION or (0, 0)
-
-
-@pytest.mark.skipif(_triton_version() < (3, 7), reason="needs Triton 3.7 or later, whose interpreter runs the "
-                                                       "RHN micro-step kernels on the CPU")
+@interpreter_runs_micro_steps
 def test_gpu_micro_step_benchmark_runs_under_the_interpreter(tmp_path):
     """``rhn_step.py`` is for a GPU, where each run is paid for in scarce device time: run every row
     once on the CPU under Triton's interpreter at a tiny shape, so that a broken row shows here."""

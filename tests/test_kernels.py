@@ -15,6 +15,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import interpreter_runs_micro_steps
 
 from highwaynet.kernels import gating, highway_layer, rhn_step
 from highwaynet.kernels.gating import ACTIVATION_CODES, activation_code
@@ -377,9 +378,7 @@ def test_highway_is_unfused_when_observed():
 
 @pytest.mark.skipif(gating.triton is None or torch.cuda.is_available() or INTERPRETING,
                     reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
-@pytest.mark.skipif((gating.TRITON_VERSION or (0, 0)) < (3, 7),
-                    reason="Triton's interpreter runs the RHN micro-step kernels from 3.7 on (3.4-3.6 stop at "
-                           "their loop over a size argument, under NumPy 2): pip install -U triton")
+@interpreter_runs_micro_steps
 def test_triton_kernels_under_the_interpreter():
     """Run this file's Triton tests on the CPU under Triton's interpreter. A subprocess: Triton picks
     the interpreter when a kernel is defined, and in this process the kernels must stay compiled-only,
