@@ -18,11 +18,12 @@ if (( ${#files[@]} )); then
   python3 -m pytest -v -rs "${files[@]}" -k "cuda or triton or gpu or fused or micro_step or padded" \
     2>&1 | tee "$out/gpu_tests.log" | grep -E "FAILED|ERROR|passed|failed|SKIPPED"
 fi
-if [[ $what == bench-rhn ]]; then
+bench_rhn() {  # the RHN's open measurements: bench-rhn alone, and part of bench
   python3 benchmarks/rhn_step.py --tf32 --json "$out/rhn_step_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn.py --device cuda --tf32 --json "$out/rhn_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn.py --device cuda --dtype bfloat16 --json "$out/rhn_h100_bfloat16.json" 2>&1 | tee -a "$out/bench.log"
-fi
+}
+[[ $what == bench-rhn ]] && bench_rhn
 if [[ $what == bench || $what == all ]]; then
   for dtype in tf32 bfloat16; do
     python3 benchmarks/dense_highway.py --device cuda --tokens 16384 --dim 1024 --dtype $dtype --repeats 30 \
@@ -30,8 +31,6 @@ if [[ $what == bench || $what == all ]]; then
   done
   python3 benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json" 2>&1 | tee -a "$out/bench.log"
-  python3 benchmarks/rhn.py --device cuda --tf32 --json "$out/rhn_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
-  python3 benchmarks/rhn.py --device cuda --dtype bfloat16 --json "$out/rhn_h100_bfloat16.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn_step.py --json "$out/rhn_step_h100.json" 2>&1 | tee -a "$out/bench.log"
-  python3 benchmarks/rhn_step.py --tf32 --json "$out/rhn_step_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
+  bench_rhn
 fi
