@@ -26,3 +26,14 @@ def test_docstring_examples(name):
                              raise_on_error=False, verbose=False, report=True)
     assert result.attempted > 0, f"{name} shows no example"
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed (printed above)"
+
+
+def test_every_layer_is_importable_from_the_package():
+    # `from highwaynet import RHN` as `from torch.nn import LSTM`: every layer class of highwaynet.nn is
+    # re-exported at the top (its helper functions stay in highwaynet.nn).
+    import highwaynet
+
+    layers = {n for n in highwaynet.nn.__all__ if isinstance(getattr(highwaynet.nn, n), type)}
+    missing = sorted(layers - set(highwaynet.__all__))
+    assert not missing, f"missing from highwaynet.__all__: {missing}"
+    assert all(getattr(highwaynet, n) is getattr(highwaynet.nn, n) for n in layers)
