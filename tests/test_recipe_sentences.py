@@ -9,7 +9,7 @@ from highwaynet.data.sentences import load_sentences
 from highwaynet.models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from highwaynet.recipes import sentences
 from highwaynet.training import TrainConfig
-from highwaynet.training.run_dir import load_run_config
+from highwaynet.training.run_dir import format_mean_std, load_run_config
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)
@@ -78,7 +78,8 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
             "--data-dir", str(shared_data / "sentence"), "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "trec  hbilstm        2 layers" in printed
+    assert "trec  hbilstm        2 layers  " in printed and "   1 layer  " in printed
+    assert "(1 run)" in printed and "±" not in printed  # one seed: a mean, no spread
     report = (out / "report.md").read_text()
     assert "| hbilstm | 2 | 1 |" in report and "Kim (2014) CNN-rand, published | - | - | 91.2" in report
     assert (out / "depth-trec.png").stat().st_size > 10_000
@@ -124,6 +125,14 @@ def test_summary_shows_a_diverged_run_instead_of_crashing():
     (cnn, hbilstm) = sentences.summarize(runs)
     assert hbilstm["runs"] == 2 and hbilstm["mean"] != hbilstm["mean"]  # NaN, not an exception
     assert cnn == {"task": "sst2", "encoder": "cnn", "layers": 1, "runs": 1, "mean": 75.0, "std": 0.0}
+
+
+def test_a_table_shows_no_spread_for_one_run():
+    # One run's spread is unknown, not zero: the mean alone; NaN (a diverged run) stays visible.
+    assert format_mean_std({"mean": 75.0, "std": 0.0}, runs=1) == "75.0"
+    assert format_mean_std({"mean": 88.53, "std": 0.81}, runs=3) == "88.5 ± 0.8"
+    assert format_mean_std({"mean": 0.05432, "std": 0.00811}, runs=3, digits=4) == "0.0543 ± 0.0081"
+    assert format_mean_std({"mean": float("nan"), "std": float("nan")}, runs=2) == "nan ± nan"
 
 
 def test_sweep_downloads_missing_files_when_asked(shared_data, tmp_path, monkeypatch, capsys):

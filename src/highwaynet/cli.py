@@ -380,6 +380,7 @@ def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
 def _reproduce_sentences(args: argparse.Namespace) -> None:
     from .recipes import sentences
     from .training import TrainConfig
+    from .training.run_dir import format_mean_std
 
     tasks = list(sentences.SENTENCE_TASKS) if args.task == "all" else [t.strip() for t in args.task.split(",")]
     if args.folds > 10:
@@ -395,9 +396,13 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
     summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir,
                               download=args.download, report_only=args.report_only)
     for row in summary["table"]:
-        print(f"{row['task']:5} {row['encoder']:12} {row['layers']:3} layers  "
-              f"{row['mean']:.1f} ± {row['std']:.1f}% ({row['runs']} runs)")
+        print(f"{row['task']:5} {row['encoder']:12} {_count(row['layers'], 'layer'):>10}  "
+              f"{format_mean_std(row, row['runs'])}% ({_count(row['runs'], 'run')})")
     print(f"wrote {args.out}/report.md ({summary['seconds']:.0f}s)")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _float_list(text: str, name: str) -> list[float]:
@@ -412,6 +417,7 @@ def _float_list(text: str, name: str) -> list[float]:
 
 def _reproduce_depth(args: argparse.Namespace) -> None:
     from .recipes import depth
+    from .training.run_dir import format_mean_std
 
     depths = _int_list(args.depths, "--depths")
     if min(depths) < 2:
@@ -425,8 +431,8 @@ def _reproduce_depth(args: argparse.Namespace) -> None:
     summary = depth.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     for net in summary["nets"]:
         print(f"{net['depth']:4} layers {net['kind']:8} lr {net['lr']:<5g} train loss "
-              f"{net['train_loss']['mean']:.4f} ± {net['train_loss']['std']:.4f}  test acc "
-              f"{net['test_acc']['mean']:.2f} ± {net['test_acc']['std']:.2f}%")
+              f"{format_mean_std(net['train_loss'], len(net['curves']), 4)}  test acc "
+              f"{format_mean_std(net['test_acc'], len(net['curves']), 2)}%")
     print(f"wrote {out}/report.md and {out}/depth.png ({summary['seconds']:.0f}s)")
 
 

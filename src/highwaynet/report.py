@@ -106,6 +106,7 @@ def plot_sentence_depth(series: dict[str, list[dict[str, Any]]], task: str, path
 def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth-<task>.png`` (test accuracy against stack depth, BiLSTM vs HBiLSTM, error bars) and ``report.md``."""
     from .recipes.sentences import KIM_CNN_RAND
+    from .training.run_dir import format_mean_std
 
     table = summary["table"]
     lines = ["# Sentence classification: highway BiLSTM stacks", "",
@@ -123,7 +124,7 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
         rows = [r for r in table if r["task"] == task]
         lines += [f"## {task}", "", markdown_table(
             ["encoder", "layers", "runs", "test accuracy (%)"],
-            [[r["encoder"], r["layers"], r["runs"], f"{r['mean']:.1f} ± {r['std']:.1f}"] for r in rows]
+            [[r["encoder"], r["layers"], r["runs"], format_mean_std(r, r["runs"])] for r in rows]
             + [["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND.get(task, float('nan')):.1f}"]]), ""]
         stacks = {e: [r for r in rows if r["encoder"] == e] for e in ("bilstm", "hbilstm")}
         if all(len(v) > 1 for v in stacks.values()):
@@ -138,6 +139,8 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
 def write_depth_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth.png`` (training loss vs epoch, one panel per depth, plain vs highway) and ``report.md``."""
     import numpy as np
+
+    from .training.run_dir import format_mean_std
 
     config, nets = summary["config"], summary["nets"]
     depths = config["depths"]
@@ -158,8 +161,8 @@ def write_depth_report(out: Path, summary: dict[str, Any]) -> Path:
     _save(fig, out / "depth.png", dpi=120)
 
     rows = [[n["depth"], n["kind"], f"{n['parameters']:,}", f"{n['lr']:g}",
-             f"{n['train_loss']['mean']:.4f} ± {n['train_loss']['std']:.4f}",
-             f"{n['test_acc']['mean']:.2f} ± {n['test_acc']['std']:.2f}"] for n in nets]
+             format_mean_std(n["train_loss"], len(n["curves"]), 4),
+             format_mean_std(n["test_acc"], len(n["curves"]), 2)] for n in nets]
     search = [[n["depth"], n["kind"], *(f"{v:.4f}" for v in n["search"].values())] for n in nets]
     report = out / "report.md"
     report.write_text("\n".join([

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 __all__ = ["cpu_model", "environment", "finished_an_epoch", "flat_settings", "load_best_weights", "load_run_config",
-           "mean_std", "prepare_run_dir", "run_once", "settings_differ", "start_sweep"]
+           "format_mean_std", "mean_std", "prepare_run_dir", "run_once", "settings_differ", "start_sweep"]
 
 
 def environment() -> dict[str, Any]:
@@ -166,3 +166,10 @@ def mean_std(values: list[float]) -> dict[str, float]:
     if any(math.isnan(v) for v in values):
         return {"mean": float("nan"), "std": float("nan")}
     return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def format_mean_std(stats: dict[str, float], runs: int, digits: int = 1) -> str:
+    """``"88.5 ± 0.8"`` for :func:`mean_std`'s ``stats`` over ``runs`` repeats; the mean alone for one
+    run, whose spread is unknown rather than zero."""
+    mean = f"{stats['mean']:.{digits}f}"
+    return mean if runs < 2 else f"{mean} ± {stats['std']:.{digits}f}"
