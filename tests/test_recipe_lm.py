@@ -83,6 +83,33 @@ def test_cli_train_lm_and_generate(shared_data, tmp_path, capsys):
     assert "is not a run folder" in capsys.readouterr().err
 
 
+def test_cli_train_lm_steps_per_epoch_0_reads_the_whole_text(tmp_path, monkeypatch):
+    # A folder in Penn Treebank's layout: 1,000 characters of training text at batch 4 are 4 streams of
+    # 250, so a whole pass from a random offset under 10 is 24 or 25 windows of 10, against 3 when asked.
+    from highwaynet.training.language_model import LanguageModelTask
+
+    windows = []
+    batches = LanguageModelTask.batches
+
+    def counted(self, split, epoch):
+        for batch in batches(self, split, epoch):
+            windows.append(split)
+            yield batch
+
+    monkeypatch.setattr(LanguageModelTask, "batches", counted)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, n in (("train", 1000), ("valid", 200), ("test", 200)):
+        (corpus / f"{name}.txt").write_text(("the cat sat on the mat. " * 50)[:n])
+    base = ["train", "lm", "--corpus", str(corpus), "--depth", "1", "--hidden", "8", "--bptt", "10",
+            "--batch-size", "4", "--epochs", "1", "--device", "cpu"]
+    for steps, expected in (("3", {3}), ("0", {24, 25})):
+        out, windows[:] = tmp_path / f"lm{steps}", []
+        assert main([*base, "--steps-per-epoch", steps, "--out", str(out)]) == 0
+        assert json.loads((out / "config.json").read_text())["config"]["steps_per_epoch"] == (int(steps) or None)
+        assert windows.count("train") in expected
+
+
 def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ["reproduce", "rhn-depth", "--depths", "1,2", "--budget", "15000", "--epochs", "1",

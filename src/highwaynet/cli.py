@@ -24,11 +24,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, optimizer: str,
-                          batch_size: int = 100, weight_decay: float = 0.0, schedule: str = "constant") -> None:
+                          batch_size: int = 100, weight_decay: float = 0.0, schedule: str = "constant",
+                          epoch: str = "a pass over the training data") -> None:
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=_positive_int, default=epochs,
-                   help="passes over the training data (default: %(default)s)")
+                   help=f"training epochs, each {epoch} (default: %(default)s)")
     g.add_argument("--batch-size", type=_positive_int, default=batch_size,
                    help="training batch size (default: %(default)s)")
     g.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default=optimizer, help="(default: %(default)s)")
@@ -139,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dropout", type=float, default=0.1,
                    help="variational dropout on inputs, states and outputs (default: %(default)s)")
     g.add_argument("--bptt", type=_positive_int, default=50, help="truncated BPTT window (default: %(default)s)")
-    g.add_argument("--steps-per-epoch", type=_positive_int, default=200,
-                   help="windows per epoch, from a random start (default: %(default)s)")
-    _add_training_options(lm, epochs=10, lr=2e-3, optimizer="adam", batch_size=32)
+    g.add_argument("--steps-per-epoch", type=_non_negative_int, default=200,
+                   help="windows per epoch, from a random start; 0: the whole training text (default: %(default)s)")
+    _add_training_options(lm, epochs=10, lr=2e-3, optimizer="adam", batch_size=32,
+                          epoch="--steps-per-epoch windows of --bptt steps")
     lm.set_defaults(run=_train_lm)
 
     gen = commands.add_parser("generate", help="sample text from a trained language model",
@@ -167,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     depth.add_argument("--budget", type=_positive_int, default=200_000,
                        help="parameters per model (default: %(default)s)")
     depth.add_argument("--epochs", type=_positive_int, default=8, help="epochs per RHN (default: %(default)s)")
-    depth.add_argument("--steps-per-epoch", type=_positive_int, default=50, help="(default: %(default)s)")
+    depth.add_argument("--steps-per-epoch", type=_non_negative_int, default=50,
+                       help="windows per epoch; 0: the whole training text (default: %(default)s)")
     depth.add_argument("--batch-size", type=_positive_int, default=128, help="(default: %(default)s)")
     depth.add_argument("--dropout", type=float, default=0.0,
                        help="variational dropout on inputs, states (RHN) and outputs (default: %(default)s)")
@@ -329,7 +339,7 @@ def _train_lm(args: argparse.Namespace) -> None:
                          hidden=args.hidden, layers=args.layers, tie_weights=not args.no_tie,
                          input_dropout=args.dropout, state_dropout=args.dropout, output_dropout=args.dropout,
                          max_vocab=args.max_vocab, batch_size=args.batch_size, bptt=args.bptt,
-                         steps_per_epoch=args.steps_per_epoch, train=train)
+                         steps_per_epoch=args.steps_per_epoch or None, train=train)
     name = f"{args.model}-depth{args.depth}" if args.model == "rhn" else "lstm"
     out = args.out or f"runs/lm-{args.corpus.rstrip('/').split('/')[-1]}-{args.level}-{name}-seed{args.seed}"
     _say_what_runs(args, out, config, "lm",
@@ -371,7 +381,7 @@ def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
     config.base.train.lr = args.lr
     config.base.input_dropout = config.base.state_dropout = config.base.output_dropout = args.dropout
     config.base.train.device = args.device
-    config.base.steps_per_epoch = args.steps_per_epoch
+    config.base.steps_per_epoch = args.steps_per_epoch or None
     config.base.batch_size = args.batch_size
     summary = rhn_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir, download=args.download)
     print(f"wrote {args.out}/report.md and {args.out}/depth.png ({summary['seconds']:.0f}s)")
