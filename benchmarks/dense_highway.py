@@ -9,6 +9,9 @@ Rows, all on the same input and weights, measured side by side in one run:
              one projection and ``torch.lerp`` gating
   ours, unfused  the same layers with ``fused=False`` (on the CPU this is what "ours" runs)
   ours+compile  the same under ``torch.compile``
+  ours, unfused, max-autotune  (``--max-autotune``) ``Highway(fused=False)`` under
+             ``torch.compile(mode="max-autotune")``, whose Triton matrix-product templates can take the
+             gating into their epilogues, which the fused layer's separate pass cannot
 
 ``--dtype tf32`` runs float32 tensors with TF32 matrix products (PyTorch's
 ``allow_tf32``), as the issue's H100 table.
@@ -69,6 +72,8 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=("float32", "tf32", "bfloat16"))
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--max-autotune", action="store_true",
+                        help="add the unfused layer under torch.compile(mode='max-autotune') (minutes to tune)")
     parser.add_argument("--json", default="benchmarks/dense_highway.json")
     args = parser.parse_args()
 
@@ -99,6 +104,8 @@ def main() -> None:
     }
     if not args.no_compile:
         rows["ours: Highway, torch.compile"] = torch.compile(net)
+    if args.max_autotune:
+        rows["ours: Highway(fused=False), compile max-autotune"] = torch.compile(unfused, mode="max-autotune")
     results = measure_rows({name: fwd_bwd(fn, x) for name, fn in rows.items()}, device, args.repeats)
     report(f"dense highway fwd+bwd, {args.tokens} tokens x {args.dim} wide, {args.layers} layers, {args.dtype}, "
            f"median of {args.repeats}", results, "floor (projections alone)", device, args.json, vars(args))

@@ -4,7 +4,8 @@
 # (logs and JSON land in OUT_DIR). On a fresh machine the tests take over 5 minutes (Triton compiles
 # each tile its autotuner tries): tests-layers (the Trainer, the layers, graphed training) and
 # tests-kernels split them in two. bench-rhn: the RHN's open questions alone (TF32 micro-steps with
-# the weights in turn, the layer in TF32 and in bfloat16).
+# the weights in turn, the layer in TF32 and in bfloat16). bench tunes the dense layer under
+# torch.compile(mode="max-autotune") too: allow minutes for its tuning.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [tests|tests-layers|tests-kernels|bench|bench-rhn|all]}; what=${2:-all}
 mkdir -p "$out"
@@ -27,7 +28,7 @@ bench_rhn() {  # the RHN's open measurements: bench-rhn alone, and part of bench
 if [[ $what == bench || $what == all ]]; then
   for dtype in tf32 bfloat16; do
     python3 benchmarks/dense_highway.py --device cuda --tokens 16384 --dim 1024 --dtype $dtype --repeats 30 \
-      --json "$out/dense_highway_h100_$dtype.json" 2>&1 | tee -a "$out/bench.log"
+      --max-autotune --json "$out/dense_highway_h100_$dtype.json" 2>&1 | tee -a "$out/bench.log"
   done
   python3 benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json" 2>&1 | tee -a "$out/bench.log"
   python3 benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json" 2>&1 | tee -a "$out/bench.log"

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # script, tiny arguments, rows the JSON must hold
 SCRIPTS = [
-    ("dense_highway.py", ["--tokens", "64", "--dim", "16", "--layers", "2", "--repeats", "1", "--no-compile"],
-     {"floor (projections alone)", "ours: Highway, eager"}),
+    ("dense_highway.py", ["--tokens", "64", "--dim", "16", "--layers", "2", "--repeats", "1", "--no-compile",
+                          "--max-autotune"],
+     {"floor (projections alone)", "ours: Highway, eager", "ours: Highway(fused=False), compile max-autotune"}),
     ("mlp_step.py", ["--depth", "3", "--width", "8", "--batch", "4", "--repeats", "1"],
      {"separate H and T, eager (Chainer, Lasagne)", "ours, eager"}),
     ("rhn.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
