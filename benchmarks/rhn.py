@@ -17,6 +17,9 @@ Rows, measured side by side in one run:
                       gate; in exact float32, cuBLAS and the Triton gate kernels)
   ours, torch.compile ``torch.compile(RHN)``: the recurrence stays one call (a custom operator each
                       way), the rest compiled
+  ours, halves padded (with Triton, tensor-core products) ``RHN`` with ``rhn_recurrence.pad_halves``: the one-kernel
+                      path with each half of ``[h | t]`` and ``dz`` padded too (untimed layout: the
+                      faster of the two becomes the only one)
   labml loop, torch.compile whole
                       (``--compile-loop``) the labml loop traced whole by torch.compile, every micro-step
                       unrolled; on the CPU with inductor's C++ wrapper, so that no Python runs between
@@ -38,7 +41,8 @@ import torch
 from common import autotuned, graphed, measure_rows, report
 from torch import nn
 
-from highwaynet.kernels import rhn_eager, rhn_step
+from highwaynet.kernels import rhn_eager, rhn_recurrence, rhn_step
+from highwaynet.kernels.gating import triton_available
 from highwaynet.nn import RHN
 
 
@@ -47,6 +51,17 @@ def lstm_hidden_for(params: int, input_size: int) -> int:
     def count(h):
         return 4 * h * (input_size + h) + 8 * h
     return min(range(1, 8192), key=lambda h: abs(count(h) - params))
+
+
+def with_halves_padded(run):
+    """``run`` with the RHN's one-kernel path in its other layout (``rhn_recurrence.pad_halves``)."""
+    def padded():
+        rhn_recurrence.pad_halves = True
+        try:
+            return run()
+        finally:
+            rhn_recurrence.pad_halves = False
+    return padded
 
 
 def fwd_bwd(module, x, grad_out):
@@ -164,6 +179,10 @@ def main() -> None:
         torch.testing.assert_close(ours(x)[0], as_written(x)[0], rtol=tol, atol=tol)
         compiled = torch.compile(ours)
         torch.testing.assert_close(ours(x)[0], compiled(x)[0], rtol=tol, atol=tol)
+        # (on the CPU under TRITON_INTERPRET=1 too, with --tf32: a smoke test of the rows, as the tests run it)
+        halves_padded = triton_available(x) and (args.tf32 or dtype != torch.float32)
+        if halves_padded:
+            torch.testing.assert_close(ours(x)[0], with_halves_padded(lambda: ours(x)[0])(), rtol=tol, atol=tol)
         if args.compile_loop:
             # On the CPU, inductor's C++ wrapper: without it, Python calls each of the ~1,000 operations.
             compiled_loop = torch.compile(loop, options={"cpp_wrapper": device.type == "cpu"})
@@ -178,6 +197,10 @@ def main() -> None:
         rows["floor, CUDA graph"] = graphed(rows["floor"])
         rows["labml loop, CUDA graph"] = graphed(fwd_bwd(loop, x, grad_out), loop)
         rows["ours, CUDA graph"] = graphed(fwd_bwd(ours, x, grad_out), ours)
+    if halves_padded:
+        rows["ours, halves padded"] = with_halves_padded(fwd_bwd(ours, x, grad_out))
+        if device.type == "cuda":
+            rows["ours, halves padded, CUDA graph"] = graphed(with_halves_padded(fwd_bwd(ours, x, grad_out)), ours)
     rows[f"LSTM (hidden {lstm.hidden_size})"] = fwd_bwd(lstm, x, grad_out)
     results = measure_rows(rows, device, args.repeats)
     tokens = args.steps * args.batch

@@ -10,8 +10,10 @@ run in the layer's captured forward + backward), time per micro-step:
                       then ``addmm`` (backward): what the layer ran before the one-kernel step
   one kernel          :mod:`highwaynet.kernels.rhn_step` (backward: with the previous micro-step's
                       gate in the epilogue, as the layer's walk runs it), reading ``R`` as it is
-                      (rows of 830), with ``R`` padded to rows of 832 (``padded_weight``), and with
-                      the states padded too (``padded_states``: as the layer runs it)
+                      (rows of 830), with ``R`` padded to rows of 832 (``padded_weight``), with
+                      the states padded too (``padded_states``: as the layer runs it), and with
+                      each half of ``[h | t]`` and ``dz`` padded as well (``padded_halves``: as the
+                      layer runs with ``rhn_recurrence.pad_halves``)
   ... D weights in turn
                       the same, the micro-steps reading ``--depth`` weights in turn, as the layer's
                       do: at the PTB shape (depth 10) 55 MB of ``R``, more than an H100's 50 MB of
@@ -59,6 +61,9 @@ def main() -> None:
     depth_ws, depth_pads = [w, *others], [w_pad, *map(rhn_step.padded_weight, others)]
     s_pad, out_pad = (rhn_step.padded_states((b, h), s)[:, :h] for _ in range(2))
     s_pad.copy_(s)
+    z_pad, dz_pad, dz_before_pad = (rhn_step.padded_halves((b, 2 * h), s) for _ in range(3))
+    rhn_step.halves(z_pad, h).copy_(rhn_step.halves(z, h))
+    rhn_step.halves(dz_pad, h).copy_(rhn_step.halves(dz, h))
 
     def repeated(step):
         def run():
@@ -85,6 +90,10 @@ def main() -> None:
         f"forward: product alone, {in_turn_label}": in_turn(lambda r: torch.addmm(bias, s, r.t(), out=z), depth_ws),
         f"forward: one kernel, R and states padded, {in_turn_label}": in_turn(
             lambda r: rhn_step.micro_step_forward(s_pad, None, r, bias, z, out_pad), depth_pads),
+        "forward: one kernel, all padded": repeated(
+            lambda: rhn_step.micro_step_forward(s_pad, None, w_pad, bias, z_pad, out_pad)),
+        f"forward: one kernel, all padded, {in_turn_label}": in_turn(
+            lambda r: rhn_step.micro_step_forward(s_pad, None, r, bias, z_pad, out_pad), depth_pads),
         "backward: product alone": repeated(lambda: torch.mm(dz, w, out=out)),
         "backward: gate + product": repeated(
             lambda: gate_backward(g, z, s, tanh, grad_z=dz, activated=True)[1].addmm_(dz, w)),
@@ -97,6 +106,10 @@ def main() -> None:
         f"backward: product alone, {in_turn_label}": in_turn(lambda r: torch.mm(dz, r, out=out), depth_ws),
         f"backward: one kernel, R and states padded, {in_turn_label}": in_turn(lambda r: rhn_step.micro_step_backward(
             dz, g, r, None, previous=rhn_step.Previous(z, s_pad, None, dz_before, out)), depth_pads),
+        "backward: one kernel, all padded": repeated(lambda: rhn_step.micro_step_backward(
+            dz_pad, g, w_pad, None, previous=rhn_step.Previous(z_pad, s_pad, None, dz_before_pad, out))),
+        f"backward: one kernel, all padded, {in_turn_label}": in_turn(lambda r: rhn_step.micro_step_backward(
+            dz_pad, g, r, None, previous=rhn_step.Previous(z_pad, s_pad, None, dz_before_pad, out)), depth_pads),
     }
     results = {name: seconds / n for name, seconds in measure_rows(rows, device, args.repeats).items()}
     settings = {**vars(args), "tiles": autotuned(rhn_step._forward_kernel, rhn_step._backward_kernel)}

@@ -59,6 +59,19 @@ def test_gpu_micro_step_benchmark_runs_under_the_interpreter(tmp_path):
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = json.loads(out.read_text())["ms"]
-    assert {"forward: one kernel, R and states padded, 3 weights in turn",
-            "backward: one kernel, R and states padded, 3 weights in turn"} <= set(rows), sorted(rows)
-    assert len(rows) == 15 and all(ms > 0 for ms in rows.values())
+    assert {f"{way}: one kernel, {layout}, 3 weights in turn" for way in ("forward", "backward")
+            for layout in ("R and states padded", "all padded")} <= set(rows), sorted(rows)
+    assert len(rows) == 19 and all(ms > 0 for ms in rows.values())
+
+
+@interpreter_runs_micro_steps
+def test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter(tmp_path):
+    """On a GPU ``rhn.py`` times the one-kernel path in both layouts side by side (``rhn_recurrence.pad_halves``)
+    after checking that they compute the same: here on the CPU under Triton's interpreter, at a tiny shape."""
+    out = tmp_path / "result.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rhn.py"), "--device", "cpu", "--tf32", "--depth",
+                          "2", "--hidden", "20", "--steps", "3", "--batch", "3", "--repeats", "1", "--json", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert {"ours", "ours, halves padded"} <= set(json.loads(out.read_text())["ms"])

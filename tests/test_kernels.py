@@ -237,7 +237,8 @@ MICRO_STEP_DTYPES = [torch.float32] + ([] if INTERPRETING else [torch.bfloat16])
 
 
 @triton_kernels
-@pytest.mark.parametrize("shape, padded", [((1, 1), False), ((5, 70), True), ((20, 33), False), ((37, 130), True)])
+@pytest.mark.parametrize("shape, padded", [((1, 1), None), ((5, 70), "halves"), ((20, 33), None), ((37, 130), "states"),
+                                           ((37, 130), "halves")])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("dtype", MICRO_STEP_DTYPES)
 def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype):
@@ -245,8 +246,9 @@ def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype):
     launch goes on through the first's gate in its epilogue, the first's launch ends at ``s0``.
     Batches of one and of several row tiles, widths that fill no tile or several; the masked case
     also has an output gradient on the first step (``extra``) and a per-row input projection.
-    The kernels get the weights and states as they are, or (``padded``) in rows padded to a
-    multiple of 16, as the RHN keeps them (the states then views of wider rows)."""
+    The kernels get the weights and states as they are, or in rows padded to a multiple of 16, as
+    the RHN keeps them (``padded="states"``: the states then views of wider rows), and with
+    ``"halves"`` each half of ``[h | t]`` and ``dz`` padded too (``rhn_recurrence.pad_halves``)."""
     batch, hidden = shape
     torch.manual_seed(batch * hidden + masked)
 
@@ -266,22 +268,41 @@ def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype):
         buffer[0, :, :hidden] = s0
         states = list(buffer[..., :hidden].unbind(0))
         assert states[0].stride(0) > hidden
+    if padded == "halves":
+        kept = list(rhn_step.padded_halves((2, batch, 2 * hidden), s0).unbind(0))
+        assert kept[0].shape[1] > 2 * hidden
     for k in range(2):
         rhn_step.micro_step_forward(states[k], mask, kernel_weights[k], adds[k], kept[k], states[k + 1])
-    dz, carried0 = [torch.empty_like(kept[0]) for _ in range(2)], torch.empty_like(s0)
+    # dz in kept's layout (padded halves: zeros between them)
+    dz, carried0 = [torch.zeros_like(kept[0]) for _ in range(2)], torch.empty_like(s0)
     # the second micro-step's gate backward (the Triton gate kernel, as the RHN starts its walk)
-    carried1 = gating.gate_backward(grad, kept[1], states[1], ACTIVATION_CODES["tanh"], grad_z=dz[1],
-                                    activated=True)[1]
+    kept1 = rhn_step.unpadded_halves(kept[1], hidden)
+    dz1 = torch.empty(batch, 2 * hidden, device=DEVICE, dtype=dtype)
+    carried1 = gating.gate_backward(grad, kept1, states[1], ACTIVATION_CODES["tanh"], grad_z=dz1, activated=True)[1]
+    rhn_step.halves(dz[1], hidden).copy_(rhn_step.halves(dz1, hidden))
     previous = rhn_step.Previous(kept[0], states[0], extra, dz[0], carried0)
     rhn_step.micro_step_backward(dz[1], carried1, kernel_weights[1], mask, previous=previous)
     ds0 = torch.empty_like(s0)
     rhn_step.micro_step_backward(dz[0], carried0, kernel_weights[0], mask, out=ds0)
     ref_kept, ref_states, ref_dz, ref_ds0 = expected_micro_steps(s0, mask, weights, adds, grad, extra)
     tol = 1e-5 if dtype == torch.float32 else 3e-2
-    got, want = [*kept, *states[1:], *dz, ds0], [*ref_kept, *ref_states, *ref_dz, ref_ds0]
+    got = [*(rhn_step.unpadded_halves(a, hidden) for a in kept), *states[1:],
+           *(rhn_step.unpadded_halves(a, hidden) for a in dz), ds0]
+    want = [*ref_kept, *ref_states, *ref_dz, ref_ds0]
     names = ["[h | t] 1", "[h | t] 2", "state 1", "state 2", "dz 1", "dz 2", "ds0"]
     for name, a, b in zip(names, got, want, strict=True):
         assert a.dtype == dtype and _relative_error(a, b) < tol, name
+
+
+def test_padded_halves_round_trip():
+    rows = torch.randn(3, 5, 2 * 70)
+    buffer = rhn_step.padded_halves(rows.shape, rows)
+    assert buffer.shape == (3, 5, 160) and not buffer.any()
+    rhn_step.halves(buffer, 70).copy_(rhn_step.halves(rows, 70))
+    assert torch.equal(buffer[..., :70], rows[..., :70]) and torch.equal(buffer[..., 80:150], rows[..., 70:])
+    assert not buffer[..., 70:80].any() and not buffer[..., 150:].any()
+    assert torch.equal(rhn_step.unpadded_halves(buffer, 70), rows)
+    assert rhn_step.unpadded_halves(rows, 70).data_ptr() == rows.data_ptr()  # unpadded: a view
 
 
 def test_padded_weight_pads_rows_with_zeros_to_a_multiple_of_16():
@@ -309,9 +330,9 @@ def test_micro_step_backward_needs_one_destination():
 
 
 @triton_kernels
-@pytest.mark.parametrize("tf32", [False, True], ids=["gate kernel", "one kernel"])
+@pytest.mark.parametrize("path", ["gate kernel", "one kernel", "one kernel, halves padded"])
 @pytest.mark.parametrize("loss", ["squares", "sum"])
-def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
+def test_fused_rhn_with_triton_matches_the_loop(path, loss, monkeypatch):
     """The fused RHN on the Triton paths against the autograd loop: cuBLAS with the gate kernels
     (exact float32), and one kernel a micro-step (TF32 allowed: on a GPU the products round).
     ``sum`` hands the layer an expanded output gradient (stride 0); ``squares`` runs a padded batch.
@@ -319,6 +340,8 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
     recurrence = sys.modules["highwaynet.kernels.rhn_recurrence"]
     choose, paths = recurrence._path, []
     monkeypatch.setattr(recurrence, "_path", lambda *a: paths.append(choose(*a)) or paths[-1])
+    monkeypatch.setattr(recurrence, "pad_halves", path.endswith("halves padded"))
+    tf32 = path != "gate kernel"
     torch.manual_seed(7)
     rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1, bidirectional=True).to(DEVICE)
     x = torch.randn(5, 5, 30, device=DEVICE, requires_grad=True)
@@ -335,7 +358,7 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
             results.append((out, state, torch.autograd.grad(total, params)))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
-    assert paths == 4 * ["one kernel" if tf32 else "gate kernel"]  # the fused run's two layers, both ways
+    assert paths == 4 * [path]  # the fused run's two layers, both ways
     (o1, s1, g1), (o2, s2, g2) = results
     rounded = tf32 and DEVICE == "cuda"
     tol = 2e-3 if rounded else 1e-5
@@ -346,7 +369,9 @@ def test_fused_rhn_with_triton_matches_the_loop(tf32, loss, monkeypatch):
 
 @pytest.mark.parametrize("masked", [False, True], ids=["no mask", "mask"])
 @pytest.mark.parametrize("path, hidden", [("eager", 7), ("eager, halves", 7), ("eager, halves", 8), *(
-    pytest.param(p, 7, marks=[pytest.mark.triton, _needs_triton]) for p in ("gate kernel", "one kernel"))])
+    pytest.param(p, h, marks=[pytest.mark.triton, _needs_triton])
+    for p, h in (("gate kernel", 7), ("one kernel", 7), ("one kernel, halves padded", 7),
+                 ("one kernel, halves padded", 16)))])
 @pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="custom operators need torch >= 2.4")
 def test_rhn_recurrence_operators_pass_opcheck(path, hidden, masked):
     """The fused RHN's two custom operators under ``torch.library.opcheck``: their fake versions

@@ -30,11 +30,27 @@ from torch import Tensor
 
 from . import rhn_eager
 from .gating import ACTIVATION_CODES, first_order_only, gate_backward, gate_forward, triton_available
-from .rhn_step import Previous, micro_step_backward, micro_step_forward, padded_states, padded_weight
+from .rhn_step import (
+    Previous,
+    halves,
+    micro_step_backward,
+    micro_step_forward,
+    padded_halves,
+    padded_states,
+    padded_weight,
+    unpadded_halves,
+)
 
 _TANH = ACTIVATION_CODES["tanh"]
+_HALVES_PADDED = "one kernel, halves padded"
 
-__all__ = ["rhn_recurrence"]
+__all__ = ["pad_halves", "rhn_recurrence"]
+
+#: Whether the one-kernel path also pads each half of ``[h | t]`` and ``dz`` (``"one kernel, halves
+#: padded"``), so that the backward's product can load ``dz`` in vectors, as the forward's loads the
+#: padded states. Off until timed on a GPU: ``benchmarks/rhn.py`` and ``benchmarks/rhn_step.py`` time
+#: both layouts side by side, and the faster becomes the only one. Read when a forward starts.
+pad_halves = False
 
 
 def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tensor],
@@ -48,24 +64,26 @@ def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights
     # end, so that the caller gets a contiguous tensor of its own, as from nn.LSTM). The one-kernel
     # path keeps the states and weights in rows padded to a multiple of 16, which Triton loads in
     # vectors (H100, TF32, width 830: 6.0 µs a micro-step forward instead of 10.2, 9.8 back instead
-    # of 13.7); the buffer saved for the backward is the padded one.
+    # of 13.7), and with pad_halves the halves of [h | t] and dz too (untimed); the buffers saved
+    # for the backward are the padded ones.
     shape, hidden = (steps * depth + 1, *s0.shape), s0.shape[-1]
-    buffer = padded_states(shape, x_proj) if path == "one kernel" else x_proj.new_empty(shape)
+    buffer = padded_states(shape, x_proj) if path.startswith("one kernel") else x_proj.new_empty(shape)
     states = buffer[..., :hidden]
     states[0] = s0
-    z_all = x_proj.new_empty(steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
+    z_shape = (steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
+    z_all = padded_halves(z_shape, x_proj) if path == _HALVES_PADDED else x_proj.new_empty(z_shape)
     first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
     # Views of every step made in one call each (indexing inside the loop costs an operation a use).
     state_k, z_k, first_t = states.unbind(0), z_all.unbind(0), first.unbind(0)
     # cuBLAS's exact float32 product at batch 20 takes 16 µs with Rᵀ stored contiguous, 24 µs
     # with the transposed view (H100, benchmarks/rhn_step.py): worth one copy per forward.
     weights_t = [w.t().contiguous() if path == "gate kernel" else w.t() for w in weights]
-    if path == "one kernel":
+    if path.startswith("one kernel"):
         weights = [padded_weight(w) for w in weights]
     for k in range(steps * depth):
         t, d = divmod(k, depth)
         add = first_t[t] if d == 0 else biases[d]
-        if path == "one kernel":  # product and gate in one launch
+        if path.startswith("one kernel"):  # product and gate in one launch
             micro_step_forward(state_k[k], mask, weights[d], add, z_k[k], state_k[k + 1])
             continue
         u = state_k[k] if mask is None else state_k[k] * mask
@@ -80,11 +98,12 @@ def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mas
     buffers :func:`_forward` returned."""
     if path.startswith("eager"):
         return rhn_eager.backward(grad_out, saved_a, saved_b, mask, weights)
-    states, z_all = saved_a[..., :weights[0].shape[1]], saved_b  # (the one-kernel path's rows are padded)
+    hidden = weights[0].shape[1]
+    states, z_all = saved_a[..., :hidden], saved_b  # (the one-kernel path's rows are padded)
     depth, micro_steps = len(weights), z_all.shape[0]
-    dz_all = torch.empty_like(z_all)
+    dz_all = torch.zeros_like(z_all) if path == _HALVES_PADDED else torch.empty_like(z_all)  # (padding: zeros)
     dz_k, grad_out_t = dz_all.unbind(0), grad_out.contiguous().unbind(0)  # (an expanded gradient: contiguous)
-    if path == "one kernel":
+    if path.startswith("one kernel"):
         g = _one_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
     else:
         g = _gate_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
@@ -95,9 +114,10 @@ def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mas
     for d in range(depth):
         u = inputs[:, d] if mask is None else inputs[:, d] * mask
         dz = by_layer[:, d].reshape(steps * batch, -1)
-        grad_w.append(dz.t() @ u.reshape(steps * batch, -1))   # one product over every step
-        grad_b.append(dz.sum(0))
-    return [by_layer[:, 0], g, *grad_w, *grad_b]
+        product = dz.t() @ u.reshape(steps * batch, -1)   # one product over every step
+        grad_w.append(product.unflatten(0, (2, -1))[:, :hidden].flatten(0, 1))  # (the padding's rows dropped)
+        grad_b.append(unpadded_halves(dz.sum(0), hidden))
+    return [unpadded_halves(by_layer[:, 0], hidden), g, *grad_w, *grad_b]
 
 
 # Each direction is one custom operator (where torch.library.custom_op exists, torch >= 2.4):
@@ -132,9 +152,12 @@ if OPAQUE_TO_COMPILE:
             parts = 2 if path == "eager, halves" else 1
             z = x_proj.new_empty(depth, steps, parts, batch, width // parts)
             return out, z, x_proj.new_empty(depth, steps + 1, batch, hidden)
-        shape = (steps * depth + 1, batch, hidden)
-        states = padded_states(shape, x_proj) if path == "one kernel" else x_proj.new_empty(shape)
-        return out, states, x_proj.new_empty(steps * depth, batch, width)
+        shape, z_shape = (steps * depth + 1, batch, hidden), (steps * depth, batch, width)
+        if path == _HALVES_PADDED:
+            return out, padded_states(shape, x_proj), padded_halves(z_shape, x_proj)
+        if path == "one kernel":
+            return out, padded_states(shape, x_proj), x_proj.new_empty(z_shape)
+        return out, x_proj.new_empty(shape), x_proj.new_empty(z_shape)
 
     @_backward_op.register_fake
     def _(path, grad_out, saved_a, saved_b, mask, weights):
@@ -143,7 +166,7 @@ if OPAQUE_TO_COMPILE:
         if path.startswith("eager"):
             grad_x = z.new_empty(steps, batch, 2 * hidden)
         else:
-            grad_x = z.new_empty(steps, depth, batch, 2 * hidden)[:, 0]
+            grad_x = unpadded_halves(z.new_empty(steps, depth, batch, z.shape[-1])[:, 0], hidden)
         return [grad_x, z.new_empty(batch, hidden), *(z.new_empty(w.shape) for w in weights),
                 *(z.new_empty(w.shape[0]) for w in weights)]
 else:  # torch 2.3: plain functions, which torch.compile cannot take as one call (see OPAQUE_TO_COMPILE)
@@ -171,7 +194,8 @@ def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor,
     """How the micro-steps run:
 
     - ``"one kernel"``: one launch each way (:mod:`.rhn_step`), where Triton runs and the products
-      use tensor cores (one dtype: bfloat16, float16, or float32 with TF32 allowed);
+      use tensor cores (one dtype: bfloat16, float16, or float32 with TF32 allowed); ``"one kernel,
+      halves padded"`` where :data:`pad_halves` asks for that layout;
     - ``"gate kernel"``: cuBLAS's product and the Triton gate kernels, where Triton runs otherwise
       (exact float32, where cuBLAS's products beat Triton's without tensor cores; mixed dtypes,
       as under autocast, where the weights stay float32 while ``x_proj`` is not);
@@ -184,7 +208,9 @@ def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor,
     dtypes = {p.dtype for p in tensors}
     tensor_cores = dtypes in ({torch.bfloat16}, {torch.float16}) or \
         (dtypes == {torch.float32} and torch.backends.cuda.matmul.allow_tf32)
-    return "one kernel" if tensor_cores and all(p.is_contiguous() for p in tensors) else "gate kernel"
+    if not (tensor_cores and all(p.is_contiguous() for p in tensors)):
+        return "gate kernel"
+    return _HALVES_PADDED if pad_halves else "one kernel"
 
 
 def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: Tensor, mask: Tensor | None,
@@ -199,7 +225,13 @@ def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: 
     # shape, instead of holding them all between forward and backward)
     weights = [padded_weight(w) for w in weights]
     z_k, state_k = z_all.unbind(0), states.unbind(0)
-    carried = gate_backward(grad_out_t[-1], z_k[last], state_k[last], _TANH, grad_z=dz_k[last], activated=True)[1]
+    # The last micro-step's gate (the Triton gate kernel) on its [h | t] without the padding.
+    hidden = states.shape[-1]
+    z_last, padded = unpadded_halves(z_k[last], hidden), z_k[last].shape[-1] > 2 * hidden
+    grad_z = torch.empty_like(z_last) if padded else dz_k[last]
+    carried = gate_backward(grad_out_t[-1], z_last, state_k[last], _TANH, grad_z=grad_z, activated=True)[1]
+    if padded:
+        halves(dz_k[last], hidden).copy_(halves(grad_z, hidden))
     # Launch k reads all of one carried gradient while writing the next: two buffers, in turn.
     buffers = torch.empty(2, *carried.shape, dtype=carried.dtype, device=carried.device).unbind(0)
     for k in range(last, 0, -1):

@@ -30,7 +30,9 @@ Measured (``benchmarks/rhn_step.py``, H100): with TF32 products the forward kern
 where ``addmm`` and the gate kernel take 20.7, and the backward 9.8 µs where the gate kernel and
 ``addmm`` take 13.9, with ``R`` and the states in rows padded to a multiple of 16
 (:func:`padded_weight`, :func:`padded_states`: 10.2 and 13.7 µs in rows of 830, which Triton
-cannot prove aligned for vector loads); in exact float32, Triton's products (without
+cannot prove aligned for vector loads). The backward's product reads ``dz``, whose halves
+:func:`padded_halves` pads too (not yet timed on a GPU: ``benchmarks/rhn_step.py``'s "all padded"
+rows); in exact float32, Triton's products (without
 tensor cores) are slower than cuBLAS's, so the RHN uses these kernels for products on tensor
 cores only (TF32 allowed, bfloat16, float16; see :mod:`.rhn_recurrence`).
 
@@ -55,7 +57,8 @@ if triton is not None:
 
     from .gating import _activate_tl, _gate_grads_tl
 
-__all__ = ["Previous", "micro_step_backward", "micro_step_forward", "padded_states", "padded_weight"]
+__all__ = ["Previous", "halves", "micro_step_backward", "micro_step_forward", "padded_halves", "padded_states",
+           "padded_weight", "unpadded_halves"]
 
 
 def _configs() -> list:
@@ -85,10 +88,10 @@ def _autotune(key: list[str]):
 
 if triton is not None:
 
-    @_autotune(key=["B", "H", "stride_s", "stride_w", "HAS_MASK", "PRECISION"])
+    @_autotune(key=["B", "H", "stride_s", "stride_w", "HALF", "HAS_MASK", "PRECISION"])
     @triton.jit
     def _forward_kernel(s_ptr, mask_ptr, w_ptr, add_ptr, ht_ptr, out_ptr, B, H, stride_s, bound_s, stride_out,
-                        stride_w, stride_add,
+                        stride_w, stride_add, HALF,
                         HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_B: tl.constexpr,
                         BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
@@ -117,14 +120,14 @@ if triton is not None:
         t = tl.sigmoid(z_t)
         s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
         kind = ht_ptr.dtype.element_ty
-        tl.store(ht_ptr + rows * 2 * H + cols, h.to(kind), mask=inside)
-        tl.store(ht_ptr + rows * 2 * H + H + cols, t.to(kind), mask=inside)
+        tl.store(ht_ptr + rows * 2 * HALF + cols, h.to(kind), mask=inside)  # [h | t]: halves HALF wide
+        tl.store(ht_ptr + rows * 2 * HALF + HALF + cols, t.to(kind), mask=inside)
         tl.store(out_ptr + rows * stride_out + cols, (s + t * (h - s)).to(out_ptr.dtype.element_ty), mask=inside)
 
-    @_autotune(key=["B", "H", "stride_w", "stride_s", "HAS_MASK", "PREVIOUS", "HAS_EXTRA", "PRECISION"])
+    @_autotune(key=["B", "H", "stride_w", "stride_s", "HALF", "HAS_MASK", "PREVIOUS", "HAS_EXTRA", "PRECISION"])
     @triton.jit
     def _backward_kernel(dz_ptr, carried_ptr, w_ptr, mask_ptr, out_ptr, ht_ptr, s_ptr, extra_ptr,
-                         dz_prev_ptr, carried_prev_ptr, B, H, stride_w, stride_s, HAS_MASK: tl.constexpr,
+                         dz_prev_ptr, carried_prev_ptr, B, H, stride_w, stride_s, HALF, HAS_MASK: tl.constexpr,
                          PREVIOUS: tl.constexpr, HAS_EXTRA: tl.constexpr, PRECISION: tl.constexpr,
                          BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
         rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
@@ -133,9 +136,11 @@ if triton is not None:
         acc = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
         for j0 in range(0, H, BLOCK_K):  # acc = dz R over dz's 2H columns: its H and T halves
             j_col, j_row = j0 + ks[None, :], j0 + ks[:, None]
-            in_dz = (rows < B) & (j_col < H)
-            dz_h = tl.load(dz_ptr + rows * 2 * H + j_col, mask=in_dz, other=0.0)
-            dz_t = tl.load(dz_ptr + rows * 2 * H + H + j_col, mask=in_dz, other=0.0)
+            # each half HALF wide: H, or padded to a multiple of 16 with zeros (padded_halves), read
+            # to its end so that the compiler can load it in vectors
+            in_dz = (rows < B) & (j_col < HALF)
+            dz_h = tl.load(dz_ptr + rows * 2 * HALF + j_col, mask=in_dz, other=0.0)
+            dz_t = tl.load(dz_ptr + rows * 2 * HALF + HALF + j_col, mask=in_dz, other=0.0)
             in_w = (j_row < H) & (cols < stride_w)  # (columns past H are zero, as forward)
             w_h = tl.load(w_ptr + j_row * stride_w + cols, mask=in_w, other=0.0)
             w_t = tl.load(w_ptr + (j_row + H) * stride_w + cols, mask=in_w, other=0.0)
@@ -150,13 +155,13 @@ if triton is not None:
             # element by element, needs only this tile's columns.
             if HAS_EXTRA:
                 grad += tl.load(extra_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
-            h = tl.load(ht_ptr + rows * 2 * H + cols, mask=inside, other=0.0).to(tl.float32)
-            t = tl.load(ht_ptr + rows * 2 * H + H + cols, mask=inside, other=0.0).to(tl.float32)
+            h = tl.load(ht_ptr + rows * 2 * HALF + cols, mask=inside, other=0.0).to(tl.float32)
+            t = tl.load(ht_ptr + rows * 2 * HALF + HALF + cols, mask=inside, other=0.0).to(tl.float32)
             s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
             dz_h, dz_t, carried = _gate_grads_tl(grad, h, t, s, 2)
             kind = dz_prev_ptr.dtype.element_ty
-            tl.store(dz_prev_ptr + rows * 2 * H + cols, dz_h.to(kind), mask=inside)
-            tl.store(dz_prev_ptr + rows * 2 * H + H + cols, dz_t.to(kind), mask=inside)
+            tl.store(dz_prev_ptr + rows * 2 * HALF + cols, dz_h.to(kind), mask=inside)
+            tl.store(dz_prev_ptr + rows * 2 * HALF + HALF + cols, dz_t.to(kind), mask=inside)
             tl.store(carried_prev_ptr + rows * H + cols, carried.to(carried_prev_ptr.dtype.element_ty), mask=inside)
         else:
             tl.store(out_ptr + rows * H + cols, grad.to(out_ptr.dtype.element_ty), mask=inside)
@@ -196,6 +201,33 @@ def padded_states(shape: tuple[int, ...], like: Tensor) -> Tensor:
     return like.new_zeros(*shape[:-1], _padded_width(shape[-1]))
 
 
+def padded_halves(shape: tuple[int, ...], like: Tensor) -> Tensor:
+    """A buffer for ``[h | t]`` rows of ``shape`` (last dimension ``2H``), zeros, each half padded to
+    a multiple of 16 wide (``[h | 0 | t | 0]``), as the micro-step kernels read ``dz`` fastest.
+    :func:`unpadded_halves` takes the rows back out."""
+    return like.new_zeros(*shape[:-1], 2 * _padded_width(shape[-1] // 2))
+
+
+def halves(rows: Tensor, hidden: int) -> Tensor:
+    """``[h | t]`` rows ``(..., 2W)``, each half ``W ≥ H`` wide, as ``(..., 2, H)``: a view of the
+    halves without their padding."""
+    return rows.unflatten(-1, (2, rows.shape[-1] // 2))[..., :hidden]
+
+
+def unpadded_halves(buffer: Tensor, hidden: int) -> Tensor:
+    """The ``[h | t]`` rows ``(..., 2H)`` of a :func:`padded_halves` buffer: a copy, or a view where
+    its halves are ``H`` wide."""
+    return halves(buffer, hidden).flatten(-2)
+
+
+def _half_width(rows: Tensor, hidden: int) -> int:
+    """The width of each half of ``[h | t]`` rows: ``H``, or padded (:func:`padded_halves`)."""
+    if rows.dim() != 2 or rows.shape[1] % 2 or rows.shape[1] < 2 * hidden or not rows.is_contiguous():
+        raise ValueError(f"the micro-step needs contiguous [h | t] rows of shape (B, {2 * hidden}), or "
+                         f"padded_halves', got {tuple(rows.shape)}")
+    return rows.shape[1] // 2
+
+
 def _row_major(name: str, t: Tensor) -> int:
     if t.stride(-1) != 1:
         raise ValueError(f"the micro-step needs {name} with contiguous rows, got strides {t.stride()}")
@@ -217,7 +249,8 @@ def _grid(batch: int, hidden: int):
 
 def micro_step_forward(state: Tensor, mask: Tensor | None, weight: Tensor, add: Tensor,
                        ht: Tensor, out: Tensor) -> None:
-    """Write ``[h | t]`` into ``ht`` ``(B, 2H)`` and the new state into ``out`` ``(B, H)``.
+    """Write ``[h | t]`` into ``ht`` ``(B, 2H)`` (or :func:`padded_halves`' rows) and the new state
+    into ``out`` ``(B, H)``.
 
     ``state`` ``(B, H)``, ``mask`` ``(B, H)`` or None, ``weight`` ``(2H, H)`` or, faster where ``H``
     is no multiple of 16, :func:`padded_weight`'s ``(2H, W)`` (zeros past column ``H``): one dtype;
@@ -227,7 +260,7 @@ def micro_step_forward(state: Tensor, mask: Tensor | None, weight: Tensor, add: 
     batch, hidden = state.shape
     stride_add = 0 if add.dim() == 1 else add.stride(0)
     strides = (_row_major("state", state), _state_bound(state, weight, hidden), _row_major("out", out),
-               _weight_stride(weight, hidden), stride_add)
+               _weight_stride(weight, hidden), stride_add, _half_width(ht, hidden))
     _forward_kernel[_grid(batch, hidden)](state, mask if mask is not None else state, weight, add, ht, out,
                                           batch, hidden, *strides, HAS_MASK=mask is not None,
                                           PRECISION=_precision(weight.dtype))
@@ -250,6 +283,8 @@ def micro_step_backward(grad_z: Tensor, carried: Tensor, weight: Tensor, mask: T
     """The gradient of a micro-step's input state, ``carried + (dz R) ⊙ m``, given ``dz = grad_z``
     ``(B, 2H)`` and the carry's share ``carried`` ``(B, H)``: written into ``out``, or, given the
     ``previous`` micro-step, taken straight on through that one's gate (see :class:`Previous`).
+    ``grad_z`` may be :func:`padded_halves`' rows instead (faster; zeros between the halves), and
+    then so are the previous micro-step's ``ht`` and ``grad_z``.
     ``weight`` as for :func:`micro_step_forward`."""
     batch, hidden = carried.shape
     p = previous
@@ -257,9 +292,12 @@ def micro_step_backward(grad_z: Tensor, carried: Tensor, weight: Tensor, mask: T
         raise ValueError("micro_step_backward writes either out or the previous micro-step's gradients")
     stride_w = _weight_stride(weight, hidden)
     stride_s = _row_major("state", p.state) if p is not None else hidden
+    half = _half_width(grad_z, hidden)
+    if p is not None and not p.ht.shape == p.grad_z.shape == grad_z.shape:
+        raise ValueError("the previous micro-step's [h | t] and grad_z need grad_z's layout")
     _backward_kernel[_grid(batch, hidden)](
         grad_z, carried, weight, carried if mask is None else mask, carried if out is None else out,
         *((p.ht, p.state, carried if p.extra is None else p.extra, p.grad_z, p.carried) if p is not None
           else (grad_z, carried, carried, grad_z, carried)),
-        batch, hidden, stride_w, stride_s, HAS_MASK=mask is not None, PREVIOUS=p is not None,
+        batch, hidden, stride_w, stride_s, half, HAS_MASK=mask is not None, PREVIOUS=p is not None,
         HAS_EXTRA=p is not None and p.extra is not None, PRECISION=_precision(weight.dtype))
