@@ -83,7 +83,7 @@ def test_cli_train_lm_and_generate(shared_data, tmp_path, capsys):
     assert "is not a run folder" in capsys.readouterr().err
 
 
-def test_cli_train_lm_steps_per_epoch_0_reads_the_whole_text(tmp_path, monkeypatch):
+def test_cli_train_lm_steps_per_epoch_0_reads_the_whole_text(tmp_path, monkeypatch, capsys):
     # A folder in Penn Treebank's layout: 1,000 characters of training text at batch 4 are 4 streams of
     # 250, so a whole pass from a random offset under 10 is 24 or 25 windows of 10, against 3 when asked.
     from highwaynet.training.language_model import LanguageModelTask
@@ -108,6 +108,12 @@ def test_cli_train_lm_steps_per_epoch_0_reads_the_whole_text(tmp_path, monkeypat
         assert main([*base, "--steps-per-epoch", steps, "--out", str(out)]) == 0
         assert json.loads((out / "config.json").read_text())["config"]["steps_per_epoch"] == (int(steps) or None)
         assert windows.count("train") in expected
+    with pytest.raises(SystemExit):  # argparse's own exit: a count below 0, or not a number
+        main([*base, "--steps-per-epoch", "-1"])
+    assert "--steps-per-epoch: must be 0 or more, got -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*base, "--epochs", "x"])
+    assert "--epochs: invalid integer value: 'x'" in capsys.readouterr().err
 
 
 def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path, capsys):

@@ -17,18 +17,19 @@ EPILOG = "Run folders hold config.json, metrics.jsonl, checkpoint.pt, model.pt a
 DOWNLOAD_HELP = "download missing data files from their public source (sha256-checked)"
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def _int_at_least(minimum: int, what: str):
+    """An argparse type: an integer of at least ``minimum``, else a message naming ``what`` it must be."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return value
+    parse.__name__ = "integer"  # argparse's word for text int() rejects: "invalid integer value: 'x'"
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
+_positive_int = _int_at_least(1, "a positive integer")
+_non_negative_int = _int_at_least(0, "0 or more")
 
 
 def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, optimizer: str,
