@@ -17,9 +17,9 @@ Rows, measured side by side in one run:
                       gate; in exact float32, cuBLAS and the Triton gate kernels)
   ours, torch.compile ``torch.compile(RHN)``: the recurrence stays one call (a custom operator each
                       way), the rest compiled
-  ours, halves padded (with Triton, tensor-core products) ``RHN`` with ``rhn_recurrence.pad_halves``: the one-kernel
-                      path with each half of ``[h | t]`` and ``dz`` padded too (untimed layout: the
-                      faster of the two becomes the only one)
+  ours, halves padded ``RHN`` with ``rhn_recurrence.pad_halves`` (where the one-kernel path runs:
+                      Triton, tensor-core products): each half of ``[h | t]`` and ``dz`` padded too
+                      (a layout not yet timed: the faster of the two becomes the only one)
   labml loop, torch.compile whole
                       (``--compile-loop``) the labml loop traced whole by torch.compile, every micro-step
                       unrolled; on the CPU with inductor's C++ wrapper, so that no Python runs between

@@ -1,5 +1,5 @@
 """The benchmark scripts run end to end at a tiny shape and write the table they promise (the CPU
-ones as they are, the GPU micro-step one under Triton's interpreter).
+ones as they are; the GPU rows of ``rhn_step.py`` and ``rhn.py`` under Triton's interpreter).
 
 Not a timing test (speed is read from the scripts' own tables): this keeps the scripts from
 breaking silently when the code they measure changes. The scripts that compare implementations
@@ -17,6 +17,17 @@ import pytest
 from conftest import interpreter_runs_micro_steps
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(script: str, args: list[str], out: Path, interpret: bool = False) -> dict[str, float]:
+    """Run ``benchmarks/script`` (under Triton's interpreter if asked), check that it finished and
+    said where it wrote its JSON, and return that JSON's times by row."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"} if interpret else None
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"wrote {out}" in run.stdout
+    return json.loads(out.read_text())["ms"]
 
 # script, tiny arguments, rows the JSON must hold
 SCRIPTS = [
@@ -38,27 +49,17 @@ SCRIPTS = [
 @pytest.mark.parametrize("script, args, rows", SCRIPTS,
                          ids=[s[0] + " bfloat16" * ("bfloat16" in s[1]) for s in SCRIPTS])
 def test_cpu_benchmark_runs_and_writes_its_table(tmp_path, script, args, rows):
-    out = tmp_path / "result.json"
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    record = json.loads(out.read_text())
-    assert rows <= set(record["ms"]), sorted(record["ms"])
-    assert all(ms > 0 for ms in record["ms"].values())
-    assert f"wrote {out}" in run.stdout
+    times = run_script(script, args, tmp_path / "result.json")
+    assert rows <= set(times), sorted(times)
+    assert all(ms > 0 for ms in times.values())
 
 
 @interpreter_runs_micro_steps
 def test_gpu_micro_step_benchmark_runs_under_the_interpreter(tmp_path):
     """``rhn_step.py`` is for a GPU, where each run is paid for in scarce device time: run every row
     once on the CPU under Triton's interpreter at a tiny shape, so that a broken row shows here."""
-    out = tmp_path / "result.json"
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rhn_step.py"), "--device", "cpu", "--batch", "3",
-                          "--hidden", "20", "--micro-steps", "2", "--depth", "3", "--repeats", "1", "--json", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = json.loads(out.read_text())["ms"]
+    rows = run_script("rhn_step.py", ["--device", "cpu", "--batch", "3", "--hidden", "20", "--micro-steps", "2",
+                                      "--depth", "3", "--repeats", "1"], tmp_path / "result.json", interpret=True)
     assert {f"{way}: one kernel, {layout}, 3 weights in turn" for way in ("forward", "backward")
             for layout in ("R and states padded", "all padded")} <= set(rows), sorted(rows)
     assert len(rows) == 19 and all(ms > 0 for ms in rows.values())
@@ -68,10 +69,6 @@ def test_gpu_micro_step_benchmark_runs_under_the_interpreter(tmp_path):
 def test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter(tmp_path):
     """On a GPU ``rhn.py`` times the one-kernel path in both layouts side by side (``rhn_recurrence.pad_halves``)
     after checking that they compute the same: here on the CPU under Triton's interpreter, at a tiny shape."""
-    out = tmp_path / "result.json"
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "rhn.py"), "--device", "cpu", "--tf32", "--depth",
-                          "2", "--hidden", "20", "--steps", "3", "--batch", "3", "--repeats", "1", "--json", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert {"ours", "ours, halves padded"} <= set(json.loads(out.read_text())["ms"])
+    rows = run_script("rhn.py", ["--device", "cpu", "--tf32", "--depth", "2", "--hidden", "20", "--steps", "3",
+                                 "--batch", "3", "--repeats", "1"], tmp_path / "result.json", interpret=True)
+    assert {"ours", "ours, halves padded"} <= set(rows), sorted(rows)

@@ -31,8 +31,8 @@ where ``addmm`` and the gate kernel take 20.7, and the backward 9.8 µs where th
 ``addmm`` take 13.9, with ``R`` and the states in rows padded to a multiple of 16
 (:func:`padded_weight`, :func:`padded_states`: 10.2 and 13.7 µs in rows of 830, which Triton
 cannot prove aligned for vector loads). The backward's product reads ``dz``, whose halves
-:func:`padded_halves` pads too (not yet timed on a GPU: ``benchmarks/rhn_step.py``'s "all padded"
-rows); in exact float32, Triton's products (without
+:func:`padded_halves` can pad too: the layer's second layout (``rhn_recurrence.pad_halves``, not
+yet timed on a GPU: ``benchmarks/rhn_step.py``'s "all padded" rows); in exact float32, Triton's products (without
 tensor cores) are slower than cuBLAS's, so the RHN uses these kernels for products on tensor
 cores only (TF32 allowed, bfloat16, float16; see :mod:`.rhn_recurrence`).
 
