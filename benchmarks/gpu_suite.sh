@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one go: the GPU tests, then the benchmarks' GPU tables.
-# Usage: benchmarks/gpu_suite.sh OUT_DIR [tests|tests-layers|tests-kernels|bench|bench-rhn|all]
-# (logs and JSON land in OUT_DIR). On a fresh machine the tests take over 5 minutes (Triton compiles
-# each tile its autotuner tries): tests-layers (the Trainer, the layers, graphed training) and
-# tests-kernels split them in two. bench-rhn: the RHN's open questions alone (TF32 micro-steps with
-# the weights in turn, the layer in TF32 and in bfloat16). bench tunes the dense layer under
-# torch.compile(mode="max-autotune") too: allow minutes for its tuning.
+# Everything that needs a GPU: the GPU tests, then the benchmarks' GPU tables (logs and JSON land
+# in OUT_DIR; each script's wall time goes to OUT_DIR/bench.log).
+#   benchmarks/gpu_suite.sh OUT_DIR [PART]
+# PART, each sized to fit one 10-minute call on a fresh machine:
+#   tests-layers   the Trainer, the layers, graphed training   } on a fresh machine the tests take
+#   tests-kernels  the Triton kernels                          } over 5 minutes: Triton compiles
+#   tests          both                                           each tile its autotuner tries
+#   bench-rhn      the RHN's open questions: TF32 micro-steps with the weights in turn, both
+#                  one-kernel layouts in the layer (TF32), and the layer in bfloat16
+#   bench-dense    the dense layer in TF32 and bfloat16, with torch.compile(mode="max-autotune")
+#                  (minutes of tuning)
+#   bench-rest     the paper MLP's step, and the float32 RHN tables
+#   bench          the three bench parts; all (the default): tests and bench
 set -uo pipefail
-out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [tests|tests-layers|tests-kernels|bench|bench-rhn|all]}; what=${2:-all}
+parts="tests|tests-layers|tests-kernels|bench|bench-rhn|bench-dense|bench-rest|all"
+out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [$parts]}; what=${2:-all}
+[[ "|$parts|" == *"|$what|"* ]] || { echo "unknown part '$what': one of $parts" >&2; exit 2; }
 mkdir -p "$out"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
@@ -19,19 +27,24 @@ if (( ${#files[@]} )); then
   python3 -m pytest -v -rs "${files[@]}" -k "cuda or triton or gpu or fused or micro_step or padded" \
     2>&1 | tee "$out/gpu_tests.log" | grep -E "FAILED|ERROR|passed|failed|SKIPPED"
 fi
-bench_rhn() {  # the RHN's open measurements: bench-rhn alone, and part of bench
-  python3 benchmarks/rhn_step.py --tf32 --json "$out/rhn_step_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
-  python3 benchmarks/rhn.py --device cuda --tf32 --json "$out/rhn_h100_tf32.json" 2>&1 | tee -a "$out/bench.log"
-  python3 benchmarks/rhn.py --device cuda --dtype bfloat16 --json "$out/rhn_h100_bfloat16.json" 2>&1 | tee -a "$out/bench.log"
+timed() {  # one benchmark script, its output and wall time appended to bench.log
+  local start=$SECONDS
+  python3 "$@" 2>&1 | tee -a "$out/bench.log"
+  echo "[$(( SECONDS - start )) s] $*" | tee -a "$out/bench.log"
 }
-[[ $what == bench-rhn ]] && bench_rhn
-if [[ $what == bench || $what == all ]]; then
+if [[ $what == bench-rhn || $what == bench || $what == all ]]; then
+  timed benchmarks/rhn_step.py --tf32 --json "$out/rhn_step_h100_tf32.json"
+  timed benchmarks/rhn.py --device cuda --tf32 --json "$out/rhn_h100_tf32.json"
+  timed benchmarks/rhn.py --device cuda --dtype bfloat16 --json "$out/rhn_h100_bfloat16.json"
+fi
+if [[ $what == bench-dense || $what == bench || $what == all ]]; then
   for dtype in tf32 bfloat16; do
-    python3 benchmarks/dense_highway.py --device cuda --tokens 16384 --dim 1024 --dtype $dtype --repeats 30 \
-      --max-autotune --json "$out/dense_highway_h100_$dtype.json" 2>&1 | tee -a "$out/bench.log"
+    timed benchmarks/dense_highway.py --device cuda --tokens 16384 --dim 1024 --dtype $dtype --repeats 30 \
+      --max-autotune --json "$out/dense_highway_h100_$dtype.json"
   done
-  python3 benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json" 2>&1 | tee -a "$out/bench.log"
-  python3 benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json" 2>&1 | tee -a "$out/bench.log"
-  python3 benchmarks/rhn_step.py --json "$out/rhn_step_h100.json" 2>&1 | tee -a "$out/bench.log"
-  bench_rhn
+fi
+if [[ $what == bench-rest || $what == bench || $what == all ]]; then
+  timed benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json"
+  timed benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json"
+  timed benchmarks/rhn_step.py --json "$out/rhn_step_h100.json"
 fi

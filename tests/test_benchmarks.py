@@ -9,6 +9,7 @@ a run that finishes also says the compared implementations still agree.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,32 @@ def test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter(tmp_p
     rows = run_script("rhn.py", ["--device", "cpu", "--tf32", "--depth", "2", "--hidden", "20", "--steps", "3",
                                  "--batch", "3", "--repeats", "1"], tmp_path / "result.json", interpret=True)
     assert {"ours", "ours, halves padded"} <= set(rows), sorted(rows)
+
+
+def test_gpu_suite_names_scripts_and_options_that_exist(tmp_path):
+    """``gpu_suite.sh`` is run only on a GPU, where a misspelt option would cost a device call: with
+    ``python3`` replaced by a stand-in that records its arguments, every part must call existing
+    scripts with options their parsers know, and an unknown part must be refused."""
+    fake = tmp_path / "bin" / "python3"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "calls"}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    suite = ["bash", str(ROOT / "benchmarks" / "gpu_suite.sh"), str(tmp_path / "out")]
+    refused = subprocess.run([*suite, "benches"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "unknown part 'benches'" in refused.stderr
+    for part in ("bench-rhn", "bench-dense", "bench-rest"):
+        assert subprocess.run([*suite, part], cwd=ROOT, env=env, capture_output=True).returncode == 0
+    calls = [line.split() for line in (tmp_path / "calls").read_text().splitlines()
+             if line.startswith("benchmarks/")]
+    assert len(calls) == 8, calls  # 3 RHN, 2 dense, 3 rest
+    assert sum("[" in line and " s] benchmarks/" in line
+               for line in (tmp_path / "out" / "bench.log").read_text().splitlines()) == 8
+    options: dict[str, set[str]] = {}  # each script's options, as its --help lists them
+    for script, *args in calls:
+        if script not in options:
+            help_text = subprocess.run([sys.executable, str(ROOT / script), "--help"], cwd=ROOT,
+                                       capture_output=True, text=True, check=True).stdout
+            options[script] = set(re.findall(r"(?<![\w-])--[\w-]+", help_text))
+        unknown = [a for a in args if a.startswith("--") and a not in options[script]]
+        assert not unknown, f"{script}: {unknown}"
