@@ -58,6 +58,14 @@ def test_lesion_chosen_layers_only_and_recorded_as_zero():
     assert not any(g.lesioned for _, g in gate_modules(net))
 
 
+def test_lesion_takes_one_layer_by_index_or_name():
+    net = Highway(4, 3)
+    for one, lesioned in ((1, [1]), (-1, [2]), ("gates.0", [0])):
+        with lesion(net, one) as names:
+            assert [net.gates[i].lesioned for i in range(3)] == [i in lesioned for i in range(3)]
+            assert names == [f"gates.{i}" for i in lesioned]
+
+
 def test_lesion_restores_after_exception():
     net = Highway(4, 2)
     with pytest.raises(RuntimeError, match="boom"), lesion(net, [0]):

@@ -122,18 +122,19 @@ def _select(gates: list[tuple[str, TransformGate]], layers: Iterable[int | str])
 
 
 @contextmanager
-def lesion(model: nn.Module, layers: Iterable[int | str]) -> Iterator[list[str]]:
+def lesion(model: nn.Module, layers: int | str | Iterable[int | str]) -> Iterator[list[str]]:
     """Force ``T = 0`` (pure carry, the layer becomes the identity) in the chosen gates.
 
     Args:
         model: any module containing highway layers.
-        layers: gate indices (as numbered by :func:`gate_modules`, negative allowed) or names.
+        layers: a gate index (as numbered by :func:`gate_modules`, negative allowed) or name, or
+            several of them.
 
     Yields:
         the names of the lesioned gates. They are restored on exit, even after an exception.
     """
     gates = gate_modules(model)
-    chosen = _select(gates, layers)
+    chosen = _select(gates, [layers] if isinstance(layers, (int, str)) else layers)
     previous = [g.lesioned for g in chosen]
     for g in chosen:
         g.lesioned = True
