@@ -14,6 +14,7 @@ import importlib.util
 import os
 import shutil
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def locate(file: DataFile, folders: list[Path | None], *, download: bool, hint: str) -> Path:
+def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hint: str) -> Path:
     """The path of ``file``: the first folder that holds it, else a verified download into ``folders[0]``.
 
     Args:
@@ -104,20 +105,20 @@ def locate(file: DataFile, folders: list[Path | None], *, download: bool, hint: 
         raise DataNotFoundError(f"{file.name} not found; looked in: {looked}. To get it, {how}{hint}")
     target = places[0] / file.name
     target.parent.mkdir(parents=True, exist_ok=True)
-    _download(file, target)
+    _download(file.url, file.sha256, target)
     return target
 
 
-def _download(file: DataFile, target: Path) -> None:
+def _download(url: str, sha256: str, target: Path) -> None:
     partial = target.with_name(target.name + ".part")
     try:
-        with urllib.request.urlopen(file.url, timeout=60) as response, open(partial, "wb") as out:
+        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=f"downloading {file.name}") as bar:
+            with tqdm(total=total, unit="B", unit_scale=True, desc=f"downloading {target.name}") as bar:
                 for block in iter(lambda: response.read(1 << 16), b""):
                     out.write(block)
                     bar.update(len(block))
-        check_sha256(partial, file.sha256, file.url)
+        check_sha256(partial, sha256, url)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

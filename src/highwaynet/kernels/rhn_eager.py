@@ -144,7 +144,7 @@ def backward(grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tensor | None,
         dz_k[k].mul_(g_as_units)
         # the state's gradient: what the carry passes on, (1 − t) g, plus what flows back through R_d
         carried = torch.addcmul(g, t_k[k], g, value=-1, out=buffers[k % 2])
-        if mask is None:
+        if mask_p is None:
             carried.baddbmm_(rows_k[k], weights_p[d])
         else:
             carried.addcmul_(torch.bmm(rows_k[k], weights_p[d]), mask_p)

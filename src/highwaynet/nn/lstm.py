@@ -12,6 +12,8 @@ or by zero padding (:mod:`highwaynet.nn.resize`).
 
 from __future__ import annotations
 
+from typing import overload
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
@@ -163,6 +165,15 @@ class HighwayLSTM(nn.Module):
     def reset_parameters(self) -> None:
         for block in self.blocks:
             block.reset_parameters()
+
+    # (the overloads tell a type checker what nn.LSTM's say: a PackedSequence in, a PackedSequence out)
+    @overload
+    def forward(self, input: Tensor, state: LSTMState | None = None, *,
+                lengths: Tensor | None = None) -> tuple[Tensor, LSTMState]: ...
+
+    @overload
+    def forward(self, input: PackedSequence, state: LSTMState | None = None, *,
+                lengths: None = None) -> tuple[PackedSequence, LSTMState]: ...
 
     def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import overload
 
 import torch
 from torch import Tensor, nn
@@ -214,6 +215,15 @@ class RHN(nn.Module):
     def reset_parameters(self) -> None:
         for cell in self.cells:
             cell.reset_parameters()
+
+    # (the overloads tell a type checker what nn.LSTM's say: a PackedSequence in, a PackedSequence out)
+    @overload
+    def forward(self, input: Tensor, state: Tensor | None = None, *,
+                lengths: Tensor | None = None) -> tuple[Tensor, Tensor]: ...
+
+    @overload
+    def forward(self, input: PackedSequence, state: Tensor | None = None, *,
+                lengths: None = None) -> tuple[PackedSequence, Tensor]: ...
 
     def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:

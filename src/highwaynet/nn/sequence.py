@@ -46,8 +46,8 @@ def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool,
     return (input if batch_first != time_major else input.transpose(0, 1)), state, False
 
 
-def unbatch_sequence(output: Tensor, state: State, unbatched: bool, batch_first: bool,
-                     time_major: bool) -> tuple[Tensor, State]:
+def unbatch_sequence(output: Tensor, state: Tensor | tuple[Tensor, ...], unbatched: bool, batch_first: bool,
+                     time_major: bool) -> tuple[Tensor, Tensor | tuple[Tensor, ...]]:
     """The inverse of :func:`batch_sequence`: ``output`` in the caller's layout, and ``state`` without
     the batch dimension that an unbatched input was given."""
     if unbatched:

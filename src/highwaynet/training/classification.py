@@ -45,7 +45,7 @@ class ClassificationTask:
                        for k, v in self.splits.items()}
         return self
 
-    def batches(self, split: str, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
+    def batches(self, split: str, epoch: int) -> Iterator[tuple[Tensor, ...]]:
         if split not in self.splits:
             raise ValueError(f"no split {split!r}; this task has {list(self.splits)}")
         x, y = self.splits[split]

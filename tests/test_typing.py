@@ -1,0 +1,42 @@
+"""The package's type hints (it ships ``py.typed``) against code a strict user writes, and the
+public names a user imports from the packages rather than from their modules."""
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+TYPING = Path(__file__).resolve().parent / "typecheck"
+
+
+def test_public_api_type_checks_strictly(tmp_path):
+    pytest.importorskip("mypy", reason="mypy is in the dev extra")
+    run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path),
+                          str(TYPING / "api_usage.py")], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_typed_usage_runs_as_annotated():
+    # The file's annotations are what the calls return at run time too (its layer code, run).
+    sys.path.insert(0, str(TYPING))
+    try:
+        usage = importlib.import_module("api_usage")
+    finally:
+        sys.path.remove(str(TYPING))
+    torch.manual_seed(0)
+    x, lengths = torch.randn(3, 5, 8), torch.tensor([5, 2, 4])
+    assert usage.layers(x).isfinite()
+    assert usage.recurrent(x, lengths).isfinite()
+    assert usage.analysis(usage.Highway(8, num_layers=2)).shape == (2,)
+
+
+def test_every_loader_is_importable_from_highwaynet_data():
+    import highwaynet.data
+
+    for module in ("augment", "corpora", "images", "sentences"):
+        names = importlib.import_module(f"highwaynet.data.{module}").__all__
+        missing = sorted(set(names) - set(highwaynet.data.__all__))
+        assert not missing, f"highwaynet.data.{module}: missing from highwaynet.data.__all__: {missing}"
