@@ -56,8 +56,15 @@ def test_generate_is_seeded_and_checks_arguments():
     a = generate(model, prompt, 30, 0.8, torch.Generator().manual_seed(1))
     b = generate(model, prompt, 30, 0.8, torch.Generator().manual_seed(1))
     assert a.shape == (30,) and torch.equal(a, b) and a.max() < 20
-    with pytest.raises(ValueError, match="temperature must be positive"):
-        generate(model, prompt, 5, 0.0)
+    # temperature 0: greedy, each token the argmax of the model's next-token logits given the ones before
+    greedy = generate(model, prompt, 6, 0.0)
+    assert torch.equal(greedy, generate(model, prompt, 6, 0.0, torch.Generator().manual_seed(5)))
+    with torch.no_grad():
+        logits, _ = model(torch.cat([prompt, greedy]).view(-1, 1))
+    assert torch.equal(logits[len(prompt) - 1:-1, 0].argmax(-1), greedy)
+    for bad in (-0.5, float("nan")):
+        with pytest.raises(ValueError, match="temperature must be 0 .greedy. or positive"):
+            generate(model, prompt, 5, bad)
     with pytest.raises(ValueError, match="prompt is empty"):
         generate(model, torch.tensor([], dtype=torch.long), 5)
 

@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("run_dir", metavar="RUN_DIR")
     gen.add_argument("--prompt", default="\n", help="text to start from (default: a new line)")
     gen.add_argument("--length", type=_positive_int, default=200, help="tokens to sample (default: %(default)s)")
-    gen.add_argument("--temperature", type=float, default=0.8, help="(default: %(default)s)")
+    gen.add_argument("--temperature", type=float, default=0.8,
+                     help="below 1 sharper, above 1 flatter; 0: the likeliest token each step (default: %(default)s)")
     gen.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
     gen.add_argument("--data-dir", help="folder holding the corpus, for a run folder without vocab.json")
     gen.set_defaults(run=_generate)
@@ -355,8 +356,9 @@ def _train_lm(args: argparse.Namespace) -> None:
 def _generate(args: argparse.Namespace) -> None:
     from .recipes import lm
 
-    if args.temperature <= 0:
-        raise ValueError(f"--temperature must be positive, got {args.temperature}")
+    if not args.temperature >= 0:
+        raise ValueError(f"--temperature must be 0 (greedy: the likeliest token each step) or positive, "
+                         f"got {args.temperature}")
     model, config, corpus = lm.load_trained(args.run_dir, args.data_dir)
     prompt = args.prompt.encode().decode("unicode_escape") if "\\" in args.prompt else args.prompt
     print(lm.sample(model, corpus, prompt, args.length, args.temperature, args.seed))

@@ -121,10 +121,11 @@ def generate(model: _LanguageModel, prompt: Tensor, length: int, temperature: fl
              generator: torch.Generator | None = None) -> Tensor:
     """Sample ``length`` tokens after ``prompt`` (1-D ids); returns only the new ids.
 
-    ``temperature`` < 1 sharpens the distribution, > 1 flattens it.
+    ``temperature`` < 1 sharpens the distribution, > 1 flattens it; 0 takes the likeliest token
+    each step (greedy decoding, where ``generator`` plays no part).
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
     if prompt.numel() == 0:
         raise ValueError("the prompt is empty (or all of it is outside the vocabulary)")
     was_training = model.training
@@ -133,8 +134,11 @@ def generate(model: _LanguageModel, prompt: Tensor, length: int, temperature: fl
     logits, state = model(prompt.to(device).view(-1, 1))
     out = []
     for _ in range(length):
-        probs = torch.softmax(logits[-1, 0].float() / temperature, dim=-1)
-        token = torch.multinomial(probs.cpu(), 1, generator=generator)
+        if temperature == 0:
+            token = logits[-1, 0].argmax().view(1).cpu()
+        else:
+            probs = torch.softmax(logits[-1, 0].float() / temperature, dim=-1)
+            token = torch.multinomial(probs.cpu(), 1, generator=generator)
         out.append(int(token))
         logits, state = model(token.to(device).view(1, 1), state)
     model.train(was_training)
