@@ -9,7 +9,7 @@ from highwaynet.data.sentences import load_sentences
 from highwaynet.models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from highwaynet.recipes import sentences
 from highwaynet.training import TrainConfig
-from highwaynet.training.run_dir import format_mean_std, load_run_config
+from highwaynet.training.run_dir import count, format_mean_std, load_run_config
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)
@@ -82,6 +82,7 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert "(1 run)" in printed and "±" not in printed  # one seed: a mean, no spread
     report = (out / "report.md").read_text()
     assert "| hbilstm | 2 | 1 |" in report and "Kim (2014) CNN-rand, published | - | - | 91.2" in report
+    assert "\n5 runs, " in report
     assert (out / "depth-trec.png").stat().st_size > 10_000
     assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
     config = load_run_config(out / "trec" / "hbilstm-L2" / "seed0")["config"]
@@ -115,6 +116,11 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert list(named) == list(sentences.LABEL_NAMES["trec"])  # six classes, each named, in order
     assert label == max(named, key=lambda name: float(named[name]))
     assert abs(sum(float(p) for p in named.values()) - 1) < 5e-3
+    # The sweep's folder where one run is wanted: the error names the runs inside (sorted, four of five)
+    assert main(["predict", str(out), "Who wrote Hamlet ?"]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} is not a run folder" in err and "'highwaynet reproduce sentences --out OUT' writes" in err
+    assert f"it holds 5 run folders: {out / 'trec' / 'bilstm-L1' / 'seed0'}, " in err and err.rstrip().endswith(", ...")
     assert main(["reproduce", "sentences", "--task", "imdb", "--out", str(tmp_path / "x")]) == 2
     assert "unknown task 'imdb'" in capsys.readouterr().err
 
@@ -133,6 +139,7 @@ def test_a_table_shows_no_spread_for_one_run():
     assert format_mean_std({"mean": 88.53, "std": 0.81}, runs=3) == "88.5 ± 0.8"
     assert format_mean_std({"mean": 0.05432, "std": 0.00811}, runs=3, digits=4) == "0.0543 ± 0.0081"
     assert format_mean_std({"mean": float("nan"), "std": float("nan")}, runs=2) == "nan ± nan"
+    assert (count(1, "run"), count(0, "run"), count(5, "layer")) == ("1 run", "0 runs", "5 layers")
 
 
 def test_sweep_downloads_missing_files_when_asked(shared_data, tmp_path, monkeypatch, capsys):

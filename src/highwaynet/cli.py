@@ -393,7 +393,7 @@ def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
 def _reproduce_sentences(args: argparse.Namespace) -> None:
     from .recipes import sentences
     from .training import TrainConfig
-    from .training.run_dir import format_mean_std
+    from .training.run_dir import count, format_mean_std
 
     tasks = list(sentences.SENTENCE_TASKS) if args.task == "all" else [t.strip() for t in args.task.split(",")]
     if args.folds > 10:
@@ -409,13 +409,9 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
     summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir,
                               download=args.download, report_only=args.report_only)
     for row in summary["table"]:
-        print(f"{row['task']:5} {row['encoder']:12} {_count(row['layers'], 'layer'):>10}  "
-              f"{format_mean_std(row, row['runs'])}% ({_count(row['runs'], 'run')})")
+        print(f"{row['task']:5} {row['encoder']:12} {count(row['layers'], 'layer'):>10}  "
+              f"{format_mean_std(row, row['runs'])}% ({count(row['runs'], 'run')})")
     print(f"wrote {args.out}/report.md ({summary['seconds']:.0f}s)")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _float_list(text: str, name: str) -> list[float]:

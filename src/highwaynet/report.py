@@ -106,15 +106,15 @@ def plot_sentence_depth(series: dict[str, list[dict[str, Any]]], task: str, path
 def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth-<task>.png`` (test accuracy against stack depth, BiLSTM vs HBiLSTM, error bars) and ``report.md``."""
     from .recipes.sentences import KIM_CNN_RAND
-    from .training.run_dir import format_mean_std
+    from .training.run_dir import count, format_mean_std
 
     table = summary["table"]
     lines = ["# Sentence classification: highway BiLSTM stacks", "",
-             f"{len(summary['runs'])} runs, {sum(r['seconds'] for r in summary['runs']):.0f} s of training summed "
-             "over them (runs of a sweep may have run side by side). Test accuracy (%), mean ± std over seeds (SST, "
-             "TREC) or cross-validation folds (MR, Subj); the best validation epoch's weights are tested. "
-             "Embeddings are randomly initialised, as in Kim's CNN-rand; SST is trained on sentences only (Kim's "
-             "SST runs also train on the treebank's phrases).", ""]
+             f"{count(len(summary['runs']), 'run')}, {sum(r['seconds'] for r in summary['runs']):.0f} s of "
+             "training summed over them (runs of a sweep may have run side by side). Test accuracy (%), mean ± std "
+             "over seeds (SST, TREC) or cross-validation folds (MR, Subj); the best validation epoch's weights are "
+             "tested. Embeddings are randomly initialised, as in Kim's CNN-rand; SST is trained on sentences only "
+             "(Kim's SST runs also train on the treebank's phrases).", ""]
     settings = summary.get("settings")
     if settings:  # each run's own, from its config.json (a resumed sweep keeps what its runs started with)
         varying = "; ".join(f"`{k}` " + ", ".join(map(str, v)) for k, v in settings["varying"].items())

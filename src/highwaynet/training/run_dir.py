@@ -62,13 +62,31 @@ def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str,
     ``recipe``, not a run of that recipe)."""
     path = Path(run_dir) / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{run_dir} is not a run folder: it has no config.json "
-                                f"(a run folder is what 'highwaynet train ... --out DIR' writes)")
+        written_by = _WRITTEN_BY.get(recipe or "", "'highwaynet train ... --out DIR' writes DIR")
+        runs = _runs_inside(Path(run_dir), recipe)
+        inside = f"; it holds {count(len(runs), 'run folder')}: {', '.join(runs[:4])}" + \
+            (", ..." if len(runs) > 4 else "") if runs else ""
+        raise FileNotFoundError(f"{run_dir} is not a run folder: it has no config.json ({written_by}){inside}")
     saved = json.loads(path.read_text())
     if recipe is not None and saved.get("recipe") != recipe:
         raise ValueError(f"{run_dir} holds a run of recipe {saved.get('recipe')!r}; this needs one of recipe "
                          f"{recipe!r} ({_WRITTEN_BY[recipe]})")
     return saved
+
+
+def _runs_inside(folder: Path, recipe: str | None) -> list[str]:
+    """The run folders (of ``recipe``, if given) one to three levels inside ``folder``, where a sweep
+    keeps its runs (``OUT/sst2/hbilstm-L1/seed0``): named in the error for a sweep's folder given
+    where one run was wanted."""
+    runs = []
+    for depth in range(1, 4):
+        for path in sorted(folder.glob("/".join(["*"] * depth + ["config.json"]))):
+            try:
+                if recipe is None or json.loads(path.read_text()).get("recipe") == recipe:
+                    runs.append(str(path.parent))
+            except (OSError, ValueError, AttributeError):
+                continue
+    return runs
 
 
 def finished_an_epoch(run_dir: str | Path) -> bool:
@@ -166,6 +184,11 @@ def mean_std(values: list[float]) -> dict[str, float]:
     if any(math.isnan(v) for v in values):
         return {"mean": float("nan"), "std": float("nan")}
     return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def count(n: int, noun: str) -> str:
+    """``"1 run"``, ``"3 runs"``: ``n`` and ``noun``, plural (with an s) unless ``n`` is 1."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def format_mean_std(stats: dict[str, float], runs: int, digits: int = 1) -> str:
