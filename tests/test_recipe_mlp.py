@@ -48,6 +48,15 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
     assert "not applied: data 'digits' (asked 'mnist5k'), depth 4 (asked " in said and "train.epochs 2 (asked" in said
     assert main(args + ["--resume"]) == 0  # the same command: nothing to say
     assert "not applied" not in capsys.readouterr().out
+    # A run folder's report: its curves, its epochs and its test figures, from what the run wrote
+    assert main(["report", str(out)]) == 0
+    assert f"wrote {out / 'report.html'}" in capsys.readouterr().out
+    report = (out / "report.md").read_text()
+    test = json.loads((out / "results.json").read_text())["test"]
+    assert report.startswith("# Training run: run (mlp)\n\n2 epochs, ") and "![curves](curves.png)" in report
+    assert "| epoch | lr | train_loss | train_acc | val_loss | val_acc |" in report and "\n| 2 | 0.1 | " in report
+    assert f"loss {test['loss']:.4f}, acc {test['acc']:.4f}." in report
+    assert (out / "curves.png").stat().st_size > 10_000 and "data:image/png;base64" in (out / "report.html").read_text()
 
 
 def test_cli_run_interrupted_in_its_first_epoch_starts_again(tmp_path, monkeypatch, capsys):

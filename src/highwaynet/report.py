@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 __all__ = ["markdown_table", "write_depth_report", "write_gates_report", "write_lesion_report",
-           "write_html", "write_rhn_depth_report", "write_sentences_report", "plot_sentence_depth"]
+           "write_html", "write_rhn_depth_report", "write_run_report", "write_sentences_report",
+           "plot_sentence_depth"]
 
 
 def _save(fig, path: Path, dpi: int = 120) -> None:
@@ -240,6 +241,50 @@ def write_lesion_report(out: Path, result: dict[str, Any]) -> Path:
     return report
 
 
+def write_run_report(run_dir: Path) -> Path:
+    """``curves.png`` (each metric by epoch, training and validation) and ``report.md`` for one
+    training run's folder (``highwaynet train ...``, or one run of a sweep): rewritten each time,
+    as a resumed run adds epochs."""
+    import json
+
+    from .training.run_dir import count
+    from .training.trainer import read_metrics
+
+    metrics = read_metrics(run_dir)
+    if not metrics:
+        raise FileNotFoundError(f"{run_dir} has no finished epoch (no metrics.jsonl) to report")
+    recipe = json.loads((run_dir / "config.json").read_text()).get("recipe", "?")
+    names = [k[len("train_"):] for k in metrics[0] if k.startswith("train_")]  # loss, then acc / bpc / ppl
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.4), squeeze=False)
+    epochs = [m["epoch"] for m in metrics]
+    for ax, name in zip(axes[0], names, strict=True):
+        for split, style in (("train", "o-"), ("val", "s--")):
+            if f"{split}_{name}" in metrics[0]:
+                ax.plot(epochs, [m[f"{split}_{name}"] for m in metrics], style, ms=3, label=split)
+        ax.set(xlabel="epoch", title=name)
+        _whole_numbers(ax.xaxis)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    _save(fig, run_dir / "curves.png")
+    columns = [k for k in metrics[0] if k.startswith(("train_", "val_"))]
+    text = [f"# Training run: {run_dir.name} ({recipe})", "",
+            f"{count(len(metrics), 'epoch')}, {sum(m['time'] for m in metrics):.0f} s of training.", "",
+            "![curves](curves.png)", "",
+            markdown_table(["epoch", "lr", *columns], [[m["epoch"], f"{m['lr']:.3g}", *(m[c] for c in columns)]
+                                                        for m in metrics]), ""]
+    results_path = run_dir / "results.json"
+    if results_path.is_file():
+        results = json.loads(results_path.read_text())
+        if isinstance(results.get("test"), dict):
+            text += ["Test set, with the best validation epoch's weights: "
+                     + ", ".join(f"{k} {v:.4f}" for k, v in results["test"].items()) + ".", ""]
+        if isinstance(results.get("sample"), str):
+            text += ["A sample:", "", "```", results["sample"].strip(), "```", ""]
+    report = run_dir / "report.md"
+    report.write_text("\n".join(text))
+    return report
+
+
 def write_html(folder: Path) -> Path:
     """``report.html`` beside a folder's ``report.md``: one self-contained page, figures inlined,
     with the folder's configuration, versions and time taken appended."""
@@ -250,9 +295,12 @@ def write_html(folder: Path) -> Path:
     import markdown
 
     source = folder / "report.md"
+    if (folder / "metrics.jsonl").is_file() and (folder / "config.json").is_file():
+        source = write_run_report(folder)  # one training run: its report from its metrics
     if not source.is_file():
         raise FileNotFoundError(f"{folder} has no report.md: give the folder an experiment wrote "
-                                f"(a 'reproduce' output folder, or its gates/ or lesion/ folder)")
+                                f"(a 'reproduce' output folder, or its gates/ or lesion/ folder) or a run "
+                                f"folder ('highwaynet train ... --out DIR')")
     text = source.read_text()
     for name in ("sweep.json", "config.json"):
         if (folder / name).is_file():
