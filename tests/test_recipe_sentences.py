@@ -125,6 +125,29 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert "unknown task 'imdb'" in capsys.readouterr().err
 
 
+def test_cli_sweep_of_a_users_own_set(shared_data, tmp_path, capsys):
+    # A folder of one's own (here 800 TREC questions to train, 100 to test, no dev file: carved from
+    # train), named by the folder: in the run folders, the report (no published figure) and predict.
+    own = tmp_path / "questions"
+    own.mkdir()
+    lines = (shared_data / "sentence" / "TREC.train.all").read_bytes().splitlines(keepends=True)
+    (own / "train").write_bytes(b"".join(lines[:800]))
+    (own / "test").write_bytes(b"".join(lines[-100:]))
+    out = tmp_path / "sweep"
+    assert main(["reproduce", "sentences", "--task", str(own), "--encoder", "cnn", "--epochs", "1",
+                 "--embed-dim", "16", "--out", str(out)]) == 0
+    assert "questions cnn             1 layer  " in capsys.readouterr().out
+    run_dir = out / "questions" / "cnn-L1" / "seed0"
+    assert json.loads((run_dir / "results.json").read_text())["task"] == "questions"
+    report = (out / "report.md").read_text()
+    assert "## questions\n\n| encoder |" in report and "Kim (2014)" not in report
+    assert main(["predict", str(run_dir), "Who wrote Hamlet ?"]) == 0
+    label, probs, _ = capsys.readouterr().out.strip().split("\t")
+    assert [name for name, _ in (p.split("=") for p in probs.split())] == [str(i) for i in range(6)]
+    assert main(["reproduce", "sentences", "--task", str(tmp_path / "none"), "--out", str(tmp_path / "x")]) == 2
+    assert "or a folder of your own set (files train, test and optionally dev" in capsys.readouterr().err
+
+
 def test_summary_shows_a_diverged_run_instead_of_crashing():
     runs = [{"task": "sst2", "encoder": "hbilstm", "layers": 2, "test": {"acc": a}} for a in (0.8, float("nan"))]
     runs.append({"task": "sst2", "encoder": "cnn", "layers": 1, "test": {"acc": 0.75}})

@@ -196,8 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "plain BiLSTM stacks of each depth, Kim's CNN and Kim's CNN with highway layers. Several "
                     "seeds (10-fold cross-validation for MR and Subj). Writes report.md and depth-<task>.png.",
         epilog="example: highwaynet reproduce sentences --task sst2 --encoder bilstm,hbilstm --layers 1,2,4,8")
-    sent.add_argument("--task", default="sst2", help="sst1, sst2, mr, subj, trec, comma-separated, or all "
-                                                     "(default: %(default)s)")
+    sent.add_argument("--task", default="sst2", help="sst1, sst2, mr, subj, trec, or a folder of your own set "
+                                                     "(files train, test and optionally dev, 'LABEL sentence' "
+                                                     "lines), comma-separated; or all (default: %(default)s)")
     sent.add_argument("--encoder", default="hbilstm",
                       help="hbilstm, bilstm, cnn, cnn-highway, comma-separated (default: %(default)s)")
     sent.add_argument("--layers", default="1", help="stack depths, comma-separated (default: %(default)s)")

@@ -45,6 +45,12 @@ LABEL_NAMES = {
 CROSS_VALIDATED = tuple(t for t, files in SENTENCE_TASKS.items() if "all" in files)
 
 
+def task_name(task: str) -> str:
+    """How runs, tables and figures name ``task``: a known task as it is, a folder of the user's own
+    set (``train``, ``test`` and maybe ``dev`` files) by the folder's name."""
+    return task if task in SENTENCE_TASKS else Path(task).name
+
+
 @dataclass
 class SentenceConfig:
     """One sentence-classification run."""
@@ -101,8 +107,8 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
     history = trainer.fit(resume=resume)
     load_best_weights(model, out)
-    results = {"task": config.task, "encoder": config.encoder, "layers": config.layers, "seed": config.train.seed,
-               "fold": config.fold, "parameters": sum(p.numel() for p in model.parameters()),
+    results = {"task": task_name(config.task), "encoder": config.encoder, "layers": config.layers,
+               "seed": config.train.seed, "fold": config.fold, "parameters": sum(p.numel() for p in model.parameters()),
                "best_val_acc": max(m["val_acc"] for m in history), "test": trainer.evaluate("test"),
                "seconds": round(time.perf_counter() - start, 1), "device": str(trainer.device)}
     Path(out, "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -148,8 +154,9 @@ class SweepConfig:
         if isinstance(self.base, dict):
             self.base = SentenceConfig(**self.base)
         for task in self.tasks:
-            if task not in SENTENCE_TASKS:
-                raise ValueError(f"unknown task {task!r}; expected one of {', '.join(SENTENCE_TASKS)}")
+            if task not in SENTENCE_TASKS and not Path(task).is_dir():
+                raise ValueError(f"unknown task {task!r}; expected one of {', '.join(SENTENCE_TASKS)}, or a folder "
+                                 f"of your own set (files train, test and optionally dev; 'LABEL sentence' lines)")
         for encoder in self.encoders:
             if encoder not in ENCODERS:
                 raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
@@ -179,7 +186,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
             data = None
             for encoder in config.encoders:
                 for layers in (config.layers if encoder in ("hbilstm", "bilstm") else [1]):
-                    run_dir = out / task / f"{encoder}-L{layers}" / f"{kind}{k}"
+                    run_dir = out / task_name(task) / f"{encoder}-L{layers}" / f"{kind}{k}"
                     if report_only and not (run_dir / "results.json").is_file():
                         continue
                     one = SentenceConfig(**{**asdict(base), "encoder": encoder, "layers": layers})
