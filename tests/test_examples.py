@@ -1,0 +1,34 @@
+"""The scripts in ``examples/`` run as a user runs them and show what their docstrings promise."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_example(name: str, *args: str) -> str:
+    run = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def test_highway_in_your_model_trains_where_the_plain_stack_does_not():
+    pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the data extra)")
+    out = run_example("highway_in_your_model.py", "--steps", "300")
+    accuracy = {name: float(acc) for name, acc in re.findall(r"(\w+) +30 layers: test accuracy ([\d.]+)%", out)}
+    assert set(accuracy) == {"plain", "highway"}, out
+    assert accuracy["highway"] > 85 and accuracy["plain"] < 30, accuracy  # 10 classes: chance is 10%
+
+
+def test_rhn_language_model_learns_a_text(shared_data):
+    out = run_example("rhn_language_model.py", str(shared_data / "text" / "tinyshakespeare.txt"),
+                      "--steps", "80", "--hidden", "64")
+    held_out, uniform = map(float, re.search(r"held-out: ([\d.]+) bits/char \(uniform over 65 characters: "
+                                             r"([\d.]+)\)", out).groups())
+    assert held_out < uniform - 1.5, out  # well under the 6.02 bits of guessing uniformly (80 steps: 3.7)
+    assert out.rstrip().splitlines()[-1]  # and a sample
