@@ -4,11 +4,13 @@
 swaps one for the other: here an embedding, an RHN of recurrence depth 4 (variational dropout on
 its states), and a decoder, trained on any text file with truncated backpropagation through time
 (the state carried from window to window, detached), gradient clipping and Adam. It prints the
-held-out bits per character (the last 5% of the text) and a sample.
+held-out bits per character (the last 5% of the text is held out; up to 20,000 characters of it
+are read) and a sample.
 
     python examples/rhn_language_model.py TEXT_FILE [--depth 4] [--steps 300]
 
-(For Tiny Shakespeare: ``highwaynet train lm --download`` fetches it into ``~/.cache/highwaynet``.)
+(Tiny Shakespeare, fetched and sha256-checked into ``~/.cache/highwaynet/tinyshakespeare.txt``:
+``python -c "from highwaynet.data import load_corpus; load_corpus('tinyshakespeare', download=True)"``.)
 """
 
 import argparse
