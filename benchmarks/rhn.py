@@ -15,6 +15,9 @@ Rows, measured side by side in one run:
   ours                ``RHN`` (fused recurrence: hand-written backward, batched weight gradients;
                       on CUDA with TF32, one Triton kernel per micro-step each way, product and
                       gate; in exact float32, cuBLAS and the Triton gate kernels)
+  ours, PyTorch operations
+                      (the CPU) ``RHN`` with ``kernels.rhn_cpu`` switched off: its loops' gating in
+                      PyTorch operations, not one pass of C++ a micro-step
   ours, torch.compile ``torch.compile(RHN)``: the recurrence stays one call (a custom operator each
                       way), the rest compiled
   ours, halves padded ``RHN`` with ``rhn_recurrence.pad_halves`` (where the one-kernel path runs:
@@ -36,14 +39,21 @@ Tokens per second = steps x batch / time.
 from __future__ import annotations
 
 import argparse
+import importlib
+from unittest import mock
 
 import torch
 from common import autotuned, graphed, measure_rows, report
 from torch import nn
 
-from highwaynet.kernels import rhn_eager, rhn_recurrence, rhn_step
+from highwaynet.kernels import rhn_cpu, rhn_eager, rhn_step
 from highwaynet.kernels.gating import triton_available
 from highwaynet.nn import RHN
+
+# The module, whose pad_halves the layer reads: `from highwaynet.kernels import rhn_recurrence` is
+# the function of that name, on which setting pad_halves changed nothing (the GPU rows "halves
+# padded" timed the default layout twice until 2026-11-24; no such run had been made).
+rhn_recurrence = importlib.import_module("highwaynet.kernels.rhn_recurrence")
 
 
 def lstm_hidden_for(params: int, input_size: int) -> int:
@@ -55,13 +65,12 @@ def lstm_hidden_for(params: int, input_size: int) -> int:
 
 def with_halves_padded(run):
     """``run`` with the RHN's one-kernel path in its other layout (``rhn_recurrence.pad_halves``)."""
-    def padded():
-        rhn_recurrence.pad_halves = True
-        try:
-            return run()
-        finally:
-            rhn_recurrence.pad_halves = False
-    return padded
+    return mock.patch.object(rhn_recurrence, "pad_halves", True)(run)
+
+
+def without_cpp_loops(run):
+    """``run`` with the RHN's CPU loops in PyTorch operations (``kernels.rhn_cpu`` switched off)."""
+    return mock.patch.object(rhn_cpu, "enabled", False)(run)
 
 
 def fwd_bwd(module, x, grad_out):
@@ -191,6 +200,9 @@ def main() -> None:
     rows = {"labml as written": fwd_bwd(as_written, x, grad_out), "labml loop": fwd_bwd(loop, x, grad_out),
             "floor": products_alone(ours, x), "ours": fwd_bwd(ours, x, grad_out),
             "ours, torch.compile": fwd_bwd(compiled, x, grad_out)}
+    if rhn_cpu.available(x):
+        torch.testing.assert_close(ours(x)[0], without_cpp_loops(lambda: ours(x)[0])(), rtol=tol, atol=tol)
+        rows["ours, PyTorch operations"] = without_cpp_loops(fwd_bwd(ours, x, grad_out))
     if args.compile_loop:
         rows["labml loop, torch.compile whole"] = fwd_bwd(compiled_loop, x, grad_out)
     if device.type == "cuda":  # eager, the floor is launch-bound too: its graph is the GPU's floor

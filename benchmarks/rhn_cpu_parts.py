@@ -18,6 +18,10 @@ What ``RHN`` runs without Triton (:mod:`highwaynet.kernels.rhn_eager`), at the C
                             as before 2026-11-24
   backward: weight products the ``D`` weight-gradient products over ``T·B`` rows, alone
 
+  window, C++ loops; forward, C++ loop; backward, C++ walk
+                            the same with the loops in C++ (``kernels.rhn_cpu``, what the layer runs
+                            where that can be built): each micro-step's gating one pass
+
 What each half costs above its products is its element-wise work and the operators' own cost.
 The last column divides each row by the ``T·D`` micro-steps.
 
@@ -31,7 +35,7 @@ import argparse
 import torch
 from common import measure_rows, report
 
-from highwaynet.kernels import rhn_eager
+from highwaynet.kernels import rhn_cpu, rhn_eager
 
 
 def main() -> None:
@@ -95,23 +99,26 @@ def main() -> None:
         for d in range(depth):
             dz_all[d].t() @ inputs_all[d]
 
-    def forward():
-        return rhn_eager.forward(x_proj, s0, None, weights, biases, apart)
+    def forward(cpp=False):
+        return rhn_eager.forward(x_proj, s0, None, weights, biases, apart, cpp=cpp)
 
-    def backward():
-        return rhn_eager.backward(grad_out, z, inputs, None, weights)
+    def backward(cpp=False):
+        return rhn_eager.backward(grad_out, z, inputs, None, weights, cpp=cpp)
 
-    def forward_backward():
-        _, z_new, inputs_new = forward()
-        rhn_eager.backward(grad_out, z_new, inputs_new, None, weights)
+    def forward_backward(cpp=False):
+        _, z_new, inputs_new = forward(cpp)
+        rhn_eager.backward(grad_out, z_new, inputs_new, None, weights, cpp=cpp)
 
     rows = {"window": forward_backward, "forward": forward, "forward: products": forward_products,
             "forward: products as (B, 2H)": forward_products_unsplit,
             "forward: one sigmoid": sigmoids, "backward": backward, "backward: walk products": walk_products,
             "backward: walk products as (B, H)": walk_products_unsplit,
             "backward: weight products": weight_products}
+    if rhn_cpu.available(x_proj):  # what the layer runs where the C++ loops can be built
+        rows.update({"window, C++ loops": lambda: forward_backward(True), "forward, C++ loop": lambda: forward(True),
+                     "backward, C++ walk": lambda: backward(True)})
     results = measure_rows(rows, torch.device("cpu"), args.repeats)
-    report(f"CPU RHN recurrence (kernels.rhn_eager) part by part: depth {depth}, hidden {hidden}, "
+    report(f"CPU RHN recurrence (kernels.rhn_eager, rhn_cpu) part by part: depth {depth}, hidden {hidden}, "
            f"{steps} steps x batch {batch}, float32; median of {args.repeats}", results, "window",
            torch.device("cpu"), args.json, vars(args),
            {"µs/micro-step": {k: 1e6 * v / micro_steps for k, v in results.items()}})

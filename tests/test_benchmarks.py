@@ -75,6 +75,23 @@ def test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter(tmp_p
     assert {"ours", "ours, halves padded"} <= set(rows), sorted(rows)
 
 
+def test_rhn_benchmark_switches_reach_the_modules_the_layer_reads(monkeypatch):
+    """The rows "ours, halves padded" and "ours, PyTorch operations" time another way only if their
+    switches set what the layer reads (the first once set an attribute of the function
+    ``kernels.rhn_recurrence`` instead of its module's, and timed the default layout twice)."""
+    import importlib
+
+    from highwaynet.kernels import rhn_cpu
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("rhn")
+    recurrence = importlib.import_module("highwaynet.kernels.rhn_recurrence")
+    assert bench.with_halves_padded(lambda: recurrence.pad_halves)() is True
+    assert recurrence.pad_halves is False
+    assert bench.without_cpp_loops(lambda: rhn_cpu.enabled)() is False
+    assert rhn_cpu.enabled is True
+
+
 def test_gpu_suite_names_scripts_and_options_that_exist(tmp_path):
     """``gpu_suite.sh`` is run only on a GPU, where a misspelt option would cost a device call: with
     ``python3`` replaced by a stand-in that records its arguments, every part must call existing

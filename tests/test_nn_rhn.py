@@ -7,7 +7,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
-from highwaynet.kernels import rhn_eager
+from highwaynet.kernels import rhn_cpu, rhn_eager
 from highwaynet.nn import RHN, RHNCell
 
 
@@ -298,14 +298,15 @@ def test_bad_arguments():
                          ids=["full", "padded", "bidirectional padded"])
 @pytest.mark.parametrize("state_dropout", [0.0, 0.3])
 @pytest.mark.parametrize("halves", [True, False], ids=["h and t apart", "one product"])
+@pytest.mark.parametrize("cpp", [True, False], ids=["C++ loops", "PyTorch operations"])
 def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_dropout, bidirectional, lengths, halves,
-                                                                      monkeypatch):
+                                                                      cpp, monkeypatch):
     # The path without Triton (kernels.rhn_eager); the one-kernel micro-steps
     # are checked against the loop in tests/test_kernels.py. Padded: the fused path runs over the
     # padding and reads each final state at its sequence's last step (an empty one keeps s0).
-    # Both ways of making h and t (side by side on a CPU with several threads, else as one product).
-    calls = []
-    monkeypatch.setattr(rhn_eager, "use_halves", lambda x_proj: calls.append(x_proj.shape) or halves)
+    # Both ways of making h and t (side by side on a CPU with several threads, else as one product),
+    # each with its loops in C++ (kernels.rhn_cpu) and in PyTorch operations.
+    calls = _run_cpu_path(monkeypatch, halves, cpp)
     torch.manual_seed(0)
     kwargs = dict(num_layers=2, state_dropout=state_dropout, dropout=0.2, bidirectional=bidirectional)
     fused = RHN(4, 6, 3, **kwargs).double()
@@ -329,15 +330,33 @@ def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_drop
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     if lengths is not None and 0 in lengths:
         assert torch.equal(s1[:, lengths.index(0)], s0[:, lengths.index(0)].detach())
-    assert len(calls) == len(fused.cells)  # the fused path ran, the chosen way, for every layer and direction
+    # the fused path ran, the chosen way, for every layer and direction
+    assert calls == len(fused.cells) * [("forward", cpp)] + len(fused.cells) * [("backward", cpp)]
+
+
+def _run_cpu_path(monkeypatch, halves: bool, cpp: bool) -> list[tuple[str, bool]]:
+    """Makes the RHN's CPU path make h and t apart or not (``halves``) and run its loops in C++ or
+    not (``cpp``; skips where the extension cannot be built); returns a list onto which each
+    forward and backward of the path appends ``(direction, whether it ran the C++ loop)``."""
+    if cpp and not rhn_cpu.available(torch.empty(0)):
+        pytest.skip("the CPU RHN kernel could not be built here (see the warning)")
+    monkeypatch.setattr(rhn_cpu, "enabled", cpp)
+    monkeypatch.setattr(rhn_eager, "use_halves", lambda x_proj: halves)
+    calls = []
+    for name in ("forward", "backward"):
+        real = getattr(rhn_eager, name)
+        monkeypatch.setattr(rhn_eager, name, lambda *a, _real=real, _name=name, cpp=False, **k:
+                            calls.append((_name, cpp)) or _real(*a, cpp=cpp, **k))
+    return calls
 
 
 @pytest.mark.parametrize("hidden", [5, 6], ids=["odd hidden", "even hidden"])  # (the walk halves an even one)
 @pytest.mark.parametrize("halves", [True, False], ids=["h and t apart", "one product"])
-def test_fused_recurrence_gradcheck(hidden, halves, monkeypatch):
+@pytest.mark.parametrize("cpp", [True, False], ids=["C++ loops", "PyTorch operations"])
+def test_fused_recurrence_gradcheck(hidden, halves, cpp, monkeypatch):
     from highwaynet.kernels import rhn_recurrence
 
-    monkeypatch.setattr(rhn_eager, "use_halves", lambda x_proj: halves)
+    calls = _run_cpu_path(monkeypatch, halves, cpp)
     torch.manual_seed(0)
     xp = torch.randn(4, 3, 2 * hidden, dtype=torch.float64, requires_grad=True)
     s0 = torch.randn(3, hidden, dtype=torch.float64, requires_grad=True)
@@ -346,6 +365,7 @@ def test_fused_recurrence_gradcheck(hidden, halves, monkeypatch):
     mask = torch.rand(3, hidden, dtype=torch.float64)
     assert torch.autograd.gradcheck(
         lambda a, b, *p: rhn_recurrence(a, b, list(p[:2]), list(p[2:]), mask), (xp, s0, *weights, *biases))
+    assert ("backward", cpp) in calls and all(ran == cpp for _, ran in calls)
 
 
 def test_h_and_t_apart_on_a_cpu_with_several_threads():

@@ -6,7 +6,9 @@
 - :func:`rhn_recurrence`: an RHN layer's recurrence with a hand-written backward and batched
   weight gradients;
 - :mod:`.rhn_step`: one RHN micro-step as one Triton kernel each way, the recurrent product with
-  the gate in its epilogue (what the recurrence runs on CUDA when its products use tensor cores).
+  the gate in its epilogue (what the recurrence runs on CUDA when its products use tensor cores);
+- :mod:`.rhn_eager` and :mod:`.rhn_cpu`: the recurrence on the CPU, in PyTorch operations laid out
+  to be few, and with each micro-step's gating one pass of C++ (built on first use).
 """
 
 from .dense_highway import highway_layer

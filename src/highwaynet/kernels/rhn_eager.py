@@ -41,6 +41,10 @@ product so that each thread reads only its part of the weights:
   ``addcmul`` writes what the carry passes on, ``(1 − t) ⊙ g``, into one of two buffers that the
   walk takes in turn, and the product ``dz R_d`` adds onto it in place.
 
+Where it can be built, :mod:`.rhn_cpu` runs the two loops in C++ on these same buffers and
+products (``cpp=True``), each micro-step's gating one vectorised pass instead of three operations
+forward and the walk's two (and the gate factors' four over all micro-steps) back.
+
 Values and gradients are those of the autograd loop over :meth:`highwaynet.nn.RHNCell.step`
 (tested in float64, both layouts). Under autocast the weights are cast to the input projection's
 dtype. :mod:`.rhn_recurrence` makes the pair one autograd function (and two custom operators).
@@ -55,12 +59,14 @@ __all__ = ["backward", "forward", "use_halves"]
 
 
 def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tensor],
-            biases: list[Tensor], halves: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+            biases: list[Tensor], halves: bool = True, cpp: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """All states ``(T, B, H)``, and for :func:`backward` the pre-activations ``z`` turned into
     ``[h | t]`` and the micro-steps' input states ``(D, T + 1, B, H)``.
 
     ``z`` is ``(D, T, 2, B, H)`` with ``halves`` (each micro-step's ``h`` and ``t`` two matrices,
-    made side by side: for several CPU threads, see :func:`use_halves`), else ``(D, T, 1, B, 2H)``."""
+    made side by side: for several CPU threads, see :func:`use_halves`), else ``(D, T, 1, B, 2H)``.
+    With ``cpp`` the loop over the micro-steps runs in C++ (:mod:`.rhn_cpu`, which must be
+    available): the same products, and each micro-step's gating one pass (float32 and float64)."""
     depth = len(weights)
     steps, batch, width = x_proj.shape
     hidden, dtype = width // 2, x_proj.dtype
@@ -73,7 +79,7 @@ def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tenso
     # R_dᵀ, scaled, in column blocks (P, H, 2H/P): views, which MKL reads as fast as a contiguous copy
     weights_t = [_column_halves((w.to(dtype) * scale[:, None]).t(), parts) for w in weights]
     scale = _column_halves(scale, parts)  # (P, 1, 2H/P), as every term below
-    mask = None if mask is None else mask.to(dtype)
+    mask = None if mask is None else mask.to(dtype).contiguous()
     z = x_proj.new_empty(depth, steps, parts, batch, width // parts)
     torch.add(_column_halves(x_proj, parts), _column_halves(biases[0].to(dtype), parts), out=z[0]).mul_(scale)
     for d in range(1, depth):
@@ -84,6 +90,11 @@ def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tenso
     inputs = x_proj.new_empty(depth, steps + 1, batch, hidden)
     inputs[0, 0] = s0
     inputs[1:, steps] = 0
+    if cpp:
+        if not via_sigmoid:
+            raise ValueError(f"the C++ loop runs float32 and float64 (tanh(a) as 2σ(2a) − 1), not {dtype}")
+        torch.ops.highwaynet_cpu.rhn_forward_loop(z, inputs, weights_t, mask)
+        return inputs[0, 1:].clone(), z, inputs
     # (views made in bulk before the loop: one made inside it costs an operation a micro-step)
     h_all, t_all = _h_and_t(z)
     z_k, h_k, t_k, in_k, in_blocks_k = (_micro_steps(a) for a in (
@@ -105,27 +116,51 @@ def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tenso
 
 
 def backward(grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tensor | None,
-             weights: list[Tensor]) -> list[Tensor]:
+             weights: list[Tensor], cpp: bool = False) -> list[Tensor]:
     """The gradients ``[x_proj, s0, *weights, *biases]`` from the states' ``grad_out`` and what
-    :func:`forward` returned."""
+    :func:`forward` returned; with ``cpp``, the walk in C++ (:mod:`.rhn_cpu`), each micro-step's
+    gate gradients one pass."""
     depth, steps, batch, hidden = inputs.shape[0], z.shape[1], inputs.shape[2], inputs.shape[3]
     width = 2 * hidden
     # the state's gradient in column halves, where the forward made h and t side by side
     parts = 2 if z.shape[2] == 2 and hidden % 2 == 0 else 1
     weights = [w.to(z.dtype) for w in weights]
     mask = None if mask is None else mask.to(z.dtype)
+    units = hidden // parts
+    weights_p = [w.view(width, parts, units).transpose(0, 1) for w in weights]  # R_d's column halves (views)
+    mask_p = None if mask is None else _column_halves(mask, parts)
+    grad_out = grad_out.to(z.dtype)
+    dz = z.new_empty(depth, steps, batch, 2, hidden)  # each micro-step's gradient of [h | t], rows (B, 2H)
+    if cpp:
+        rows = dz.view(depth, steps, batch, width)
+        g = torch.ops.highwaynet_cpu.rhn_backward_walk(grad_out.contiguous(), z, inputs, rows, weights_p, mask_p, parts)
+    else:
+        g = _walk(grad_out, z, inputs, dz, weights_p, mask_p, parts)
+    s = inputs[:, :steps]
+    grad_w, grad_b = [], []
+    for d in range(depth):
+        rows = dz[d].view(steps * batch, width)
+        u = s[d] if mask is None else s[d] * mask
+        grad_w.append(rows.t() @ u.reshape(steps * batch, hidden))
+        grad_b.append(rows.sum(0))
+    # (autograd casts each gradient to its input's dtype: float32 weights under autocast)
+    return [dz[0].view(steps, batch, width), torch.cat(g.unbind(0), dim=1), *grad_w, *grad_b]
+
+
+def _walk(grad_out: Tensor, z: Tensor, inputs: Tensor, dz: Tensor, weights_p: list[Tensor], mask_p: Tensor | None,
+          parts: int) -> Tensor:
+    """:func:`backward`'s walk in PyTorch operations: fills ``dz`` and returns the initial state's
+    gradient ``(P, B, H/P)``."""
+    depth, steps, batch, _, hidden = dz.shape
+    width, units = 2 * hidden, hidden // parts
     (h, t), s = _h_and_t(z), inputs[:, :steps]
-    # First the gate factors of every micro-step, in the buffer dz then takes in place, rows
-    # (B, 2H) as the products read them.
-    dz = z.new_empty(depth, steps, batch, 2, hidden)
+    # First the gate factors of every micro-step, in place in the buffer dz (the walk multiplies
+    # them by the state's gradient).
     f_h, f_t = dz.unbind(3)
     torch.sub(h, s, out=f_t).mul_(t)
     torch.addcmul(f_t, f_t, t, value=-1, out=f_t)  # t (1 − t)(h − s)
     torch.mul(h, h, out=f_h)
     torch.addcmul(t, t, f_h, value=-1, out=f_h)  # t − t h² (the output is one of its own inputs: allowed)
-    units = hidden // parts
-    weights_p = [w.view(width, parts, units).transpose(0, 1) for w in weights]  # R_d's column halves (views)
-    mask_p = None if mask is None else _column_halves(mask, parts)
     # Views made in bulk, per micro-step: dz as (B, [h | t], P, H/P), which the state's gradient g
     # (P, B, H/P), seen as (B, 1, P, H/P), multiplies; dz's rows (B, 2H) once per half, for the
     # product; t by halves. g lives in two buffers in turn (each micro-step reads one, writes the other).
@@ -134,7 +169,6 @@ def backward(grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tensor | None,
     t_k = _micro_steps(_column_halves(t, parts))
     buffers = z.new_empty(2, parts, batch, units).unbind(0)
     buffers_as_g = [b.permute(1, 0, 2).unsqueeze(1) for b in buffers]
-    grad_out = grad_out.to(z.dtype)
     grad_out_t = _column_halves(grad_out, parts).unbind(0)
     g, g_as_units = grad_out_t[-1], grad_out[-1].unflatten(-1, (parts, units)).unsqueeze(1)
     for k in range(depth * steps - 1, -1, -1):
@@ -149,14 +183,7 @@ def backward(grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tensor | None,
         else:
             carried.addcmul_(torch.bmm(rows_k[k], weights_p[d]), mask_p)
         g, g_as_units = carried, buffers_as_g[k % 2]
-    grad_w, grad_b = [], []
-    for d in range(depth):
-        rows = dz[d].view(steps * batch, width)
-        u = s[d] if mask is None else s[d] * mask
-        grad_w.append(rows.t() @ u.reshape(steps * batch, hidden))
-        grad_b.append(rows.sum(0))
-    # (autograd casts each gradient to its input's dtype: float32 weights under autocast)
-    return [dz[0].view(steps, batch, width), torch.cat(g.unbind(0), dim=1), *grad_w, *grad_b]
+    return g
 
 
 @torch.compiler.assume_constant_result  # (the compiler cannot trace the thread count: read when compiling)

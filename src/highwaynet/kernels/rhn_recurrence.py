@@ -9,7 +9,8 @@ path does not apply). The values and gradients are the same (tested in float64);
   cores, one kernel forward and one back, the recurrent product with the gate in its epilogue
   (:mod:`highwaynet.kernels.rhn_step`); with Triton otherwise (exact float32), cuBLAS's ``addmm``
   and the gate's one-pass kernels (:mod:`highwaynet.kernels.gating`); without (the CPU), PyTorch
-  operations laid out to be few (:mod:`highwaynet.kernels.rhn_eager`);
+  operations laid out to be few (:mod:`highwaynet.kernels.rhn_eager`), with each micro-step's
+  gating one pass of C++ where that extension can be built (:mod:`highwaynet.kernels.rhn_cpu`);
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
@@ -28,7 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import rhn_eager
+from . import rhn_cpu, rhn_eager
 from .gating import ACTIVATION_CODES, first_order_only, gate_backward, gate_forward, triton_available
 from .rhn_step import (
     Previous,
@@ -57,7 +58,7 @@ def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights
              biases: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
     """All states ``(T, B, H)`` and the two buffers :func:`_backward` reads."""
     if path.startswith("eager"):
-        return rhn_eager.forward(x_proj, s0, mask, weights, biases, halves=path == "eager, halves")
+        return rhn_eager.forward(x_proj, s0, mask, weights, biases, halves="halves" in path, cpp="C++" in path)
     depth, steps = len(weights), x_proj.shape[0]
     # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
     # writes each new state in place, and the outputs are every depth-th state (one copy at the
@@ -97,7 +98,7 @@ def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mas
     """The gradients ``[x_proj, s0, *weights, *biases]`` from the states' ``grad_out`` and the
     buffers :func:`_forward` returned."""
     if path.startswith("eager"):
-        return rhn_eager.backward(grad_out, saved_a, saved_b, mask, weights)
+        return rhn_eager.backward(grad_out, saved_a, saved_b, mask, weights, cpp="C++" in path)
     hidden = weights[0].shape[1]
     states, z_all = saved_a[..., :hidden], saved_b  # (the one-kernel path's rows are padded)
     depth, micro_steps = len(weights), z_all.shape[0]
@@ -149,7 +150,7 @@ if OPAQUE_TO_COMPILE:
         hidden = width // 2
         out = x_proj.new_empty(steps, batch, hidden)
         if path.startswith("eager"):  # z (h and t two matrices a micro-step, or one), inputs
-            parts = 2 if path == "eager, halves" else 1
+            parts = 2 if "halves" in path else 1
             z = x_proj.new_empty(depth, steps, parts, batch, width // parts)
             return out, z, x_proj.new_empty(depth, steps + 1, batch, hidden)
         shape, z_shape = (steps * depth + 1, batch, hidden), (steps * depth, batch, width)
@@ -200,10 +201,13 @@ def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor,
       (exact float32, where cuBLAS's products beat Triton's without tensor cores; mixed dtypes,
       as under autocast, where the weights stay float32 while ``x_proj`` is not);
     - ``"eager"``: PyTorch operations (the CPU; :mod:`.rhn_eager`), and ``"eager, halves"``, the
-      same with each micro-step's ``h`` and ``t`` made side by side (:func:`.rhn_eager.use_halves`).
+      same with each micro-step's ``h`` and ``t`` made side by side (:func:`.rhn_eager.use_halves`);
+      either with ``", C++ loops"`` where :mod:`.rhn_cpu` is available: the same buffers and
+      products, each micro-step's gating one pass of C++.
     """
     if not triton_available(x_proj):
-        return "eager, halves" if rhn_eager.use_halves(x_proj) else "eager"
+        path = "eager, halves" if rhn_eager.use_halves(x_proj) else "eager"
+        return path + ", C++ loops" if rhn_cpu.available(x_proj) else path
     tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
     dtypes = {p.dtype for p in tensors}
     tensor_cores = dtypes in ({torch.bfloat16}, {torch.float16}) or \

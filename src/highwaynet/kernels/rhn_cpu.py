@@ -1,0 +1,108 @@
+"""The CPU RHN recurrence's loops in C++ (``rhn_cpu.cpp``): each micro-step's gating in one pass.
+
+:mod:`.rhn_eager` lays out the buffers and runs the products; what it runs between them, a few
+PyTorch operations a micro-step on a few thousand values, costs mostly the operations' own
+overhead (2–5 µs each at the CPU benchmark's shape, more than their arithmetic). The two loops
+here, forward and the backward walk, run the same products through PyTorch and each micro-step's
+gating as one vectorised pass, forward and back. Measured side by side at that shape (depth 4,
+hidden 256, 35 steps × batch 20, 2 threads, AMD EPYC): a window, forward then backward, 17.5 ms
+instead of 20.3 (``benchmarks/rhn_cpu_parts.py``; ``benchmarks/rhn.py --cpu-shape`` has the whole
+layer's rows, and ``docs/performance-cpu-rhn.md`` other shapes: 0.80–1.00 of the time).
+
+**Built on first use**, once per machine and PyTorch version, with ``torch.utils.cpp_extension``
+(a C++ compiler and ``ninja``; 10 s on 2 cores), into ``$TORCH_EXTENSIONS_DIR`` (default
+``~/.cache/torch_extensions``). Where it cannot be built, a warning says why, and the RHN runs
+:mod:`.rhn_eager`'s loops in PyTorch operations: the same values, a little slower. It is used for
+float32 and float64 on an x86-64 CPU with AVX2, compiled for the instruction set PyTorch's own
+kernels use there (AVX2 or AVX-512). Set ``HIGHWAYNET_CPU_KERNEL=0`` (or :data:`enabled` ``= False``) to use
+the PyTorch operations instead and skip the build.
+
+Reference: :mod:`.rhn_eager`'s loops, and through them the autograd loop over
+:meth:`highwaynet.nn.RHNCell.step` (tested in float64, both layouts, with and without a mask).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+__all__ = ["available", "enabled"]
+
+#: Whether the RHN may use the C++ loops on the CPU (``HIGHWAYNET_CPU_KERNEL=0`` when highwaynet
+#: was imported makes it ``False``). Read at each forward.
+enabled = os.environ.get("HIGHWAYNET_CPU_KERNEL", "1") != "0"
+
+_SOURCE = Path(__file__).with_name("rhn_cpu.cpp")
+# The instruction sets of ATen's own vectorised builds of each level (at::vec's CPU_CAPABILITY):
+# the kernel is built for the level PyTorch runs at on this CPU.
+_FLAGS = {
+    "AVX2": ["-mavx2", "-mfma"],
+    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma"],
+}
+_loaded: bool | None = None  # None: not yet tried in this process
+
+
+@torch.compiler.assume_constant_result  # (decided when compiling, as the path's other choices)
+def available(x_proj: Tensor) -> bool:
+    """Whether the RHN's CPU recurrence runs the C++ loops for ``x_proj``: :data:`enabled`, a CPU
+    tensor of float32 or float64, a CPU with AVX2, and the extension built (here, if need be)."""
+    if not (enabled and x_proj.device.type == "cpu" and x_proj.dtype in (torch.float32, torch.float64)):
+        return False
+    if torch.backends.cpu.get_cpu_capability() not in _FLAGS:
+        return False
+    return _load()
+
+
+def _load() -> bool:
+    """Builds (once per machine and PyTorch) and loads the operators ``torch.ops.highwaynet_cpu.*``;
+    ``False``, with one warning, where that fails."""
+    global _loaded
+    if _loaded is None:
+        try:
+            _build_and_load()
+            _loaded = True
+        except Exception as error:  # any failure to build or load: the PyTorch operations remain
+            # (a failed build's message is its whole log: its last line, ninja's own aside, says why)
+            lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("ninja:")]
+            why = f"{type(error).__name__}: {lines[-1] if lines else error}"
+            warnings.warn(
+                f"highwaynet: could not build the CPU RHN kernel ({why}); the RHN runs "
+                "its loops in PyTorch operations instead (the same values, a little slower). It needs a C++ "
+                "compiler and ninja (pip install ninja); set HIGHWAYNET_CPU_KERNEL=0 to skip it.",
+                RuntimeWarning, stacklevel=3)
+            _loaded = False
+    return _loaded
+
+
+def _build_and_load() -> None:
+    from torch.utils import cpp_extension
+
+    # The torch version in the name: torch rebuilds when the source or flags change, not when torch
+    # does, and a library built against another torch would not load (or worse). The instruction set
+    # too, for a home folder shared by machines of several kinds.
+    level = torch.backends.cpu.get_cpu_capability()
+    name = "highwaynet_rhn_cpu_" + re.sub(r"\W", "_", f"{torch.__version__}_{level}")
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+    build_dir = root / name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    if shutil.which("ninja") is None:
+        # pip's ninja installs its binary beside the interpreter, which is on PATH only where the
+        # environment was activated; torch looks for it on PATH.
+        try:
+            import ninja  # type: ignore[import-not-found]
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+        except ImportError:
+            pass
+    if not (build_dir / f"{name}.so").exists():
+        print(f"highwaynet: building the CPU RHN kernel in {build_dir} (once for this machine and PyTorch, "
+              "about 10 s)", file=sys.stderr, flush=True)
+    flags = ["-O3", *_FLAGS[level], f"-DCPU_CAPABILITY_{level}", f"-DCPU_CAPABILITY={level}"]
+    cpp_extension.load(name, [str(_SOURCE)], extra_cflags=flags, build_directory=str(build_dir),
+                       is_python_module=False, verbose=False)
