@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -47,6 +48,7 @@ _FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma"],
 }
 _loaded: bool | None = None  # None: not yet tried in this process
+_loading = threading.Lock()  # (threads that start RHNs at once build it once)
 
 
 @torch.compiler.assume_constant_result  # (decided when compiling, as the path's other choices)
@@ -64,21 +66,25 @@ def _load() -> bool:
     """Builds (once per machine and PyTorch) and loads the operators ``torch.ops.highwaynet_cpu.*``;
     ``False``, with one warning, where that fails."""
     global _loaded
-    if _loaded is None:
-        try:
-            _build_and_load()
-            _loaded = True
-        except Exception as error:  # any failure to build or load: the PyTorch operations remain
-            # (a failed build's message is its whole log: its last line, ninja's own aside, says why)
-            lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("ninja:")]
-            why = f"{type(error).__name__}: {lines[-1] if lines else error}"
-            warnings.warn(
-                f"highwaynet: could not build the CPU RHN kernel ({why}); the RHN runs "
-                "its loops in PyTorch operations instead (the same values, a little slower). It needs a C++ "
-                "compiler and ninja (pip install ninja); set HIGHWAYNET_CPU_KERNEL=0 to skip it.",
-                RuntimeWarning, stacklevel=3)
-            _loaded = False
+    with _loading:
+        if _loaded is None:
+            _loaded = _try_build_and_load()
     return _loaded
+
+
+def _try_build_and_load() -> bool:
+    try:
+        _build_and_load()
+        return True
+    except Exception as error:  # any failure to build or load: the PyTorch operations remain
+        # (a failed build's message is its whole log: its last line, ninja's own aside, says why)
+        lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("ninja:")]
+        why = f"{type(error).__name__}: {lines[-1] if lines else error}"
+        warnings.warn(
+            f"highwaynet: could not build the CPU RHN kernel ({why}); the RHN runs its loops in PyTorch "
+            "operations instead (the same values, a little slower). It needs a C++ compiler and ninja "
+            "(pip install ninja); set HIGHWAYNET_CPU_KERNEL=0 to skip it.", RuntimeWarning, stacklevel=5)
+        return False
 
 
 def _build_and_load() -> None:
