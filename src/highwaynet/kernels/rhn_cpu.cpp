@@ -110,8 +110,7 @@ void rhn_forward_loop(Tensor z, Tensor inputs, std::vector<Tensor> weights_t, c1
   const int64_t hidden = inputs.size(3);
   const Layout layout(z, hidden);
   const Tensor m = mask ? mask->contiguous() : Tensor();
-  Tensor u = m.defined() ? inputs[0][0] * m : Tensor();  // the product's input, s * mask
-  const Tensor* steps_input = m.defined() ? &u : nullptr;
+  Tensor u = m.defined() ? inputs[0][0] * m : Tensor();  // with a mask, the product's input s * mask
   AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "rhn_forward_loop", [&] {
     const scalar_t* mp = m.defined() ? m.const_data_ptr<scalar_t>() : nullptr;
     scalar_t* up = u.defined() ? u.data_ptr<scalar_t>() : nullptr;
@@ -120,7 +119,7 @@ void rhn_forward_loop(Tensor z, Tensor inputs, std::vector<Tensor> weights_t, c1
       Tensor zk = z.select(0, d).select(0, step);
       const Tensor s = inputs.select(0, d).select(0, step);
       Tensor s_next = inputs.select(0, next % depth).select(0, next / depth);
-      zk.baddbmm_((steps_input ? *steps_input : s).expand({parts, batch, hidden}), weights_t[d]);
+      zk.baddbmm_((u.defined() ? u : s).expand({parts, batch, hidden}), weights_t[d]);
       scalar_t* zp = zk.data_ptr<scalar_t>();
       const scalar_t* sp = s.const_data_ptr<scalar_t>();
       scalar_t* np = s_next.data_ptr<scalar_t>();

@@ -37,7 +37,7 @@ from torch import Tensor
 __all__ = ["available", "enabled"]
 
 #: Whether the RHN may use the C++ loops on the CPU (``HIGHWAYNET_CPU_KERNEL=0`` when highwaynet
-#: was imported makes it ``False``). Read at each forward.
+#: was imported makes it ``False``). Read at each forward (under ``torch.compile``, when compiling).
 enabled = os.environ.get("HIGHWAYNET_CPU_KERNEL", "1") != "0"
 
 _SOURCE = Path(__file__).with_name("rhn_cpu.cpp")

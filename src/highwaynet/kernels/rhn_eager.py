@@ -79,7 +79,7 @@ def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tenso
     # R_dᵀ, scaled, in column blocks (P, H, 2H/P): views, which MKL reads as fast as a contiguous copy
     weights_t = [_column_halves((w.to(dtype) * scale[:, None]).t(), parts) for w in weights]
     scale = _column_halves(scale, parts)  # (P, 1, 2H/P), as every term below
-    mask = None if mask is None else mask.to(dtype).contiguous()
+    mask = None if mask is None else mask.to(dtype)
     z = x_proj.new_empty(depth, steps, parts, batch, width // parts)
     torch.add(_column_halves(x_proj, parts), _column_halves(biases[0].to(dtype), parts), out=z[0]).mul_(scale)
     for d in range(1, depth):
