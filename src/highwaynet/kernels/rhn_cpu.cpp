@@ -3,8 +3,8 @@
 //
 // Why C++: at the CPU benchmark's shape a micro-step's gating is ~5,000 values, and each PyTorch
 // operation on so few costs 2-5 us of its own (dispatch, TensorIterator), more than its arithmetic;
-// the forward's three operations a micro-step and the backward's five (two of them over all
-// micro-steps at once) become one pass each here. The products stay PyTorch's (MKL's) own.
+// the forward's three operations a micro-step and the walk's two (after four over all micro-steps
+// at once, for the gate factors) become one pass each here. The products stay PyTorch's (MKL's) own.
 // Loaded by kernels/rhn_cpu.py (torch.utils.cpp_extension, built on first use) as the operators
 // torch.ops.highwaynet_cpu.*; no Python headers are needed. Built for the instruction set (AVX2 or
 // AVX-512) that PyTorch's own kernels use on the machine.
