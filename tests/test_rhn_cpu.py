@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 
+from highwaynet import RHN
 from highwaynet.kernels import rhn_cpu, rhn_eager
 
 # (the module: the package exports its function of the same name)
@@ -69,8 +70,11 @@ def test_a_failed_build_warns_once_and_leaves_the_pytorch_loops(monkeypatch):
         raise RuntimeError("no compiler")
     monkeypatch.setattr(rhn_cpu, "_loaded", None)
     monkeypatch.setattr(rhn_cpu, "_build_and_load", fail)
-    with pytest.warns(RuntimeWarning, match="could not build the CPU RHN kernel.*no compiler.*HIGHWAYNET_CPU_KERNEL=0"):
-        assert not rhn_cpu.available(torch.empty(0))
+    rhn = RHN(3, 8, depth=2)
+    why = "could not build the CPU RHN kernel.*no compiler.*HIGHWAYNET_CPU_KERNEL=0"
+    with pytest.warns(RuntimeWarning, match=why) as caught:
+        rhn(torch.randn(4, 2, 3))
+    assert caught[0].filename == __file__  # the user's line, not the library's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not rhn_cpu.available(torch.empty(0))  # tried once a process

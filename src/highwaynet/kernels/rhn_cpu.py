@@ -9,8 +9,8 @@ hidden 256, 35 steps × batch 20, 2 threads, AMD EPYC): a window, forward then b
 instead of 20.3 (``benchmarks/rhn_cpu_parts.py``; ``benchmarks/rhn.py --cpu-shape`` has the whole
 layer's rows, and ``docs/performance-cpu-rhn.md`` other shapes: 0.80–1.00 of the time).
 
-**Built on first use**, once per machine and PyTorch version, with ``torch.utils.cpp_extension``
-(a C++ compiler and ``ninja``; 10 s on 2 cores), into ``$TORCH_EXTENSIONS_DIR`` (default
+**Built on first use**, once per machine, PyTorch version and highwaynet release, with
+``torch.utils.cpp_extension`` (a C++ compiler and ``ninja``; 10 s on 2 cores), into ``$TORCH_EXTENSIONS_DIR`` (default
 ``~/.cache/torch_extensions``). Where it cannot be built, a warning says why, and the RHN runs
 :mod:`.rhn_eager`'s loops in PyTorch operations: the same values, a little slower. It is used for
 float32 and float64 on an x86-64 CPU with AVX2, compiled for the instruction set PyTorch's own
@@ -23,6 +23,7 @@ Reference: :mod:`.rhn_eager`'s loops, and through them the autograd loop over
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -83,8 +84,19 @@ def _try_build_and_load() -> bool:
         warnings.warn(
             f"highwaynet: could not build the CPU RHN kernel ({why}); the RHN runs its loops in PyTorch "
             "operations instead (the same values, a little slower). It needs a C++ compiler and ninja "
-            "(pip install ninja); set HIGHWAYNET_CPU_KERNEL=0 to skip it.", RuntimeWarning, stacklevel=5)
+            "(pip install ninja); set HIGHWAYNET_CPU_KERNEL=0 to skip it.", RuntimeWarning,
+            stacklevel=_callers_level())
         return False
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` that makes a warning raised by its caller name the first line outside
+    highwaynet and torch: the user's own, however many layers (modules, autograd, compile) lie between."""
+    inside = (str(Path(__file__).parents[1]), str(Path(torch.__file__).parent))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _build_and_load() -> None:
@@ -92,9 +104,13 @@ def _build_and_load() -> None:
 
     # The torch version in the name: torch rebuilds when the source or flags change, not when torch
     # does, and a library built against another torch would not load (or worse). The instruction set
-    # too, for a home folder shared by machines of several kinds.
+    # too, for a home folder shared by machines of several kinds. And the source's and flags' hash:
+    # a new highwaynet gets a folder of its own, so that the notice below is printed exactly when
+    # a build is coming (torch would rebuild in place, silently, over the old library).
     level = torch.backends.cpu.get_cpu_capability()
-    name = "highwaynet_rhn_cpu_" + re.sub(r"\W", "_", f"{torch.__version__}_{level}")
+    flags = ["-O3", *_FLAGS[level], f"-DCPU_CAPABILITY_{level}", f"-DCPU_CAPABILITY={level}"]
+    digest = hashlib.sha256(_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:8]
+    name = "highwaynet_rhn_cpu_" + re.sub(r"\W", "_", f"{torch.__version__}_{level}_{digest}")
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
     build_dir = root / name
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +125,5 @@ def _build_and_load() -> None:
     if not (build_dir / f"{name}.so").exists():
         print(f"highwaynet: building the CPU RHN kernel in {build_dir} (once for this machine and PyTorch, "
               "about 10 s)", file=sys.stderr, flush=True)
-    flags = ["-O3", *_FLAGS[level], f"-DCPU_CAPABILITY_{level}", f"-DCPU_CAPABILITY={level}"]
     cpp_extension.load(name, [str(_SOURCE)], extra_cflags=flags, build_directory=str(build_dir),
                        is_python_module=False, verbose=False)
