@@ -19,6 +19,17 @@ def test_public_api_type_checks_strictly(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 
+def test_package_type_checks(tmp_path):
+    # The package's own code, as pyproject.toml's [tool.mypy] sets it up: its hints hold inside too.
+    pytest.importorskip("mypy", reason="mypy is in the dev extra")
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "src" / "highwaynet").is_dir():
+        pytest.skip("needs the source tree")
+    run = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path)], cwd=root,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
 def test_typed_usage_runs_as_annotated():
     # The file's annotations are what the calls return at run time too (its layer code, run).
     sys.path.insert(0, str(TYPING))

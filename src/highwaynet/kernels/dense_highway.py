@@ -56,6 +56,7 @@ class _HighwayLayer(torch.autograd.Function):
         first_order_only("Highway")
         x2, xc, z, w = ctx.saved_tensors
         g, dx, db = gate_backward(dy.reshape(-1, x2.shape[-1]), z, x2, ctx.code, bias_grad=True)
+        assert db is not None  # (bias_grad=True)
         if dx.dtype == g.dtype:
             dx.addmm_(g, w)          # the carry's share and the projection's, in one product
         else:

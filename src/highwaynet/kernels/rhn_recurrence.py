@@ -171,7 +171,7 @@ if OPAQUE_TO_COMPILE:
         return [grad_x, z.new_empty(batch, hidden), *(z.new_empty(w.shape) for w in weights),
                 *(z.new_empty(w.shape[0]) for w in weights)]
 else:  # torch 2.3: plain functions, which torch.compile cannot take as one call (see OPAQUE_TO_COMPILE)
-    _forward_op, _backward_op = _forward, _backward
+    _forward_op, _backward_op = _forward, _backward  # type: ignore[assignment]
 
 
 class _RHNRecurrence(torch.autograd.Function):

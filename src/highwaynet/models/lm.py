@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn import RHN
-from ..nn.rhn import variational_mask
+from ..nn.rhn import variational_dropout
 
 __all__ = ["LSTMLanguageModel", "RHNLanguageModel", "count_parameters", "generate"]
 
@@ -39,11 +39,9 @@ class _LanguageModel(nn.Module):
         if tokens.dim() != 2:
             raise ValueError(f"expected token ids of shape (T, B), got {tuple(tokens.shape)}")
         x = self.embedding(tokens)
-        if self.training and self.input_dropout:
-            x = x * variational_mask(x, self.input_dropout, (1, x.shape[1], x.shape[2]))
+        x = variational_dropout(x, self.input_dropout, self.training)
         out, state = self._recur(x, state)
-        if self.training and self.output_dropout:
-            out = out * variational_mask(out, self.output_dropout, (1, out.shape[1], out.shape[2]))
+        out = variational_dropout(out, self.output_dropout, self.training)
         return self.decoder(out), state
 
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +17,7 @@ __all__ = ["HighwayConv1d", "HighwayConv2d"]
 
 
 class _HighwayConvNd(nn.Module):
-    _conv: type[nn.Module]
+    _conv: Callable[..., nn.Conv1d | nn.Conv2d]
     _spatial: int
 
     def __init__(
@@ -62,7 +63,7 @@ class _HighwayConvNd(nn.Module):
 
     def reset_parameters(self) -> None:
         self.conv.reset_parameters()
-        init_gate_bias(self.conv.bias, self.channels, self.gate_bias, self.carry)
+        init_gate_bias(cast(Tensor, self.conv.bias), self.channels, self.gate_bias, self.carry)
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):

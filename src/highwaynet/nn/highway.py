@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -110,9 +111,12 @@ class Highway(nn.Module):
 
     def reset_parameters(self) -> None:
         """Weights as ``nn.Linear`` initialises them; biases 0 for H and ``gate_bias`` for T."""
-        for proj in self.layers:
+        for proj in self._projections():
             proj.reset_parameters()
             init_gate_bias(proj.bias, self.dim, self.gate_bias, self.carry)
+
+    def _projections(self) -> Iterable[nn.Linear]:
+        return cast("Iterable[nn.Linear]", self.layers)  # (a ModuleList's items are typed Module)
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):
@@ -121,10 +125,10 @@ class Highway(nn.Module):
             raise ValueError(f"Highway expects inputs of shape (..., {self.dim}), "
                              f"got {tuple(x.shape)}")
         if self._can_fuse(x):
-            for proj in self.layers:
-                x = highway_layer(x, proj.weight, proj.bias, self._code)
+            for proj in self._projections():
+                x = highway_layer(x, proj.weight, proj.bias, cast(int, self._code))
             return x
-        for proj, gate in zip(self.layers, self.gates, strict=True):
+        for proj, gate in zip(self._projections(), self.gates, strict=True):
             z = proj(x)
             if self.carry == "coupled":
                 h, t = z.chunk(2, dim=-1)

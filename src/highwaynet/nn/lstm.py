@@ -12,7 +12,8 @@ or by zero padding (:mod:`highwaynet.nn.resize`).
 
 from __future__ import annotations
 
-from typing import overload
+from collections.abc import Iterable
+from typing import Any, cast, overload
 
 import torch
 from torch import Tensor, nn
@@ -64,7 +65,7 @@ class HighwayLSTMBlock(nn.Module):
         self.output_size = hidden_size * (2 if bidirectional else 1)
         self.highway = highway
         self.gate_bias = gate_bias
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional, **factory)
         if highway:
             self.transform = nn.Linear(input_size, self.output_size, **factory)
@@ -163,7 +164,7 @@ class HighwayLSTM(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout > 0 and not highway else nn.Identity()
 
     def reset_parameters(self) -> None:
-        for block in self.blocks:
+        for block in cast("Iterable[HighwayLSTMBlock]", self.blocks):
             block.reset_parameters()
 
     # (the overloads tell a type checker what nn.LSTM's say: a PackedSequence in, a PackedSequence out)
@@ -178,7 +179,7 @@ class HighwayLSTM(nn.Module):
     def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:
         packed = isinstance(input, PackedSequence)
-        if packed:
+        if isinstance(input, PackedSequence):
             if lengths is not None:
                 raise ValueError("pass lengths or a PackedSequence, not both")
             input, lengths = pad_packed_sequence(input, batch_first=self.batch_first)
@@ -200,6 +201,6 @@ class HighwayLSTM(nn.Module):
             hs.append(h)
             cs.append(c)
         final = (torch.cat(hs), torch.cat(cs))
-        if packed:
+        if packed and lengths is not None:
             return pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False), final
         return unbatch_sequence(x, final, unbatched, self.batch_first, time_major=False)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import overload
+from collections.abc import Callable, Iterable
+from typing import Any, cast, overload
 
 import torch
 from torch import Tensor, nn
@@ -36,6 +36,13 @@ def variational_mask(x: Tensor, p: float, shape: tuple[int, ...]) -> Tensor | No
     if p == 0:
         return None
     return torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p).div_(1 - p)
+
+
+def variational_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """``x`` ``(T, B, F)`` times one :func:`variational_mask` per sequence, the same at every step
+    (``x`` itself when not ``training`` or ``p == 0``)."""
+    mask = variational_mask(x, p, (1, *x.shape[1:])) if training else None
+    return x if mask is None else x * mask
 
 
 class RHNCell(nn.Module):
@@ -90,7 +97,7 @@ class RHNCell(nn.Module):
         self.gate_bias = gate_bias
         self.activation = get_activation(activation)
         self.parts = 2 if carry == "coupled" else 3
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.input_proj = nn.Linear(input_size, self.parts * hidden_size, bias=False, **factory)
         self.hidden_proj = nn.ModuleList(nn.Linear(hidden_size, self.parts * hidden_size, **factory)
                                          for _ in range(depth))
@@ -99,9 +106,13 @@ class RHNCell(nn.Module):
 
     def reset_parameters(self) -> None:
         self.input_proj.reset_parameters()
-        for proj in self.hidden_proj:
+        for proj in self.projections():
             proj.reset_parameters()
             init_gate_bias(proj.bias, self.hidden_size, self.gate_bias, self.carry)
+
+    def projections(self) -> Iterable[nn.Linear]:
+        """The micro-layers' ``[H | T]`` projections, :attr:`hidden_proj` typed as what it holds."""
+        return cast("Iterable[nn.Linear]", self.hidden_proj)
 
     def step(self, x_proj: Tensor, state: Tensor, state_mask: Tensor | None = None) -> Tensor:
         """One time step from the input's projection ``x_proj = input_proj(x_t)``, ``(B, parts·H)``.
@@ -213,7 +224,7 @@ class RHN(nn.Module):
             for layer in range(num_layers) for _ in range(self.directions))
 
     def reset_parameters(self) -> None:
-        for cell in self.cells:
+        for cell in cast("Iterable[RHNCell]", self.cells):
             cell.reset_parameters()
 
     # (the overloads tell a type checker what nn.LSTM's say: a PackedSequence in, a PackedSequence out)
@@ -228,7 +239,7 @@ class RHN(nn.Module):
     def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:
         packed = isinstance(input, PackedSequence)
-        if packed:
+        if isinstance(input, PackedSequence):
             if lengths is not None:
                 raise ValueError("pass lengths or a PackedSequence, not both")
             input, lengths = pad_packed_sequence(input, batch_first=self.batch_first)
@@ -255,24 +266,26 @@ class RHN(nn.Module):
         final = []
         for layer in range(self.num_layers):
             p_in = self.input_dropout if layer == 0 else self.dropout
-            if self.training and p_in:
-                x = x * variational_mask(x, p_in, (1, batch, x.shape[-1]))
+            x = variational_dropout(x, p_in, self.training)
             outputs = []
             for direction in range(directions):
                 k = layer * directions + direction
                 if direction == 0:
-                    out, last = self._recur(self.cells[k], x, state[k], valid, last_step)
+                    out, last = self._recur(self._cell(k), x, state[k], valid, last_step)
                 else:  # the same recurrence over each sequence read backward, then put back in order
-                    out, last = self._recur(self.cells[k], _reversed(x, reverse), state[k], valid, last_step)
+                    out, last = self._recur(self._cell(k), _reversed(x, reverse), state[k], valid, last_step)
                     out = _reversed(out, reverse)
                 outputs.append(out)
                 final.append(last)
             x = outputs[0] if directions == 1 else torch.cat(outputs, dim=-1)
         state = torch.stack(final)
 
-        if packed:
+        if packed and lengths is not None:
             return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
         return unbatch_sequence(x, state, unbatched, self.batch_first, time_major=True)
+
+    def _cell(self, k: int) -> RHNCell:
+        return cast(RHNCell, self.cells[k])  # (a ModuleList's items are typed Module)
 
     def _recur(self, cell: RHNCell, x: Tensor, s: Tensor, valid: Tensor | None,
                last_step: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -284,14 +297,15 @@ class RHN(nn.Module):
         # x_proj[t]: indexing's backward would write a full-size zero gradient at every step.
         x_proj = cell.input_proj(x)
         if self._can_fuse(cell):
-            out = rhn_recurrence(x_proj, s, [p.weight for p in cell.hidden_proj],
-                                 [p.bias for p in cell.hidden_proj], state_mask)
+            out = rhn_recurrence(x_proj, s, [p.weight for p in cell.projections()],
+                                 [p.bias for p in cell.projections()], state_mask)
             if valid is None:
                 return out, out[-1]
             # The steps past a sequence's length never reach its earlier ones: the recurrence runs over
             # them too, then their outputs are zeroed and each final state is read at its last valid step
             # (the initial one for an empty sequence), as the loop below holds it.
-            return out * valid, torch.where(valid[0], out.gather(0, last_step.expand(1, *out.shape[1:]))[0], s)
+            last = out.gather(0, cast(Tensor, last_step).expand(1, *out.shape[1:]))[0]
+            return out * valid, torch.where(valid[0], last, s)
         outputs = []
         for t, xp in enumerate(x_proj.unbind(0)):
             s_new = cell.step(xp, s, state_mask)

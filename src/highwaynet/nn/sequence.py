@@ -9,16 +9,20 @@ shape it passed, not a transposed one), when an input is not one of them.
 
 from __future__ import annotations
 
+from typing import TypeVar, cast
+
 import torch
 from torch import Tensor
 
 __all__ = ["batch_sequence", "check_lengths", "unbatch_sequence"]
 
-State = Tensor | tuple[Tensor, ...] | None  # an RHN's state, an LSTM's (h, c), or none given
+# An RHN's state, an LSTM's (h, c), or none given: each function returns the kind it was given.
+State = TypeVar("State", bound="Tensor | tuple[Tensor, ...] | None")
+FinalState = TypeVar("FinalState", bound="Tensor | tuple[Tensor, ...]")
 
 
 def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool, time_major: bool,
-                   state: State = None, lengths: Tensor | None = None) -> tuple[Tensor, State, bool]:
+                   state: State, lengths: Tensor | None = None) -> tuple[Tensor, State, bool]:
     """``input`` as a batch in the layer's layout (``(T, B, F)`` if ``time_major`` else ``(B, T, F)``),
     ``state`` with a batch dimension of one added where the input had none (each tensor's
     dimension 1, as ``nn.LSTM``), and whether the input was unbatched."""
@@ -36,23 +40,26 @@ def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool,
         if lengths is not None:
             raise ValueError(f"lengths is for a padded batch; an unbatched input of shape {tuple(input.shape)} "
                              "is one sequence of its own length")
-        tensors = (state,) if isinstance(state, Tensor) else (state or ())
+        given: Tensor | tuple[Tensor, ...] | None = state  # (State's bound, which isinstance narrows)
+        tensors = (given,) if isinstance(given, Tensor) else (given or ())
         if any(s.dim() != 2 for s in tensors):
             raise ValueError(f"for an unbatched input, {name} expects a state without a batch dimension, "
                              f"(num_layers * directions, hidden_size); got {[tuple(s.shape) for s in tensors]}")
-        if state is not None:
-            state = state.unsqueeze(1) if isinstance(state, Tensor) else tuple(s.unsqueeze(1) for s in state)
+        if given is not None:
+            batched = given.unsqueeze(1) if isinstance(given, Tensor) else tuple(s.unsqueeze(1) for s in given)
+            state = cast(State, batched)
         return input.unsqueeze(1 if time_major else 0), state, True
     return (input if batch_first != time_major else input.transpose(0, 1)), state, False
 
 
-def unbatch_sequence(output: Tensor, state: Tensor | tuple[Tensor, ...], unbatched: bool, batch_first: bool,
-                     time_major: bool) -> tuple[Tensor, Tensor | tuple[Tensor, ...]]:
+def unbatch_sequence(output: Tensor, state: FinalState, unbatched: bool, batch_first: bool,
+                     time_major: bool) -> tuple[Tensor, FinalState]:
     """The inverse of :func:`batch_sequence`: ``output`` in the caller's layout, and ``state`` without
     the batch dimension that an unbatched input was given."""
     if unbatched:
         output = output.squeeze(1 if time_major else 0)
-        state = state.squeeze(1) if isinstance(state, Tensor) else tuple(s.squeeze(1) for s in state)
+        final: Tensor | tuple[Tensor, ...] = state
+        state = cast(FinalState, final.squeeze(1) if isinstance(final, Tensor) else tuple(s.squeeze(1) for s in final))
         return output, state
     return (output if batch_first != time_major else output.transpose(0, 1)), state
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..data.corpora import Corpus, load_corpus
 from ..models.lm import LSTMLanguageModel, RHNLanguageModel, count_parameters, generate
@@ -58,7 +57,8 @@ class LMConfig:
             raise ValueError(f"depth must be at least 1, got {self.depth}")
 
 
-def build_model(config: LMConfig, vocab_size: int, device: str | torch.device | None = None) -> nn.Module:
+def build_model(config: LMConfig, vocab_size: int,
+                device: str | torch.device | None = None) -> RHNLanguageModel | LSTMLanguageModel:
     """The model the config describes, initialised from ``config.train.seed``."""
     seed_everything(config.train.seed)
     with torch.device(device or "cpu"):
@@ -121,7 +121,8 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: st
     return results
 
 
-def sample(model: nn.Module, corpus: Corpus, prompt: str, length: int, temperature: float, seed: int = 0) -> str:
+def sample(model: RHNLanguageModel | LSTMLanguageModel, corpus: Corpus, prompt: str, length: int, temperature: float,
+           seed: int = 0) -> str:
     """``prompt`` followed by ``length`` sampled tokens, as text."""
     ids = corpus.encode(prompt)
     new = generate(model, ids, length, temperature, torch.Generator().manual_seed(seed))
@@ -129,7 +130,8 @@ def sample(model: nn.Module, corpus: Corpus, prompt: str, length: int, temperatu
     return prompt + sep + corpus.decode(new)
 
 
-def load_trained(run_dir: str | Path, data_dir: str | Path | None = None) -> tuple[nn.Module, LMConfig, Corpus]:
+def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
+                 ) -> tuple[RHNLanguageModel | LSTMLanguageModel, LMConfig, Corpus]:
     """The best weights of a trained language model, its config and its vocabulary as a
     :class:`Corpus` (with empty splits: the run folder's ``vocab.json``; for a run folder without
     one, written before it was kept, the corpus itself is loaded from ``data_dir``)."""

@@ -64,6 +64,7 @@ class MLPConfig:
 def build_model(config: MLPConfig, data: ImageData) -> nn.Module:
     """The network the config describes, initialised from ``config.train.seed``."""
     seed_everything(config.train.seed)
+    model: nn.Module
     if config.plain:
         model = PlainMLP(data.in_features, data.num_classes, config.depth, config.width, config.activation,
                          config.dropout)

@@ -69,7 +69,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
             probe.train.cuda_graph = graphs
             probe.hidden = lm.hidden_for_budget(probe, len(corpus.vocab), config.budget)
             rows.append(_run_one(probe, out / f"{name}-{level}" / f"rhn-depth{depth}", corpus, None, log, progress))
-        result = {"level": level, "vocab": len(corpus.vocab), "rhn": rows}
+        result: dict[str, Any] = {"level": level, "vocab": len(corpus.vocab), "rhn": rows}
         if config.lstm:
             best = min(rows, key=lambda r: r["best_val"])
             lstm_config = lm.LMConfig(**{**asdict(config.base), "corpus": name, "level": level, "model": "lstm"})

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_sentences
 from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
@@ -115,7 +115,7 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
     return results
 
 
-def load_trained(run_dir: str | Path) -> tuple[nn.Module, SentenceConfig, list[str]]:
+def load_trained(run_dir: str | Path) -> tuple[SentenceClassifier, SentenceConfig, list[str]]:
     config = SentenceConfig(**load_run_config(run_dir, "sentences")["config"])
     saved = json.loads((Path(run_dir) / "vocab.json").read_text())
     model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"])
@@ -193,8 +193,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
                     if data is None and not (run_dir / "results.json").is_file():
                         data = load_data(base, data_dir, download)
                     results.append(run_once(
-                        run_dir, lambda resume, one=one, run_dir=run_dir, data=data: run(
-                            one, run_dir, resume=resume, data=data, log=log, progress=progress),
+                        run_dir, partial(run, one, run_dir, data=data, log=log, progress=progress),
                         log, f"{task} {encoder} {layers} layer(s), {kind} {k}",
                         config=None if report_only else asdict(one)))
                     # The report gives each run's own settings (a finished run keeps those it was trained with).

@@ -96,7 +96,7 @@ class GraphedStep:
         self.warmup, self.max_graphs = warmup, max_graphs
         self._graphs: dict[Any, tuple[Any, torch.cuda.CUDAGraph, dict[str, Tensor]]] = {}
         self._lrs: tuple[float, ...] | None = None
-        self._pool = None
+        self._pool: Any = None  # (the graphs' memory pool, once captured)
         self.eager_steps = self.captures = self.replays = 0
 
     def __call__(self, batch: Any) -> dict[str, Tensor]:

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -144,11 +144,17 @@ def settings_differ(saved: dict[str, Any], asked: dict[str, Any]) -> list[str]:
             if saved.get(key) != value and key.rsplit(".", 1)[-1] != "device"]
 
 
-def run_once(run_dir: Path, train: Callable[[bool], dict[str, Any]], log: Callable[[str], None],
+class Train(Protocol):
+    """What :func:`run_once` runs: one training into its folder, started anew or resumed."""
+
+    def __call__(self, *, resume: bool) -> dict[str, Any]: ...
+
+
+def run_once(run_dir: Path, train: Train, log: Callable[[str], None],
              what: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run of a sweep: skipped when finished, resumed when it has a checkpoint, else started anew.
 
-    ``train(resume)`` runs it into ``run_dir`` and returns its results (also in ``results.json``).
+    ``train(resume=...)`` runs it into ``run_dir`` and returns its results (also in ``results.json``).
     A run that was started but never finished an epoch is started over. A finished or resumed run
     keeps the settings it was started with: given the ``config`` asked for, each setting where they
     differ is logged.
@@ -165,7 +171,7 @@ def run_once(run_dir: Path, train: Callable[[bool], dict[str, Any]], log: Callab
         for f in run_dir.iterdir():
             f.unlink()
     log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))
-    return train(resume)
+    return train(resume=resume)
 
 
 def load_best_weights(model: torch.nn.Module, run_dir: str | Path) -> torch.nn.Module:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -135,7 +135,7 @@ def to_device(batch: Any, device: torch.device) -> Any:
 def _rng_state() -> dict[str, Any]:
     # numpy's state holds an ndarray: store it as a tensor so that the checkpoint loads with
     # torch.load(weights_only=True).
-    kind, keys, *rest = np.random.get_state()
+    kind, keys, *rest = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state(legacy=True))
     state = {"torch": torch.get_rng_state(), "python": random.getstate(),
              "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), *rest)}
     if torch.cuda.is_available():
@@ -186,7 +186,7 @@ class Trainer:
             self._check_graphable()
         self.run_dir = Path(run_dir) if run_dir is not None else None
         # Under torchrun only rank 0 writes files and logs.
-        self._writes = self.run_dir is not None and self.rank == 0
+        self._out = self.run_dir if self.rank == 0 else None  # the folder this process writes, if any
         self.log = (log or tqdm.write) if self.rank == 0 else (lambda message: None)
         self.progress = progress and self.rank == 0
         self.optimizer = self._make_optimizer()
@@ -195,7 +195,8 @@ class Trainer:
         self.best: float | None = None
         self.history: list[dict[str, float]] = []
         forward = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
-        self._forward_model = torch.compile(forward) if config.compile else forward
+        # (torch.compile gives an nn.Module for a module, typed as any callable)
+        self._forward_model = cast(nn.Module, torch.compile(forward)) if config.compile else forward
         # Evaluation needs no gradient synchronisation: the bare model (compiled once if asked).
         self._eval_model = self._forward_model if self.world_size == 1 else self.model
         self._graphed = GraphedStep(self._train_step, self.optimizer) if config.cuda_graph else None
@@ -219,7 +220,7 @@ class Trainer:
             return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
         # Under a CUDA graph Adam's step counter must live on the GPU.
         adam = torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW
-        return adam(params, lr=c.lr, weight_decay=c.weight_decay, **({"capturable": True} if c.cuda_graph else {}))
+        return adam(params, lr=c.lr, weight_decay=c.weight_decay, capturable=c.cuda_graph)
 
     def _lr_factor(self, epoch: int) -> float:
         c = self.config
@@ -247,7 +248,7 @@ class Trainer:
         """
         if resume:
             self.load_checkpoint()
-        elif self._writes and finished_an_epoch(self.run_dir):
+        elif self._out is not None and finished_an_epoch(self._out):
             raise FileExistsError(f"{self.run_dir} already holds a run; resume it (--resume) or choose "
                                   f"another run folder")
         else:
@@ -326,7 +327,7 @@ class Trainer:
 
     def _resume_hint(self) -> str:
         """What an interruption kept, and how to go on from it."""
-        if not self._writes:
+        if self._out is None:
             return "nothing is saved (no run folder)"
         if self.epoch == 0:
             return "no epoch had finished, so nothing is saved: start again"
@@ -334,17 +335,17 @@ class Trainer:
                 f"--out {self.run_dir} --resume (from Python: fit(resume=True))")
 
     def _save(self, metrics: dict[str, float]) -> None:
-        if not self._writes:
+        if self._out is None:
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._out.mkdir(parents=True, exist_ok=True)
         # The metrics line first, then the checkpoint: a run killed between the two re-runs the
         # epoch on resume, and load_checkpoint drops the line it had written for it.
-        with open(self.run_dir / "metrics.jsonl", "a") as f:
+        with open(self._out / "metrics.jsonl", "a") as f:
             f.write(json.dumps(metrics) + "\n")
         value = metrics.get(self.config.monitor)
         if value is not None and self._is_better(value):
             self.best = value
-            _atomic_save(self.model.state_dict(), self.run_dir / "model.pt")
+            _atomic_save(self.model.state_dict(), self._out / "model.pt")
         _atomic_save({
             "epoch": self.epoch,
             "best": self.best,
@@ -353,7 +354,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "rng": _rng_state(),
             "config": asdict(self.config),
-        }, self.run_dir / "checkpoint.pt")
+        }, self._out / "checkpoint.pt")
 
     def load_checkpoint(self) -> None:
         """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume)."""
@@ -371,9 +372,9 @@ class Trainer:
         _set_rng_state(state["rng"])
         self.epoch, self.best = state["epoch"], state["best"]
         self.history = read_metrics(self.run_dir)[: self.epoch]
-        if self._writes:
+        if self._out is not None:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold.
-            with open(self.run_dir / "metrics.jsonl", "w") as f:
+            with open(self._out / "metrics.jsonl", "w") as f:
                 f.writelines(json.dumps(m) + "\n" for m in self.history)
         self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
 
