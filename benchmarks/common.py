@@ -16,29 +16,42 @@ def sync_for(device: torch.device) -> Callable[[], None]:
     return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
 
-def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int = 3) -> float:
-    """The median wall time of ``fn()`` over ``repeats`` calls after ``warmup``, synchronised on a GPU
-    (each call is milliseconds of queued kernels, so the host clock's own cost is noise)."""
+def timed_calls(fn: Callable[[], object], device: torch.device, calls: int, warmup: int = 0) -> list[float]:
+    """The wall times of ``calls`` calls of ``fn()`` after ``warmup`` untimed ones, each synchronised
+    on a GPU (each call is milliseconds of queued kernels, so the host clock's own cost is noise)."""
     sync, times = sync_for(device), []
-    for i in range(warmup + repeats):
+    for i in range(warmup + calls):
         sync()
         start = time.perf_counter()
         fn()
         sync()
         if i >= warmup:
             times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int = 3) -> float:
+    """The median wall time of ``fn()`` over ``repeats`` calls after ``warmup``."""
+    return statistics.median(timed_calls(fn, device, repeats, warmup))
 
 
 def measure_rows(rows: dict[str, Callable[[], object]], device: torch.device, repeats: int,
-                 rounds: int = 2) -> dict[str, float]:
-    """Seconds per call of each row: rows interleaved over ``rounds``, the best median kept, so that
-    no row is favoured by running while the machine is quieter."""
-    results = {name: float("inf") for name in rows}
-    for _ in range(rounds):
+                 block: int = 5) -> dict[str, float]:
+    """Seconds per call of each row: the median of ``repeats`` calls, taken in blocks of ``block``
+    that go round the rows in turn, so that every row samples the same stretches of a machine whose
+    speed drifts (a shared 2-core VM here swings by 20-25% from one minute to the next: rows timed
+    one after another, each in one stretch, moved the RHN's ratio to labml's loop from 0.45 to 0.61
+    between two runs). On the CPU each block starts with one untimed call, so that a row's caches
+    are as warm as in a loop of its own."""
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    for fn in rows.values():
+        timed_calls(fn, device, 0, warmup=3)
+    while any(len(t) < repeats for t in times.values()):
         for name, fn in rows.items():
-            results[name] = min(results[name], median_seconds(fn, device, repeats))
-    return results
+            calls = min(block, repeats - len(times[name]))
+            if calls > 0:
+                times[name] += timed_calls(fn, device, calls, warmup=int(device.type == "cpu"))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def device_name(device: torch.device) -> str:
