@@ -5,9 +5,10 @@ PyTorch operations a micro-step on a few thousand values, costs mostly the opera
 overhead (2–5 µs each at the CPU benchmark's shape, more than their arithmetic). The two loops
 here, forward and the backward walk, run the same products through PyTorch and each micro-step's
 gating as one vectorised pass, forward and back. Measured side by side at that shape (depth 4,
-hidden 256, 35 steps × batch 20, 2 threads, AMD EPYC): a window, forward then backward, 17.5 ms
-instead of 20.3 (``benchmarks/rhn_cpu_parts.py``; ``benchmarks/rhn.py --cpu-shape`` has the whole
-layer's rows, and ``docs/performance-cpu-rhn.md`` other shapes: 0.80–1.00 of the time).
+hidden 256, 35 steps × batch 20, 2 threads, AMD EPYC): a window, forward then backward, 17.2 ms
+instead of 21.7, and 18.1 instead of 22.3 in a second run (``benchmarks/rhn_cpu_parts.py``;
+``benchmarks/rhn.py --cpu-shape`` has the whole layer's rows, and ``docs/performance-cpu-rhn.md``
+other shapes: 0.80–1.00 of the time).
 
 **Built on first use**, once per machine, PyTorch version and highwaynet release, with
 ``torch.utils.cpp_extension`` (a C++ compiler and ``ninja``; 10 s on 2 cores), into ``$TORCH_EXTENSIONS_DIR`` (default
