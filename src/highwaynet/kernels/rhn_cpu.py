@@ -124,7 +124,7 @@ def _build_and_load() -> None:
         except ImportError:
             pass
     if not (build_dir / f"{name}.so").exists():
-        print(f"highwaynet: building the CPU RHN kernel in {build_dir} (once for this machine and PyTorch, "
-              "about 10 s)", file=sys.stderr, flush=True)
+        print(f"highwaynet: building the CPU RHN kernel in {build_dir} (once for this machine, PyTorch and "
+              "highwaynet release; about 10 s)", file=sys.stderr, flush=True)
     cpp_extension.load(name, [str(_SOURCE)], extra_cflags=flags, build_directory=str(build_dir),
                        is_python_module=False, verbose=False)
