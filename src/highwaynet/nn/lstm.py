@@ -21,7 +21,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from .gate import TransformGate
 from .resize import make_resize
-from .sequence import batch_sequence, check_lengths, unbatch_sequence
+from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
 
 __all__ = ["HighwayLSTM", "HighwayLSTMBlock"]
 
@@ -178,11 +178,7 @@ class HighwayLSTM(nn.Module):
 
     def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:
-        packed = isinstance(input, PackedSequence)
-        if isinstance(input, PackedSequence):
-            if lengths is not None:
-                raise ValueError("pass lengths or a PackedSequence, not both")
-            input, lengths = pad_packed_sequence(input, batch_first=self.batch_first)
+        input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("HighwayLSTM", input, self.input_size, self.batch_first,
                                              time_major=False, state=state, lengths=lengths)
         expected = (self.num_layers * self.directions, x.shape[0], self.hidden_size)

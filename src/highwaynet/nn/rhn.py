@@ -7,14 +7,14 @@ from typing import Any, cast, overload
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from ..functional import get_activation
 from ..kernels import rhn_recurrence
 from ..kernels.rhn_recurrence import OPAQUE_TO_COMPILE
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
-from .sequence import batch_sequence, check_lengths, unbatch_sequence
+from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
 
 __all__ = ["RHN", "RHNCell", "variational_mask"]
 
@@ -238,11 +238,7 @@ class RHN(nn.Module):
 
     def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:
-        packed = isinstance(input, PackedSequence)
-        if isinstance(input, PackedSequence):
-            if lengths is not None:
-                raise ValueError("pass lengths or a PackedSequence, not both")
-            input, lengths = pad_packed_sequence(input, batch_first=self.batch_first)
+        input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("RHN", input, self.input_size, self.batch_first, time_major=True,
                                              state=state, lengths=lengths)
         self._check(x, state, lengths)

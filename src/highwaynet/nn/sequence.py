@@ -13,12 +13,26 @@ from typing import TypeVar, cast
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
-__all__ = ["batch_sequence", "check_lengths", "unbatch_sequence"]
+__all__ = ["batch_sequence", "check_lengths", "unbatch_sequence", "unpack_sequence"]
 
 # An RHN's state, an LSTM's (h, c), or none given: each function returns the kind it was given.
 State = TypeVar("State", bound="Tensor | tuple[Tensor, ...] | None")
 FinalState = TypeVar("FinalState", bound="Tensor | tuple[Tensor, ...]")
+
+
+
+def unpack_sequence(input: Tensor | PackedSequence, lengths: Tensor | None,
+                    batch_first: bool) -> tuple[Tensor, Tensor | None, bool]:
+    """A ``PackedSequence`` as its padded batch, its lengths and ``True``; any other input as given,
+    with ``lengths``, and ``False``."""
+    if not isinstance(input, PackedSequence):
+        return input, lengths, False
+    if lengths is not None:
+        raise ValueError("pass lengths or a PackedSequence, not both")
+    padded, lengths = pad_packed_sequence(input, batch_first=batch_first)
+    return padded, lengths, True
 
 
 def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool, time_major: bool,
