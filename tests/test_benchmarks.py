@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import interpreter_runs_micro_steps
 
+from highwaynet.training.trainer import _FUSED_ON_CPU
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,12 +46,17 @@ SCRIPTS = [
      {"labml as written", "floor", "ours", "ours, torch.compile"}),
     ("rhn_cpu_parts.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
      {"window", "forward", "forward: products", "backward", "backward: walk products"}),
+    ("optimizer_step.py", ["--vocab", "50", "--repeats", "1"],
+     {f"{model}: {what}, {impl}" for model in ("sentences", "depth", "lm") for what in ("update", "training step")
+      for impl in ("default", "fused")}),
 ]
 
 
 @pytest.mark.parametrize("script, args, rows", SCRIPTS,
                          ids=[s[0] + " bfloat16" * ("bfloat16" in s[1]) for s in SCRIPTS])
 def test_cpu_benchmark_runs_and_writes_its_table(tmp_path, script, args, rows):
+    if script == "optimizer_step.py" and not _FUSED_ON_CPU:
+        pytest.skip("PyTorch's fused CPU updates need torch >= 2.4")
     times = run_script(script, args, tmp_path / "result.json")
     assert rows <= set(times), sorted(times)
     assert all(ms > 0 for ms in times.values())

@@ -6,6 +6,7 @@ import torch
 from highwaynet.data import load_digits
 from highwaynet.models import HighwayMLP
 from highwaynet.training import ClassificationTask, TrainConfig, Trainer, read_metrics
+from highwaynet.training import trainer as trainer_module
 
 
 def without_time(history):
@@ -110,6 +111,24 @@ def test_bad_config():
         TrainConfig(optimizer="lbfgs")
     with pytest.raises(ValueError, match="schedule must be"):
         TrainConfig(schedule="linear")
+
+
+@pytest.mark.skipif(not trainer_module._FUSED_ON_CPU, reason="PyTorch's fused CPU updates need torch >= 2.4")
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
+def test_cpu_update_is_fused_and_trains_as_the_default(optimizer, monkeypatch):
+    data = load_digits()
+    histories = []
+    for fused in (True, False):
+        monkeypatch.setattr(trainer_module, "_FUSED_ON_CPU", fused)
+        torch.manual_seed(0)
+        model = HighwayMLP(64, 10, depth=3, width=16)
+        config = TrainConfig(epochs=2, optimizer=optimizer, lr=0.01, weight_decay=1e-3, device="cpu")
+        trainer = Trainer(model, ClassificationTask(data, 64, seed=0), config, log=lambda s: None, progress=False)
+        assert trainer.optimizer.param_groups[0]["fused"] is (True if fused else None)
+        histories.append(trainer.fit())
+    for epoch in range(2):
+        for key in ("train_loss", "val_loss", "val_acc"):
+            assert histories[0][epoch][key] == pytest.approx(histories[1][epoch][key], abs=1e-3), (epoch, key)
 
 
 def test_compile_option_matches_eager():

@@ -35,6 +35,9 @@ from .run_dir import finished_an_epoch
 
 __all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
 
+# The optimisers' fused CPU kernels came with torch 2.4 (torch 2.3 has them for CUDA only).
+_FUSED_ON_CPU = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 4)
+
 
 class Task(Protocol):
     """What the Trainer needs from a data set and its loss."""
@@ -216,11 +219,16 @@ class Trainer:
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
+        # On the CPU the fused update (torch >= 2.4) makes one pass over each parameter where the
+        # default makes one per operation: Adam on a sentence model's 5.1 M parameters takes 3.2 ms
+        # instead of 19.4, its training step 0.61 of the time (benchmarks/optimizer_step.py). On a
+        # GPU the default stays, as the GPU figures and the CUDA-graph steps were measured with it.
+        fused = True if self.device.type == "cpu" and _FUSED_ON_CPU else None
         if c.optimizer == "sgd":
-            return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+            return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay, fused=fused)
         # Under a CUDA graph Adam's step counter must live on the GPU.
         adam = torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW
-        return adam(params, lr=c.lr, weight_decay=c.weight_decay, capturable=c.cuda_graph)
+        return adam(params, lr=c.lr, weight_decay=c.weight_decay, capturable=c.cuda_graph, fused=fused)
 
     def _lr_factor(self, epoch: int) -> float:
         c = self.config
