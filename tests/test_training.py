@@ -131,6 +131,38 @@ def test_cpu_update_is_fused_and_trains_as_the_default(optimizer, monkeypatch):
             assert histories[0][epoch][key] == pytest.approx(histories[1][epoch][key], abs=1e-3), (epoch, key)
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_resume_runs_the_update_this_machine_chose_not_the_checkpoints(tmp_path, optimizer):
+    # A checkpoint saved elsewhere: with the fused update where this machine has none (a newer
+    # torch; torch 2.3 has no fused CPU kernels) or without it where it has one, and with Adam's
+    # CUDA-graph setting. Resuming must take this machine's settings, and train as if uninterrupted.
+    data = load_digits()
+
+    def trainer(run_dir, epochs):
+        torch.manual_seed(0)
+        config = TrainConfig(epochs=epochs, optimizer=optimizer, lr=0.01, device="cpu")
+        return Trainer(HighwayMLP(64, 10, depth=3, width=16), ClassificationTask(data, 64, seed=0), config,
+                       run_dir, log=lambda s: None, progress=False)
+
+    full = trainer(tmp_path / "full", 2).fit()
+    trainer(tmp_path / "cut", 1).fit()
+    path = tmp_path / "cut" / "checkpoint.pt"
+    state = torch.load(path, weights_only=True)
+    chosen = {k: v for k, v in state["optimizer"]["param_groups"][0].items() if k != "params"}
+    for group in state["optimizer"]["param_groups"]:
+        group["fused"] = None if group["fused"] else True
+        if optimizer == "adam":
+            group["capturable"] = True
+    torch.save(state, path)
+
+    resumed = trainer(tmp_path / "cut", 2)
+    history = resumed.fit(resume=True)
+    group = {k: v for k, v in resumed.optimizer.param_groups[0].items() if k != "params"}
+    assert group == chosen
+    for key in ("train_loss", "val_loss", "val_acc"):
+        assert history[1][key] == pytest.approx(full[1][key], abs=1e-4), key
+
+
 def test_compile_option_matches_eager():
     data = load_digits()
     histories = []

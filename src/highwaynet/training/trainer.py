@@ -375,7 +375,7 @@ class Trainer:
         # weights_only=True: a checkpoint is data, never code to run.
         state = torch.load(path, map_location=self.device, weights_only=True)
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"]))
         self.scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"])
         self.epoch, self.best = state["epoch"], state["best"]
@@ -385,6 +385,25 @@ class Trainer:
             with open(self._out / "metrics.jsonl", "w") as f:
                 f.writelines(json.dumps(m) + "\n" for m in self.history)
         self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
+
+
+# How an optimiser runs its update, which belongs to the machine that resumes, not to the checkpoint.
+_UPDATE_KEYS = ("fused", "foreach", "capturable")
+
+
+def _with_update_of(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` (an optimiser state dict) with ``optimizer``'s way of running its update.
+
+    ``load_state_dict`` takes every group setting from the checkpoint, these too: a run saved on a
+    CPU with the fused update (torch >= 2.4) would resume with it on a GPU, or fail under torch 2.3,
+    which has no fused CPU kernels; one saved under a CUDA graph would resume with ``capturable``
+    set on a CPU. Setting them before the load also puts Adam's step counters where the update
+    expects them (on the parameters' device when fused or capturable, else on the CPU). A count of
+    groups that differs is left for ``load_state_dict`` to report.
+    """
+    groups = [{**saved_group, **{k: group[k] for k in _UPDATE_KEYS if k in group}}
+              for saved_group, group in zip(saved["param_groups"], optimizer.param_groups, strict=False)]
+    return {**saved, "param_groups": groups}
 
 
 def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
