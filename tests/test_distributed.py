@@ -1,5 +1,6 @@
 """Data-parallel training: 2 CPU processes (gloo) against one process with the same global batch."""
 
+import json
 import os
 import subprocess
 import sys
@@ -12,20 +13,27 @@ WORKER = Path(__file__).with_name("ddp_worker.py")
 
 
 def run(out: Path, processes: int, kind: str) -> None:
+    launch([str(WORKER), str(out), kind], processes)
+
+
+def launch(arguments: list[str], processes: int) -> str:
+    """Run a Python script or module (``-m ...``) in one process, or under torchrun; its stdout."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     if processes == 1:
-        command = [sys.executable, str(WORKER), str(out), kind]
+        command = [sys.executable, *arguments]
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                   str(WORKER), str(out), kind]
+                   *arguments]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
-@pytest.mark.parametrize("kind", ["mlp", "lm"])
+@pytest.mark.parametrize("kind", ["mlp", "mlp-uneven", "lm"])
 def test_two_processes_match_one(tmp_path, kind):
-    """An MLP on images (batches split along dim 0), and an RHN language model (windows (T, B) split
-    along the streams, each process carrying its own streams' state)."""
+    """An MLP on images (batches split along dim 0; "mlp-uneven": the last batch of each epoch split
+    2 and 1, whose slices' losses DDP must weigh by their share), and an RHN language model (windows
+    (T, B) split along the streams, each process carrying its own streams' state)."""
     run(tmp_path / "single", 1, kind)
     run(tmp_path / "ddp", 2, kind)
     single = torch.load(tmp_path / "single" / "rank0.pt", weights_only=True)
@@ -36,7 +44,53 @@ def test_two_processes_match_one(tmp_path, kind):
         assert torch.equal(p, rank1["state"][name]), name              # the ranks hold identical parameters
         torch.testing.assert_close(p, single["state"][name], rtol=1e-4, atol=1e-5)  # and those of one process
     for a, b in zip(rank0["history"], single["history"], strict=True):
-        for key in ("train_loss", "val_loss") + (("train_acc", "val_acc") if kind == "mlp" else ()):
+        for key in ("train_loss", "val_loss") + (("train_acc", "val_acc") if kind != "lm" else ()):
             assert abs(a[key] - b[key]) < 1e-4, (key, a[key], b[key])
     # Only rank 0 wrote the run folder.
     assert (tmp_path / "ddp" / "run" / "metrics.jsonl").read_text().count("\n") == 2
+
+
+def test_sweep_from_the_command_line_under_torchrun_matches_one_process(tmp_path):
+    """``torchrun -m highwaynet reproduce depth``: every process runs the sweep, each run data-parallel;
+    rank 0 alone writes the folders and prints. The learning-rate search must pick alike in every
+    process, and a run's folder must be whole before any process reads it."""
+    arguments = ["-m", "highwaynet", "reproduce", "depth", "--data", "digits", "--depths", "3", "--lrs", "0.03,0.1",
+                 "--seeds", "0,1", "--epochs", "2", "--device", "cpu"]
+    single = launch(arguments + ["--out", str(tmp_path / "single")], 1)
+    ddp = launch(arguments + ["--out", str(tmp_path / "ddp")], 2)
+    assert ddp.count("report.md") == single.count("report.md") == 1   # printed once
+    one, two = (json.loads((tmp_path / d / "summary.json").read_text())["nets"] for d in ("single", "ddp"))
+    for a, b in zip(one, two, strict=True):
+        assert (a["kind"], a["lr"]) == (b["kind"], b["lr"])
+        for key in ("train_loss", "test_acc"):
+            assert b[key]["mean"] == pytest.approx(a[key]["mean"], abs=1e-4), (a["kind"], key)
+    files = sorted(p.relative_to(tmp_path / "single") for p in (tmp_path / "single").rglob("*"))
+    assert files == sorted(p.relative_to(tmp_path / "ddp") for p in (tmp_path / "ddp").rglob("*"))
+
+
+def test_training_for_a_time_stops_every_process_at_rank_zeros_epoch(tmp_path):
+    # Each process stopping by its own clock would leave the others waiting for it forever.
+    run(tmp_path, 2, "mlp-max-time")
+    histories = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True)["history"] for r in (0, 1)]
+    assert len(histories[0]) == len(histories[1]) == 6  # rank 0's epochs take well under 2 s in all
+
+
+def test_sentence_run_under_torchrun_matches_one_process(tmp_path, shared_data):
+    """A sentence run keeps its vocabulary and tests its best weights: under torchrun rank 0 writes
+    them, and every process reads the best weights only once they are written."""
+    lines = (shared_data / "sentence" / "TREC.train.all").read_bytes().splitlines()
+    data = tmp_path / "trec-small"
+    data.mkdir()
+    (data / "train").write_bytes(b"\n".join(lines[:400]) + b"\n")
+    (data / "test").write_bytes(b"\n".join(lines[-101:]) + b"\n")  # 101: the two processes split it 51 and 50
+    arguments = ["-m", "highwaynet", "reproduce", "sentences", "--task", str(data), "--layers", "2",
+                 "--hidden", "8", "--embed-dim", "16", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
+                 "--device", "cpu"]
+    for processes, out in ((1, "single"), (2, "ddp")):
+        launch(arguments + ["--out", str(tmp_path / out)], processes)
+    one, two = (json.loads(next((tmp_path / out).rglob("results.json")).read_text()) for out in ("single", "ddp"))
+    assert two["best_val_acc"] == pytest.approx(one["best_val_acc"], abs=1e-6)
+    assert two["test"]["loss"] == pytest.approx(one["test"]["loss"], abs=1e-4)
+    assert two["test"]["acc"] == pytest.approx(one["test"]["acc"], abs=1e-6)
+    run_dir = next((tmp_path / "ddp").rglob("results.json")).parent
+    assert "\t" in launch(["-m", "highwaynet", "predict", str(run_dir), "What is the capital of France ?"], 1)

@@ -222,3 +222,12 @@ def test_cuda_graph_with_dropout_trains():
     (_, h_eager), (_, h_graphed) = _graph_vs_eager("sgd", dropout=0.2, epochs=4)
     assert h_graphed[-1]["val_acc"] > 0.8
     assert abs(h_graphed[-1]["val_acc"] - h_eager[-1]["val_acc"]) < 0.1
+
+
+def test_recipes_graph_steps_by_default_on_cuda_in_one_process_only(monkeypatch):
+    from highwaynet.training.cuda_graph import use_cuda_graphs
+
+    assert use_cuda_graphs(None, "cuda") and not use_cuda_graphs(None, "cpu")
+    assert use_cuda_graphs(False, "cuda") is False and use_cuda_graphs(True, "cpu") is True  # as asked
+    monkeypatch.setenv("WORLD_SIZE", "2")  # under torchrun, where the Trainer refuses graphed steps
+    assert not use_cuda_graphs(None, "cuda")

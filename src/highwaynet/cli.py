@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -483,16 +485,21 @@ def _predict(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .training.distributed import init_distributed
+    from .training.distributed import barrier, init_distributed, is_main_process, leave_distributed
 
     init_distributed()  # a no-op unless started by torchrun
     try:
-        args.run(args)
+        # Under torchrun every process runs the command; rank 0 alone prints (errors go to stderr from any).
+        with contextlib.redirect_stdout(sys.stdout if is_main_process() else open(os.devnull, "w")):
+            args.run(args)
+        barrier()  # the processes finish together: one that leaves while another still uses the group can abort
     except KeyboardInterrupt:
         return 130
     except (ValueError, FileNotFoundError, FileExistsError, OSError) as error:
         print(f"highwaynet: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        leave_distributed()
     return 0
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from ..data import load_image_data
 from ..training import TrainConfig, read_metrics
 from ..training.cuda_graph import use_cuda_graphs
-from ..training.run_dir import mean_std, run_once, start_sweep
+from ..training.run_dir import finish_sweep, mean_std, run_once, start_sweep, write_text
 from . import mlp
 
 __all__ = ["DepthConfig", "run"]
@@ -74,7 +74,7 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
     from ..report import write_depth_report
 
     out = start_sweep(out, resume)
-    (out / "sweep.json").write_text(json.dumps({"recipe": "depth", "config": asdict(config)}, indent=2))
+    write_text(out / "sweep.json", json.dumps({"recipe": "depth", "config": asdict(config)}, indent=2))
     start = time.perf_counter()
     data = load_image_data(config.data, data_dir, download=download, max_train=config.max_train)
 
@@ -106,9 +106,7 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
                          "curves": curves, "run_dirs": [str(d) for d in run_dirs]})
     summary = {"recipe": "depth", "config": asdict(config), "nets": nets,
                "seconds": round(time.perf_counter() - start, 1)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    write_depth_report(out, summary)
-    return summary
+    return finish_sweep(out, summary, write_depth_report)
 
 
 def _finite(x: float) -> float:

@@ -17,7 +17,7 @@ import torch
 from ..data.corpora import Corpus, load_corpus
 from ..models.lm import LSTMLanguageModel, RHNLanguageModel, count_parameters, generate
 from ..training import LanguageModelTask, TrainConfig, Trainer
-from ..training.run_dir import load_best_weights, load_run_config, prepare_run_dir
+from ..training.run_dir import load_best_weights, load_run_config, prepare_run_dir, write_text
 from ..training.trainer import seed_everything
 
 __all__ = ["LMConfig", "build_model", "load_trained", "run", "sample"]
@@ -98,7 +98,7 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: st
     corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
                                    max_vocab=config.max_vocab)
     # The vocabulary in the run folder: generating text then needs no corpus (see load_trained).
-    Path(out, "vocab.json").write_text(json.dumps({"level": corpus.level, "vocab": corpus.vocab}))
+    write_text(Path(out, "vocab.json"), json.dumps({"level": corpus.level, "vocab": corpus.vocab}))
     model = build_model(config, len(corpus.vocab))
     task = LanguageModelTask(corpus, config.batch_size, config.bptt, seed=config.train.seed,
                              eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch)
@@ -117,7 +117,7 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: st
     }
     prompt = "\n" if config.level == "char" else "the"
     results["sample"] = sample(model, corpus, prompt, 300 if config.level == "char" else 80, 0.8, seed=0)
-    Path(out, "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
     return results
 
 

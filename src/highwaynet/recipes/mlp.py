@@ -18,8 +18,7 @@ from ..data import ImageData, load_image_data
 from ..models import HighwayMLP, PlainMLP
 from ..models.mlp import he_init
 from ..training import ClassificationTask, TrainConfig, Trainer
-from ..training.distributed import is_main_process
-from ..training.run_dir import load_best_weights, load_run_config, prepare_run_dir
+from ..training.run_dir import load_best_weights, load_run_config, prepare_run_dir, write_text
 from ..training.trainer import seed_everything
 
 __all__ = ["MLPConfig", "build_model", "run"]
@@ -107,8 +106,7 @@ def train_image_classifier(config, kind: str, build, out: str | Path, *, resume:
         "device": str(trainer.device),
         "seconds": round(time.perf_counter() - start, 2),
     }
-    if is_main_process():
-        Path(out, "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
     return results
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from ..data.corpora import load_corpus
 from ..training import TrainConfig
 from ..training.cuda_graph import use_cuda_graphs
-from ..training.run_dir import run_once, start_sweep
+from ..training.run_dir import finish_sweep, run_once, start_sweep, write_text
 from . import lm
 
 __all__ = ["RHNDepthConfig", "run"]
@@ -55,7 +55,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
     from ..report import write_rhn_depth_report
 
     out = start_sweep(out, resume)
-    (out / "sweep.json").write_text(json.dumps({"recipe": "rhn-depth", "config": asdict(config)}, indent=2))
+    write_text(out / "sweep.json", json.dumps({"recipe": "rhn-depth", "config": asdict(config)}, indent=2))
     summary: dict[str, Any] = {"config": asdict(config), "corpora": {}}
     start = time.perf_counter()
     graphs = summary["cuda_graph"] = use_cuda_graphs(config.cuda_graph, config.base.train.device)
@@ -82,9 +82,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
             result["lstm"]["time_of"] = f"rhn depth {best['depth']}"
         summary["corpora"][entry] = result
     summary["seconds"] = round(time.perf_counter() - start, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    write_rhn_depth_report(out, summary)
-    return summary
+    return finish_sweep(out, summary, write_rhn_depth_report)
 
 
 def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_se
 from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from ..training import SentenceTask, TrainConfig, Trainer
 from ..training.run_dir import (
+    finish_sweep,
     flat_settings,
     load_best_weights,
     load_run_config,
@@ -27,6 +28,7 @@ from ..training.run_dir import (
     prepare_run_dir,
     run_once,
     start_sweep,
+    write_text,
 )
 from ..training.trainer import seed_everything
 
@@ -101,7 +103,7 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
     config = SentenceConfig(**prepare_run_dir(out, "sentences", asdict(config), resume))
     start = time.perf_counter()
     data = data or load_data(config, data_dir, download)
-    (Path(out) / "vocab.json").write_text(json.dumps({"vocab": data.vocab, "num_classes": data.num_classes}))
+    write_text(Path(out, "vocab.json"), json.dumps({"vocab": data.vocab, "num_classes": data.num_classes}))
     model = build_model(config, data.vocab, data.num_classes)
     task = SentenceTask(data, config.batch_size, seed=config.train.seed, min_length=model.min_length)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
@@ -111,7 +113,7 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
                "seed": config.train.seed, "fold": config.fold, "parameters": sum(p.numel() for p in model.parameters()),
                "best_val_acc": max(m["val_acc"] for m in history), "test": trainer.evaluate("test"),
                "seconds": round(time.perf_counter() - start, 1), "device": str(trainer.device)}
-    Path(out, "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
     return results
 
 
@@ -202,9 +204,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
         raise RuntimeError(f"no finished runs in {out} match the sweep's tasks, encoders, layers and seeds")
     summary = {"config": asdict(config), "runs": results, "seconds": round(time.perf_counter() - start, 1),
                "table": summarize(results), "settings": common_settings(settings)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    write_sentences_report(out, summary)
-    return summary
+    return finish_sweep(out, summary, write_sentences_report)
 
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:

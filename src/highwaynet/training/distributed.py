@@ -16,7 +16,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["all_reduce_sums", "init_distributed", "is_main_process", "shard_batch", "world"]
+__all__ = ["all_reduce_sums", "barrier", "batch_length", "init_distributed", "is_main_process", "leave_distributed",
+           "rank_zero_decides", "shard_batch", "shard_weight", "world"]
 
 
 def init_distributed() -> tuple[int, int]:
@@ -32,6 +33,12 @@ def init_distributed() -> tuple[int, int]:
     return world()
 
 
+def leave_distributed() -> None:
+    """Leave the process group, if joined: a process that exits still in it can abort (gloo's threads)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def world() -> tuple[int, int]:
     """``(rank, world size)``: ``(0, 1)`` outside a process group."""
     if dist.is_available() and dist.is_initialized():
@@ -40,7 +47,31 @@ def world() -> tuple[int, int]:
 
 
 def is_main_process() -> bool:
-    return world()[0] == 0
+    """Rank 0, or the only process: the one that writes files. Under torchrun it is known from
+    ``RANK`` before the process group is joined (a recipe prepares its folder before its Trainer joins)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def barrier() -> None:
+    """Wait until every process gets here (a no-op in one process).
+
+    Where processes read files that rank 0 alone writes: each reads only after rank 0 has written
+    them, and all read the same state before rank 0 changes it (or they part ways, and hang).
+    """
+    if init_distributed()[1] > 1:
+        dist.barrier()
+
+
+def rank_zero_decides(flag: bool) -> bool:
+    """Rank 0's ``flag``, on every process: for decisions that each process could take differently,
+    such as stopping on its own clock, after which the others would wait for it forever."""
+    if world()[1] == 1:
+        return flag
+    decision = [flag]
+    dist.broadcast_object_list(decision, src=0)
+    return bool(decision[0])
 
 
 def shard_batch(batch: Any, rank: int, size: int, dim: int = 0) -> Any:
@@ -50,6 +81,21 @@ def shard_batch(batch: Any, rank: int, size: int, dim: int = 0) -> Any:
     if isinstance(batch, (tuple, list)):
         return type(batch)(shard_batch(b, rank, size, dim) for b in batch)
     return batch
+
+
+def batch_length(batch: Any, dim: int = 0) -> int:
+    """How many examples a batch holds: the size along ``dim`` of its first tensor."""
+    if isinstance(batch, Tensor):
+        return batch.shape[dim]
+    return next(batch_length(b, dim) for b in batch if isinstance(b, (Tensor, tuple, list)))
+
+
+def shard_weight(n: int, rank: int, size: int) -> float:
+    """The factor on this process's mean loss over its slice of a batch of ``n`` (see :func:`shard_batch`)
+    that makes DDP's average of the processes' gradients the gradient of the whole batch's mean loss:
+    the slice's share of ``n``, times ``size``. 1 where ``size`` divides ``n``; else the larger slices
+    count for more, as their examples would in one process."""
+    return (n // size + (rank < n % size)) * size / n
 
 
 def all_reduce_sums(sums: dict[str, Tensor]) -> dict[str, Tensor]:

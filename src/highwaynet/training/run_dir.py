@@ -15,8 +15,11 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-__all__ = ["cpu_model", "environment", "finished_an_epoch", "flat_settings", "load_best_weights", "load_run_config",
-           "format_mean_std", "mean_std", "prepare_run_dir", "run_once", "settings_differ", "start_sweep"]
+from .distributed import barrier, is_main_process
+
+__all__ = ["cpu_model", "environment", "finished_an_epoch", "finish_sweep", "flat_settings", "load_best_weights",
+           "load_run_config", "format_mean_std", "mean_std", "prepare_run_dir", "run_once", "settings_differ",
+           "start_sweep", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -102,8 +105,6 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
     run never finished an epoch (it saved nothing to lose: it is started over, as a sweep does). A
     resumed run takes the configuration saved in the folder, so that it continues exactly as it started.
     """
-    from .distributed import is_main_process
-
     run_dir = Path(run_dir)
     if resume:
         return load_run_config(run_dir, recipe)["config"]
@@ -119,13 +120,34 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
     return config
 
 
+def write_text(path: str | Path, text: str) -> None:
+    """Write a file of a run or a sweep folder; under torchrun rank 0 alone writes, the others read."""
+    if is_main_process():
+        Path(path).write_text(text)
+
+
 def start_sweep(out: str | Path, resume: bool) -> Path:
-    """Create a sweep's folder; refuse one that already holds results unless resuming."""
+    """Create a sweep's folder; refuse one that already holds results unless resuming.
+
+    Under torchrun every process runs the sweep, each run data-parallel over all of them: every
+    process looks at the folder before rank 0 writes to it, so that all decide alike.
+    """
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not resume:
         raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    barrier()
+    if is_main_process():
+        out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Path, dict[str, Any]], Any]
+                 ) -> dict[str, Any]:
+    """Write a sweep's ``summary.json`` and its report (rank 0 alone under torchrun); returns ``summary``."""
+    if is_main_process():
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_report(out, summary)
+    return summary
 
 
 def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -159,15 +181,16 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None],
     keeps the settings it was started with: given the ``config`` asked for, each setting where they
     differ is logged.
     """
-    if config is not None and ((run_dir / "results.json").is_file() or (run_dir / "checkpoint.pt").is_file()):
+    done, resume = (run_dir / "results.json").is_file(), (run_dir / "checkpoint.pt").is_file()
+    if config is not None and (done or resume):
         differ = settings_differ(load_run_config(run_dir)["config"], config)
         if differ:
             log(f"{run_dir}: keeps the settings it was trained with: " + ", ".join(differ))
-    if (run_dir / "results.json").is_file():
+    barrier()  # under torchrun every process has decided, from the same files, before rank 0 changes them
+    if done:
         log(f"{run_dir}: done, skipped")
         return json.loads((run_dir / "results.json").read_text())
-    resume = (run_dir / "checkpoint.pt").is_file()
-    if (run_dir / "config.json").is_file() and not resume:
+    if is_main_process() and (run_dir / "config.json").is_file() and not resume:
         for f in run_dir.iterdir():
             f.unlink()
     log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))

@@ -30,7 +30,15 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from .cuda_graph import GraphedStep
-from .distributed import all_reduce_sums, init_distributed, shard_batch
+from .distributed import (
+    all_reduce_sums,
+    barrier,
+    batch_length,
+    init_distributed,
+    rank_zero_decides,
+    shard_batch,
+    shard_weight,
+)
 from .run_dir import finished_an_epoch
 
 __all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
@@ -47,7 +55,10 @@ class Task(Protocol):
         depend on ``epoch`` and the task's seed, and on nothing else."""
 
     def step(self, model: nn.Module, batch: Any) -> tuple[Tensor, dict[str, Tensor]]:
-        """``(loss to minimise, statistics to sum over the split)`` for one batch already on the device."""
+        """``(loss to minimise, statistics to sum over the split)`` for one batch already on the device.
+
+        The loss is a mean over the batch's examples (under torchrun each process weighs its slice's
+        mean by the slice's share, so that the processes' gradients average to the whole batch's)."""
 
     # Optional: ``to(device)`` moves the task's data to the training device (called once by the Trainer);
     # ``graph_safe = True`` allows ``TrainConfig.cuda_graph``; ``batch_dim`` (default 0) is the dimension
@@ -271,8 +282,9 @@ class Trainer:
             self.history.append(metrics)
             self.log(format_metrics(metrics, self.config.epochs))
             self._save(metrics)
-            if max_time is not None and sum(m["time"] for m in self.history) >= max_time:
+            if max_time is not None and rank_zero_decides(sum(m["time"] for m in self.history) >= max_time):
                 break
+        barrier()  # under torchrun: the run folder is complete (rank 0 writes it) when fit returns, on every rank
         return self.history
 
     def _run_epoch(self, epoch: int) -> dict[str, float]:
@@ -282,8 +294,14 @@ class Trainer:
         batches = tqdm(self.task.batches("train", epoch), desc=f"epoch {epoch + 1}", leave=False,
                        disable=None if self.progress else True)
         for batch in batches:
+            weight = 1.0
+            if self.world_size > 1:
+                n = batch_length(batch, self._batch_dim)
+                if n < self.world_size:
+                    continue  # every process takes part in a step, which one without an example cannot
+                weight = shard_weight(n, self.rank, self.world_size)
             batch = to_device(self._shard(batch), self.device)
-            _accumulate(sums, (self._graphed or self._train_step)(batch))
+            _accumulate(sums, self._graphed(batch) if self._graphed else self._train_step(batch, weight))
         if not sums:
             raise RuntimeError("the training split gave no batches: is it empty, or smaller than a batch?")
         lr = self.optimizer.param_groups[0]["lr"]
@@ -293,9 +311,11 @@ class Trainer:
         return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
                 **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
 
-    def _train_step(self, batch: Any) -> dict[str, Tensor]:
+    def _train_step(self, batch: Any, weight: float = 1.0) -> dict[str, Tensor]:
         with self._autocast():
             loss, stats = self.task.step(self._forward_model, batch)
+        if weight != 1.0:  # under torchrun, a slice of a batch that the processes split unevenly
+            loss = loss * weight
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.config.grad_clip:
@@ -312,8 +332,11 @@ class Trainer:
         sums: dict[str, Tensor] = {}
         try:
             for batch in self.task.batches(split, 0):
+                batch = self._shard(batch)
+                if self.world_size > 1 and batch_length(batch, self._batch_dim) == 0:
+                    continue  # (a batch smaller than the processes: the others' sums count it)
                 with self._autocast():
-                    _, stats = self.task.step(model, to_device(self._shard(batch), self.device))
+                    _, stats = self.task.step(model, to_device(batch, self.device))
                 _accumulate(sums, stats)
         finally:
             self.model.train(was_training)
@@ -324,8 +347,12 @@ class Trainer:
     def _shard(self, batch: Any) -> Any:
         if self.world_size == 1:
             return batch
+        return shard_batch(batch, self.rank, self.world_size, self._batch_dim)
+
+    @property
+    def _batch_dim(self) -> int:
         # Tasks whose batches are not batch-first say so (language models: (T, B) windows, cut by stream).
-        return shard_batch(batch, self.rank, self.world_size, getattr(self.task, "batch_dim", 0))
+        return getattr(self.task, "batch_dim", 0)
 
     # -- the run folder -------------------------------------------------------------------------
     def _is_better(self, value: float) -> bool:
@@ -381,9 +408,11 @@ class Trainer:
         self.epoch, self.best = state["epoch"], state["best"]
         self.history = read_metrics(self.run_dir)[: self.epoch]
         if self._out is not None:
-            # Rewrite the metrics without lines of epochs that the checkpoint does not hold.
-            with open(self._out / "metrics.jsonl", "w") as f:
-                f.writelines(json.dumps(m) + "\n" for m in self.history)
+            # Rewrite the metrics without lines of epochs that the checkpoint does not hold; in one
+            # step, as the other processes under torchrun may be reading them (above).
+            tmp = self._out / "metrics.jsonl.tmp"
+            tmp.write_text("".join(json.dumps(m) + "\n" for m in self.history))
+            os.replace(tmp, self._out / "metrics.jsonl")
         self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
 
 
