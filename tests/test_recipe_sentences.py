@@ -78,10 +78,13 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
             "--data-dir", str(shared_data / "sentence"), "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "trec  hbilstm        2 layers  " in printed and "   1 layer  " in printed
+    assert "trec  hbilstm        2 layers  " in printed and "trec  bilstm          1 layer  " in printed
+    assert "trec  cnn                   -  " in printed  # a CNN has no depth to show
     assert "(1 run)" in printed and "±" not in printed  # one seed: a mean, no spread
     report = (out / "report.md").read_text()
-    assert "| hbilstm | 2 | 1 |" in report and "Kim (2014) CNN-rand, published | - | - | 91.2" in report
+    assert "| hbilstm | 2 | 1 |" in report and "| cnn | - | 1 |" in report
+    assert "Kim (2014) CNN-rand, published | - | - | 91.2" in report
+    assert "Encoders: `bilstm`, a plain BiLSTM stack of the same depth and width; `cnn`, Kim's CNN " in report
     assert "\n5 runs, " in report
     assert (out / "depth-trec.png").stat().st_size > 10_000
     assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
@@ -136,7 +139,7 @@ def test_cli_sweep_of_a_users_own_set(shared_data, tmp_path, capsys):
     out = tmp_path / "sweep"
     assert main(["reproduce", "sentences", "--task", str(own), "--encoder", "cnn", "--epochs", "1",
                  "--embed-dim", "16", "--out", str(out)]) == 0
-    assert "questions cnn             1 layer  " in capsys.readouterr().out
+    assert "questions cnn                   -  " in capsys.readouterr().out
     run_dir = out / "questions" / "cnn-L1" / "seed0"
     assert json.loads((run_dir / "results.json").read_text())["task"] == "questions"
     report = (out / "report.md").read_text()

@@ -394,6 +394,7 @@ def _reproduce_rhn_depth(args: argparse.Namespace) -> None:
 
 
 def _reproduce_sentences(args: argparse.Namespace) -> None:
+    from .models.sentence import STACKED_ENCODERS
     from .recipes import sentences
     from .training import TrainConfig
     from .training.run_dir import count, format_mean_std
@@ -412,7 +413,8 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
     summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir,
                               download=args.download, report_only=args.report_only)
     for row in summary["table"]:
-        print(f"{row['task']:5} {row['encoder']:12} {count(row['layers'], 'layer'):>10}  "
+        depth = count(row["layers"], "layer") if row["encoder"] in STACKED_ENCODERS else "-"
+        print(f"{row['task']:5} {row['encoder']:12} {depth:>10}  "
               f"{format_mean_std(row, row['runs'])}% ({count(row['runs'], 'run')})")
     print(f"wrote {args.out}/report.md ({summary['seconds']:.0f}s)")
 

@@ -107,11 +107,14 @@ def plot_sentence_depth(series: dict[str, list[dict[str, Any]]], task: str, path
 
 def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth-<task>.png`` (test accuracy against stack depth, BiLSTM vs HBiLSTM, error bars) and ``report.md``."""
+    from .models.sentence import ENCODER_DESCRIPTIONS, STACKED_ENCODERS
     from .recipes.sentences import KIM_CNN_RAND
     from .training.run_dir import count, format_mean_std
 
     table = summary["table"]
-    lines = ["# Sentence classification: highway BiLSTM stacks", "",
+    encoders = dict.fromkeys(row["encoder"] for row in table)
+    lines = ["# Sentence classification", "",
+             "Encoders: " + "; ".join(f"`{e}`, {ENCODER_DESCRIPTIONS[e]}" for e in encoders) + ".", "",
              f"{count(len(summary['runs']), 'run')}, {sum(r['seconds'] for r in summary['runs']):.0f} s of "
              "training summed over them (runs of a sweep may have run side by side). Test accuracy (%), mean ± std "
              "over seeds (SST, TREC) or cross-validation folds (MR, Subj); the best validation epoch's weights are "
@@ -126,10 +129,11 @@ def write_sentences_report(out: Path, summary: dict[str, Any]) -> Path:
         rows = [r for r in table if r["task"] == task]
         lines += [f"## {task}", "", markdown_table(
             ["encoder", "layers", "runs", "test accuracy (%)"],
-            [[r["encoder"], r["layers"], r["runs"], format_mean_std(r, r["runs"])] for r in rows]
+            [[r["encoder"], r["layers"] if r["encoder"] in STACKED_ENCODERS else "-", r["runs"],
+              format_mean_std(r, r["runs"])] for r in rows]
             + ([["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND[task]:.1f}"]]
                if task in KIM_CNN_RAND else [])), ""]  # (no published figure for a user's own set)
-        stacks = {e: [r for r in rows if r["encoder"] == e] for e in ("bilstm", "hbilstm")}
+        stacks = {e: [r for r in rows if r["encoder"] == e] for e in STACKED_ENCODERS}
         if all(len(v) > 1 for v in stacks.values()):
             plot_sentence_depth({"BiLSTM stack": stacks["bilstm"], "highway BiLSTM stack": stacks["hbilstm"]},
                                 task, out / f"depth-{task}.png")

@@ -9,9 +9,16 @@ from torch import Tensor, nn
 
 from ..nn import Highway, HighwayLSTM
 
-__all__ = ["ENCODERS", "SentenceClassifier", "load_word_vectors"]
+__all__ = ["ENCODERS", "ENCODER_DESCRIPTIONS", "STACKED_ENCODERS", "SentenceClassifier", "load_word_vectors"]
 
 ENCODERS = ("hbilstm", "bilstm", "cnn", "cnn-highway")
+STACKED_ENCODERS = ("hbilstm", "bilstm")  # the encoders whose depth is a setting (num_layers); the CNNs have none
+ENCODER_DESCRIPTIONS = {
+    "hbilstm": "a stack of highway BiLSTM blocks",
+    "bilstm": "a plain BiLSTM stack of the same depth and width",
+    "cnn": "Kim's CNN (filter widths 3, 4 and 5, 100 maps each)",
+    "cnn-highway": "Kim's CNN followed by 2 dense highway layers",
+}
 
 
 def _masked_max(x: Tensor, valid: Tensor) -> Tensor:
@@ -67,7 +74,7 @@ class SentenceClassifier(nn.Module):
             self.embedding.weight[0].zero_()
         self.dropout = nn.Dropout(dropout)
         self.embed_dropout = nn.Dropout(embed_dropout)
-        if encoder in ("hbilstm", "bilstm"):
+        if encoder in STACKED_ENCODERS:
             self.lstm = HighwayLSTM(embed_dim, hidden_size, num_layers, bidirectional=True, batch_first=True,
                                     dropout=dropout, resize=resize, gate_bias=gate_bias,
                                     highway=encoder == "hbilstm")
@@ -91,7 +98,7 @@ class SentenceClassifier(nn.Module):
         x = self.embed_dropout(self.embedding(tokens))
         steps = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
         lengths = lengths.to(tokens.device)
-        if self.encoder in ("hbilstm", "bilstm"):
+        if self.encoder in STACKED_ENCODERS:
             out, _ = self.lstm(x, lengths=lengths)
             return _masked_max(out, steps < lengths[:, None])
         x = x.transpose(1, 2)  # (B, E, T)

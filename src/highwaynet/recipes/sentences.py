@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_sentences
-from ..models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
+from ..models.sentence import ENCODERS, STACKED_ENCODERS, SentenceClassifier, load_word_vectors
 from ..training import SentenceTask, TrainConfig, Trainer
 from ..training.run_dir import (
     finish_sweep,
@@ -187,7 +187,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
             base.train.seed = k if kind == "seed" else 0
             data = None
             for encoder in config.encoders:
-                for layers in (config.layers if encoder in ("hbilstm", "bilstm") else [1]):
+                for layers in (config.layers if encoder in STACKED_ENCODERS else [1]):
                     run_dir = out / task_name(task) / f"{encoder}-L{layers}" / f"{kind}{k}"
                     if report_only and not (run_dir / "results.json").is_file():
                         continue
