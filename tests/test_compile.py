@@ -2,12 +2,15 @@
 ``torch.export`` on every layer: the same outputs, and under ``torch.compile`` the same parameter
 gradients, as eager."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from highwaynet.kernels import rhn_eager
 from highwaynet.kernels.rhn_recurrence import OPAQUE_TO_COMPILE
 from highwaynet.nn import RHN, Highway, HighwayConv2d, HighwayLSTM
+from highwaynet.nn.sequence import TRACED_ASSERTS_HOLD
 
 LAYERS = {
     "Highway": (lambda: Highway(16, 3), (8, 16)),
@@ -70,6 +73,43 @@ def test_rhn_exports_for_any_length_and_batch(bidirectional):
         x = torch.randn(*shape)
         for a, b in zip(program.module()(x), rhn(x), strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+@pytest.mark.skipif(not TRACED_ASSERTS_HOLD, reason="needs torch >= 2.10: earlier, lengths are read while traced")
+def test_rhn_with_lengths_exports_for_any_length_and_batch_and_still_checks_them(bidirectional):
+    # Lengths are data: the layer may not read them into Python while traced, or the export stops
+    # (and torch.compile breaks its graph). The check becomes an assertion inside the program.
+    torch.manual_seed(0)
+    rhn = RHN(8, 16, 3, num_layers=2, bidirectional=bidirectional).eval()
+    batch = torch.export.Dim("batch", min=2)
+    program = torch.export.export(rhn, (torch.randn(5, 3, 8),), {"lengths": torch.tensor([5, 2, 3])},
+                                  dynamic_shapes={"input": {0: torch.export.Dim("steps", min=2), 1: batch},
+                                                  "lengths": {0: batch}})
+    x, lengths = torch.randn(9, 4, 8), torch.tensor([1, 9, 4, 0])
+    for a, b in zip(program.module()(x, lengths=lengths), rhn(x, lengths=lengths), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match=r"RHN expects lengths in \[0, the number of steps\]"):
+        program.module()(x, lengths=torch.tensor([1, 10, 4, 0]))
+
+
+@pytest.mark.parametrize("name", ["RHN", "HighwayLSTM"])
+@pytest.mark.skipif(not TRACED_ASSERTS_HOLD, reason="needs torch >= 2.10: earlier, compiled code drops assertions")
+def test_lengths_compile_without_a_graph_break_of_their_own_and_still_checked(name):
+    torch.manual_seed(0)
+    layer = RHN(8, 16, 2, bidirectional=True) if name == "RHN" else HighwayLSTM(8, 6, 2, bidirectional=True)
+    x, lengths = torch.randn(6, 3, 8), torch.tensor([6, 1, 4])
+    if name == "HighwayLSTM":  # PyTorch's packing and nn.LSTM break the graph, and nothing of ours
+        explained = torch._dynamo.explain(layer)(x, lengths=lengths)
+        where = {Path(frame.filename).name for reason in explained.break_reasons for frame in reason.user_stack}
+        assert where == {"lstm.py"}, where
+        torch._dynamo.reset()
+    compiled = torch.compile(layer, fullgraph=name == "RHN")
+    torch.testing.assert_close(_output(compiled(x, lengths=lengths)), _output(layer(x, lengths=lengths)),
+                               rtol=1e-5, atol=1e-6)
+    shortest = 0 if name == "RHN" else 1
+    with pytest.raises(RuntimeError, match=rf"{name} expects lengths in \[{shortest}, the number of steps\]"):
+        compiled(x, lengths=torch.tensor([6, 7, 4]))
 
 
 def test_rhn_compiles_its_loop_where_the_recurrence_is_not_one_operator(monkeypatch):
