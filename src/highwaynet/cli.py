@@ -492,7 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     init_distributed()  # a no-op unless started by torchrun
     try:
         # Under torchrun every process runs the command; rank 0 alone prints (errors go to stderr from any).
-        with contextlib.redirect_stdout(sys.stdout if is_main_process() else open(os.devnull, "w")):
+        with contextlib.ExitStack() as quiet:
+            if not is_main_process():
+                quiet.enter_context(contextlib.redirect_stdout(quiet.enter_context(open(os.devnull, "w"))))
             args.run(args)
         barrier()  # the processes finish together: one that leaves while another still uses the group can abort
     except KeyboardInterrupt:
