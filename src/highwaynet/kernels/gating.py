@@ -38,6 +38,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from .._versions import release
 from ..functional import ACTIVATIONS
 
 try:  # Triton is optional: without it (or without a GPU) the PyTorch reference runs.
@@ -47,7 +48,7 @@ except ImportError:  # pragma: no cover - depends on the installation
     triton = None
 
 #: The installed Triton's (major, minor), or None without it.
-TRITON_VERSION = tuple(int(part) for part in triton.__version__.split(".")[:2]) if triton is not None else None
+TRITON_VERSION = release(triton.__version__) if triton is not None else None
 if TRITON_VERSION is not None and TRITON_VERSION < (3, 0):  # pragma: no cover
     # The kernels are written in Triton 3's language (torch 2.3's Triton 2.3 rejects them): the
     # reference runs instead, as without Triton.

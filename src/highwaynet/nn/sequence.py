@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
+from .._versions import release
+
 __all__ = ["batch_sequence", "check_lengths", "unbatch_sequence", "unpack_sequence"]
 
 # An RHN's state, an LSTM's (h, c), or none given: each function returns the kind it was given.
@@ -23,7 +25,7 @@ FinalState = TypeVar("FinalState", bound="Tensor | tuple[Tensor, ...]")
 
 # torch.compile keeps an assertion on tensor values in the code it generates from torch 2.10 on
 # (before, inductor drops it as a no-op: PyTorch pull request 160677, August 2025).
-TRACED_ASSERTS_HOLD = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 10)
+TRACED_ASSERTS_HOLD = release(torch.__version__) >= (2, 10)
 
 
 

@@ -30,7 +30,6 @@ Trainer asks a task for ``graph_safe = True`` before using graphs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -43,11 +42,12 @@ __all__ = ["GraphedStep", "use_cuda_graphs"]
 def use_cuda_graphs(choice: bool | None, device: str) -> bool:
     """A recipe's ``cuda_graph`` option: ``None`` means graphs exactly when ``device`` resolves to CUDA
     and the run is one process (a graphed step does not synchronise DDP's processes: not under torchrun)."""
+    from .distributed import launched_world_size
     from .trainer import pick_device
 
     if choice is not None:
         return choice
-    return pick_device(device).type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) == 1
+    return pick_device(device).type == "cuda" and launched_world_size() == 1
 
 
 def _signature(batch: Any) -> Any:

@@ -16,8 +16,13 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["all_reduce_sums", "barrier", "batch_length", "init_distributed", "is_main_process", "leave_distributed",
-           "rank_zero_decides", "shard_batch", "shard_weight", "world"]
+__all__ = ["all_reduce_sums", "barrier", "batch_length", "init_distributed", "is_main_process", "launched_world_size",
+           "leave_distributed", "rank_zero_decides", "shard_batch", "shard_weight", "world"]
+
+
+def launched_world_size() -> int:
+    """How many processes ``torchrun`` started (``WORLD_SIZE``; 1 without it), known before any joins the group."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def init_distributed() -> tuple[int, int]:
@@ -25,7 +30,7 @@ def init_distributed() -> tuple[int, int]:
 
     The backend is NCCL when CUDA is available, else gloo (CPU).
     """
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and dist.is_available() and not dist.is_initialized():
+    if launched_world_size() > 1 and dist.is_available() and not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

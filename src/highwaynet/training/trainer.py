@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from .._versions import release
 from .cuda_graph import GraphedStep
 from .distributed import (
     all_reduce_sums,
@@ -44,7 +45,7 @@ from .run_dir import finished_an_epoch
 __all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
 
 # The optimisers' fused CPU kernels came with torch 2.4 (torch 2.3 has them for CUDA only).
-_FUSED_ON_CPU = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 4)
+_FUSED_ON_CPU = release(torch.__version__) >= (2, 4)
 
 
 class Task(Protocol):
@@ -410,9 +411,8 @@ class Trainer:
         if self._out is not None:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold; in one
             # step, as the other processes under torchrun may be reading them (above).
-            tmp = self._out / "metrics.jsonl.tmp"
-            tmp.write_text("".join(json.dumps(m) + "\n" for m in self.history))
-            os.replace(tmp, self._out / "metrics.jsonl")
+            lines = "".join(json.dumps(m) + "\n" for m in self.history)
+            _write_atomically(self._out / "metrics.jsonl", lambda tmp: tmp.write_text(lines))
         self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
 
 
@@ -441,10 +441,15 @@ def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
         sums[k] = sums[k] + v if k in sums else v
 
 
-def _atomic_save(obj: Any, path: Path) -> None:
+def _write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write`` a file beside ``path``, then put it in place: a reader (or a kill) never sees half of it."""
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
+    write(tmp)
     os.replace(tmp, path)
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    _write_atomically(path, lambda tmp: torch.save(obj, tmp))
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
