@@ -10,6 +10,7 @@ import pytest
 import torch
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
+SLOW_RANK0_CLI = Path(__file__).with_name("slow_rank0_cli.py")
 
 
 def run(out: Path, processes: int, kind: str) -> None:
@@ -77,18 +78,24 @@ def test_training_for_a_time_stops_every_process_at_rank_zeros_epoch(tmp_path):
 
 def test_sentence_run_under_torchrun_matches_one_process(tmp_path, shared_data):
     """A sentence run keeps its vocabulary and tests its best weights: under torchrun rank 0 writes
-    them, and every process reads the best weights only once they are written."""
+    them, and every process reads the best weights only once they are written. Rank 0 writes each
+    file a second late (tests/slow_rank0_cli.py), so that a process reading too early fails every
+    time rather than on a slow machine only."""
     lines = (shared_data / "sentence" / "TREC.train.all").read_bytes().splitlines()
     data = tmp_path / "trec-small"
     data.mkdir()
     (data / "train").write_bytes(b"\n".join(lines[:400]) + b"\n")
     (data / "test").write_bytes(b"\n".join(lines[-101:]) + b"\n")  # 101: the two processes split it 51 and 50
     arguments = ["-m", "highwaynet", "reproduce", "sentences", "--task", str(data), "--layers", "2",
-                 "--hidden", "8", "--embed-dim", "16", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
+                 "--hidden", "8", "--embed-dim", "16", "--dropout", "0", "--epochs", "3", "--lr", "0.02",
                  "--device", "cpu"]
-    for processes, out in ((1, "single"), (2, "ddp")):
-        launch(arguments + ["--out", str(tmp_path / out)], processes)
+    launch(arguments + ["--out", str(tmp_path / "single")], 1)
+    launch([str(SLOW_RANK0_CLI)] + arguments[2:] + ["--out", str(tmp_path / "ddp")], 2)
     one, two = (json.loads(next((tmp_path / out).rglob("results.json")).read_text()) for out in ("single", "ddp"))
+    # The last epoch was the best one, so model.pt changed at the very end: read any earlier, it is
+    # missing or older, and the test figures differ.
+    history = [json.loads(line) for line in next((tmp_path / "single").rglob("metrics.jsonl")).read_text().splitlines()]
+    assert history[-1]["val_acc"] > max(m["val_acc"] for m in history[:-1])
     assert two["best_val_acc"] == pytest.approx(one["best_val_acc"], abs=1e-6)
     assert two["test"]["loss"] == pytest.approx(one["test"]["loss"], abs=1e-4)
     assert two["test"]["acc"] == pytest.approx(one["test"]["acc"], abs=1e-6)

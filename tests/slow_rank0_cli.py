@@ -1,0 +1,25 @@
+"""``python -m highwaynet`` with rank 0's ``torch.save`` slowed down; run by tests/test_distributed.py under torchrun.
+
+Under torchrun only rank 0 writes a run's files, and the other ranks read some of them (the best
+weights, to test them). Whether a rank reads before rank 0 has written is a race that a fast
+machine may win by luck; rank 0 writing each file a second late makes a missing barrier fail every time.
+"""
+
+import os
+import sys
+import time
+
+import torch
+
+if os.environ.get("RANK", "0") == "0":
+    _save = torch.save
+
+    def _slow_save(*args, **kwargs):
+        time.sleep(1.0)
+        return _save(*args, **kwargs)
+
+    torch.save = _slow_save
+
+from highwaynet.cli import main  # noqa: E402  (after the patch, although torch.save is looked up per call)
+
+sys.exit(main())
