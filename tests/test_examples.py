@@ -32,3 +32,17 @@ def test_rhn_language_model_learns_a_text(shared_data):
                                              r"([\d.]+)\)", out).groups())
     assert held_out < uniform - 1.5, out  # well under the 6.02 bits of guessing uniformly (80 steps: 3.7)
     assert out.rstrip().splitlines()[-1]  # and a sample
+
+
+def test_highway_lstm_classifier_learns_questions_and_reports_its_gates(shared_data):
+    out = run_example("highway_lstm_classifier.py", "--data-dir", str(shared_data / "sentence"),
+                      "--depth", "2", "--epochs", "3")
+    test, most_frequent = map(float, re.search(r"test accuracy ([\d.]+)% \(the most frequent class alone: "
+                                               r"([\d.]+)%\)", out).groups())
+    assert test > most_frequent + 40, out            # 3 epochs of 2 blocks: about 82% against 27.6%
+    blocks = re.findall(r"block (\d): mean transform gate ([\d.]+); .* test accuracy ([\d.]+)%", out)
+    assert [b for b, _, _ in blocks] == ["1", "2"], out
+    assert all(0.0 < float(gate) < 1.0 for _, gate, _ in blocks), out
+    # (How much the lesions cost varies with the seed and depth, so only that they ran is checked here;
+    # tests/test_analysis.py checks what a lesion does.)
+    assert re.search(r"every block carried through: test accuracy [\d.]+%", out), out
