@@ -64,7 +64,12 @@ class GateRecord:
         return torch.cat([c if c.dim() else c.reshape(1) for c in calls])
 
     def mean_per_gate(self) -> Tensor:
-        """Mean transform-gate activity of each gate over everything recorded, shape ``(num_gates,)``."""
+        """Mean transform-gate activity of each gate over everything recorded, shape ``(num_gates,)``.
+
+        Everything includes the padding of padded sequences: a ``HighwayLSTM`` block's gate runs on
+        every step of the padded batch (``(B, T, width)``), so for a mean over real words take
+        ``values(gate)[mask]`` with the batch's ``(B, T)`` mask of steps within each length.
+        """
         return torch.stack([self.values(n).float().mean() for n in self.names])
 
     def clear(self) -> None:
