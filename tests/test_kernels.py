@@ -401,6 +401,30 @@ def test_highway_is_unfused_when_observed():
     assert not net._can_fuse(x)
 
 
+@triton_kernels
+def test_highway_under_torch_func_transforms_takes_the_reference():
+    """Per-sample gradients (vmap over grad) and jvp run where the fused layer would raise: they equal
+    each example's own backward, and the Jacobian (by backward passes) times the tangent, through
+    the fused kernels."""
+    from torch.func import functional_call, grad, jvp, vmap
+
+    torch.manual_seed(0)
+    net = Highway(8, 2, activation="tanh").to(DEVICE)
+    x = torch.randn(6, 8, device=DEVICE)
+    assert net._can_fuse(x)
+    params = {name: p.detach() for name, p in net.named_parameters()}
+    per_sample = vmap(grad(lambda p, row: functional_call(net, p, (row,)).pow(2).sum()), in_dims=(None, 0))(params, x)
+    for i in range(x.shape[0]):
+        net.zero_grad()
+        net(x[i:i + 1]).pow(2).sum().backward()
+        for name, p in net.named_parameters():
+            torch.testing.assert_close(per_sample[name][i], p.grad, rtol=1e-5, atol=1e-6, msg=name)
+    v = torch.randn_like(x)
+    jacobian = torch.autograd.functional.jacobian(net, x)  # (6, 8, 6, 8), by the fused backward
+    tangent = jvp(net, (x,), (v,))[1]
+    torch.testing.assert_close(tangent, torch.einsum("ijkl,kl->ij", jacobian, v), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.skipif(gating.triton is None or torch.cuda.is_available() or INTERPRETING,
                     reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
 @interpreter_runs_micro_steps

@@ -401,6 +401,40 @@ def test_fused_rhn_refuses_gradients_of_gradients(wrt):
     assert torch.autograd.grad(rhn(x)[0].sum(), inputs)  # first-order gradients as before
 
 
+def test_torch_func_transforms_and_forward_ad_take_the_reference_path():
+    """torch.func's transforms (per-sample gradients by vmap over grad, jvp) and forward-mode AD
+    need more of an autograd function than its backward: the layer steps off its fused path for
+    them (before, each raised). Per-sample gradients equal each sequence's own backward through the
+    fused path; both tangents equal a central difference."""
+    from torch.autograd import forward_ad
+    from torch.func import functional_call, grad, jvp, vmap
+
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, depth=2, num_layers=2).double()
+    assert rhn._can_fuse(rhn.cells[0])                      # what an ordinary call runs
+    x = torch.randn(5, 3, 3, dtype=torch.float64)           # (T, B, F)
+    params = {name: p.detach() for name, p in rhn.named_parameters()}
+
+    def loss(p, sequence):                                  # one unbatched sequence (T, F)
+        return functional_call(rhn, p, (sequence,))[0].pow(2).sum()
+
+    per_sample = vmap(grad(loss), in_dims=(None, 1))(params, x)
+    for b in range(x.shape[1]):
+        rhn.zero_grad()
+        rhn(x[:, b])[0].pow(2).sum().backward()
+        for name, p in rhn.named_parameters():
+            torch.testing.assert_close(per_sample[name][b], p.grad, msg=name)
+
+    v, eps = torch.randn_like(x), 1e-6
+    with torch.no_grad():
+        difference = (rhn(x + eps * v)[0] - rhn(x - eps * v)[0]) / (2 * eps)
+    tangent = jvp(lambda sequence: rhn(sequence)[0], (x,), (v,))[1]
+    torch.testing.assert_close(tangent, difference, rtol=1e-6, atol=1e-8)
+    with forward_ad.dual_level():
+        tangent = forward_ad.unpack_dual(rhn(forward_ad.make_dual(x, v))[0]).tangent
+    torch.testing.assert_close(tangent, difference, rtol=1e-6, atol=1e-8)
+
+
 def test_fused_output_is_a_contiguous_tensor_of_its_own():
     # nn.LSTM returns a contiguous output; the fused path must too (its states are kept for backward).
     rhn = RHN(4, 6, depth=3)

@@ -95,6 +95,14 @@ def first_order_only(layer: str) -> None:
                            f"of gradients (create_graph=True) build the layer with fused=False")
 
 
+def transforms_active() -> bool:
+    """Whether ``torch.func``'s transforms (``grad``, ``vmap``, ``jvp``, ``jacrev``, ...) or forward-mode
+    AD (``torch.autograd.forward_ad``) are running. The fused layers' autograd functions have a
+    hand-written backward and nothing else, so under these the layers take their reference paths,
+    which are plain PyTorch operations and support them all."""
+    return torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0
+
+
 # -- the reference ------------------------------------------------------------------------------
 
 _BY_CODE = {code: ACTIVATIONS[name] for name, code in ACTIVATION_CODES.items()}

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from ..functional import get_activation
 from ..kernels.dense_highway import highway_layer
-from ..kernels.gating import activation_code, triton_available
+from ..kernels.gating import activation_code, transforms_active, triton_available
 from .gate import TransformGate, check_carry
 
 __all__ = ["Highway"]
@@ -58,7 +58,8 @@ class Highway(nn.Module):
             :func:`highwaynet.kernels.highway_layer` (one fused element-wise pass each way around
             the matrix products) where it applies: coupled carry, an activation the kernels know
             (relu, tanh, sigmoid, identity), no dropout in training, gates not recorded or
-            lesioned, not under ``torch.compile`` (which fuses the reference itself). Same values
+            lesioned, not under ``torch.compile`` (which fuses the reference itself), nor under
+            ``torch.func``'s transforms or forward-mode AD (which need more than a backward). Same values
             as the unfused layers; gradients of first order only (``fused=False`` for gradients of
             gradients). On the CPU the unfused path is the faster and always runs. Default: True.
         device, dtype: where and in what type the parameters are made, as for ``nn.Linear``.
@@ -141,7 +142,8 @@ class Highway(nn.Module):
     def _can_fuse(self, x: Tensor) -> bool:
         return (self.fused and self._code is not None and self.carry == "coupled" and triton_available(x)
                 and not (self.training and isinstance(self.dropout, nn.Dropout))
-                and not torch.compiler.is_compiling() and all(g.is_plain for g in self.gates))
+                and not torch.compiler.is_compiling() and all(g.is_plain for g in self.gates)
+                and not transforms_active())
 
     def extra_repr(self) -> str:
         act = getattr(self.activation, "__name__", type(self.activation).__name__)

@@ -11,6 +11,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from ..functional import get_activation
 from ..kernels import rhn_recurrence
+from ..kernels.gating import transforms_active
 from ..kernels.rhn_recurrence import OPAQUE_TO_COMPILE
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
@@ -167,8 +168,9 @@ class RHN(nn.Module):
             products, per layer (the paper's scheme). Default: 0.
         fused: use :func:`highwaynet.kernels.rhn_recurrence` (hand-written backward, weight
             gradients in one product per micro-layer) where it applies: coupled carry, gates not
-            recorded or lesioned (padded batches and packed sequences too), and under torch 2.3
-            not while being compiled or exported. Same values as the
+            recorded or lesioned (padded batches and packed sequences too), not under ``torch.func``'s
+            transforms (``grad``, ``vmap``, ``jvp``, ...) or forward-mode AD, which need more than a
+            backward, and under torch 2.3 not while being compiled or exported. Same values as the
             reference loop; gradients of first order only (``fused=False`` for gradients of
             gradients, as with cuDNN's ``nn.LSTM``). Default: True.
         bidirectional: add a second RHN per layer that reads each sequence backward, from its
@@ -312,7 +314,7 @@ class RHN(nn.Module):
     def _can_fuse(self, cell: RHNCell) -> bool:
         return (self.fused and cell.carry == "coupled" and cell.activation is torch.tanh
                 and all(g.is_plain for g in cell.gates)
-                and (OPAQUE_TO_COMPILE or not torch.compiler.is_compiling()))
+                and (OPAQUE_TO_COMPILE or not torch.compiler.is_compiling()) and not transforms_active())
 
     def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> None:
         """The state's and the lengths' shapes against the input's batch ``x`` ``(T, B, F)``."""
