@@ -27,7 +27,7 @@ def test_50_layer_highway_trains_and_plain_does_not(tmp_path):
 
 def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["train", "mlp", "--data", "digits", "--depth", "4", "--width", "16", "--epochs", "2",
+    args = ["train", "mlp", "--data", "digits", "--depth", "4", "--width", "16", "--epochs", "2", "--ema", "0.9",
             "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -36,6 +36,7 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
         assert (out / name).is_file(), name
     config = json.loads((out / "config.json").read_text())
     assert config["recipe"] == "mlp" and config["config"]["depth"] == 4 and "torch" in config["environment"]
+    assert config["config"]["train"]["ema"] == 0.9
     assert config["environment"]["cpu"]  # the model name, or at least the architecture
     # The same folder again: refused, nothing overwritten.
     assert main(args) == 2
@@ -112,3 +113,11 @@ def test_cli_unknown_data_set_and_help():
     helped = subprocess.run([sys.executable, "-m", "highwaynet", "train", "mlp", "--help"],
                             capture_output=True, text=True)
     assert helped.returncode == 0 and "--plain" in helped.stdout and "example:" in helped.stdout
+
+
+def test_settings_differ_names_what_differs_and_leaves_out_settings_newer_than_the_run():
+    from highwaynet.training.run_dir import settings_differ
+
+    saved = {"depth": 4, "train": {"lr": 0.1, "device": "cpu"}}               # a run from before `ema` existed
+    asked = {"depth": 5, "train": {"lr": 0.1, "device": "cuda", "ema": 0.0}}
+    assert settings_differ(saved, asked) == ["depth 4 (asked 5)"]

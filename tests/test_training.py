@@ -13,19 +13,22 @@ def without_time(history):
     return [{k: v for k, v in m.items() if k != "time"} for m in history]
 
 
-def make_trainer(run_dir, data, epochs=4):
+def make_trainer(run_dir, data, epochs=4, ema=0.0):
     torch.manual_seed(0)
     model = HighwayMLP(data.in_features, 10, depth=5, width=16, dropout=0.2)
-    config = TrainConfig(epochs=epochs, lr=0.05, schedule="cosine", seed=3)
+    config = TrainConfig(epochs=epochs, lr=0.05, schedule="cosine", seed=3, ema=ema)
     return Trainer(model, ClassificationTask(data, batch_size=64, seed=3), config, run_dir,
                    log=lambda s: None, progress=False)
 
 
-def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("ema", [0.0, 0.9])
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path, ema):
+    """(With ``ema`` the checkpoint carries the average of the weights too.)"""
     data = load_digits()
-    full = make_trainer(tmp_path / "full", data).fit()
+    uninterrupted = make_trainer(tmp_path / "full", data, ema=ema)
+    full = uninterrupted.fit()
 
-    interrupted = make_trainer(tmp_path / "cut", data)
+    interrupted = make_trainer(tmp_path / "cut", data, ema=ema)
     batches = interrupted.task.batches
 
     def killed_in_epoch_3(split, epoch):
@@ -43,11 +46,14 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path):
     assert logs[-1] == (f"interrupted in epoch 3; epoch 2 is the last saved: go on with the same command and "
                         f"--out {tmp_path / 'cut'} --resume (from Python: fit(resume=True))")
 
-    resumed = make_trainer(tmp_path / "cut", data)
+    resumed = make_trainer(tmp_path / "cut", data, ema=ema)
     history = resumed.fit(resume=True)
     assert without_time(history) == without_time(full)
     assert without_time(read_metrics(tmp_path / "cut")) == without_time(read_metrics(tmp_path / "full"))
-    for a, b in zip(resumed.model.state_dict().values(), full_model_state(tmp_path), strict=True):
+    for a, b in zip(resumed.model.state_dict().values(), uninterrupted.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(*(torch.load(tmp_path / run / "checkpoint.pt", weights_only=True)["model"].values()
+                      for run in ("cut", "full")), strict=True):
         assert torch.equal(a, b)
 
 
@@ -60,11 +66,6 @@ def test_interrupted_in_the_first_epoch_says_nothing_is_saved(tmp_path):
         trainer.fit()
     assert logs[-1] == "interrupted in epoch 1; no epoch had finished, so nothing is saved: start again"
     make_trainer(tmp_path, load_digits(), epochs=1).fit()  # and starting again in the same folder works
-
-
-def full_model_state(tmp_path):
-    state = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)["model"]
-    return list(state.values())
 
 
 def test_metrics_line_without_checkpoint_is_dropped_on_resume(tmp_path):
@@ -106,9 +107,55 @@ def test_bf16_autocast_option_trains(tmp_path):
     assert history[-1]["val_acc"] > 0.5
 
 
+def test_ema_is_the_average_of_every_steps_weights_validated_saved_and_held(tmp_path):
+    """``ema=d``: after step k the average is ``a_k = d a_(k-1) + (1 - d) w_k`` (``a_1 = w_1``), written
+    out here in float64 from the weights after each step; it is what each epoch validates, what
+    model.pt holds, and what the model holds when fit returns."""
+    data, decay = load_digits(max_train=300), 0.8
+    trainer = make_trainer(tmp_path, data, epochs=2, ema=decay)
+    expected: dict[str, torch.Tensor] = {}
+    step = trainer._train_step
+
+    def step_and_average(*args, **kwargs):
+        stats = step(*args, **kwargs)
+        for name, w in trainer.model.state_dict().items():
+            w = w.double()
+            expected[name] = w.clone() if name not in expected else decay * expected[name] + (1 - decay) * w
+        return stats
+
+    epoch, at_epoch_end = trainer._run_epoch, []
+
+    def epoch_and_snapshot(*args):
+        metrics = epoch(*args)
+        at_epoch_end.append(dict(expected))
+        return metrics
+
+    trainer._train_step, trainer._run_epoch = step_and_average, epoch_and_snapshot
+    history = trainer.fit()
+    assert trainer.ema.n_averaged.item() == 2 * 5  # 300 digits in batches of 64, two epochs
+    for name, w in trainer.model.state_dict().items():
+        torch.testing.assert_close(w.double(), expected[name], rtol=1e-6, atol=1e-7, msg=name)
+    best = min(range(2), key=lambda e: history[e]["val_loss"])
+    for name, w in torch.load(tmp_path / "model.pt", weights_only=True).items():
+        torch.testing.assert_close(w.double(), at_epoch_end[best][name], rtol=1e-6, atol=1e-7, msg=name)
+    # The last epoch validated the average, which the model now holds.
+    assert trainer.evaluate("val")["loss"] == pytest.approx(history[-1]["val_loss"], rel=1e-6)
+    raw = torch.load(tmp_path / "checkpoint.pt", weights_only=True)["model"]
+    assert any(not torch.equal(raw[name], w) for name, w in trainer.model.state_dict().items())
+
+
+def test_resuming_with_ema_a_run_started_without_it_is_refused(tmp_path):
+    data = load_digits(max_train=300)
+    make_trainer(tmp_path, data, epochs=1).fit()
+    with pytest.raises(ValueError, match="started without ema"):
+        make_trainer(tmp_path, data, epochs=2, ema=0.9).fit(resume=True)
+
+
 def test_bad_config():
     with pytest.raises(ValueError, match="optimizer must be"):
         TrainConfig(optimizer="lbfgs")
+    with pytest.raises(ValueError, match=r"ema is a decay in \[0, 1\)"):
+        TrainConfig(ema=1.0)
     with pytest.raises(ValueError, match="schedule must be"):
         TrainConfig(schedule="linear")
 

@@ -53,6 +53,7 @@ def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, op
     g.add_argument("--device", default="auto",
                    help="auto (CUDA, MPS, then CPU), cpu, cuda, cuda:1, ... (default: %(default)s)")
     g.add_argument("--amp", action="store_true", help="train under bfloat16 autocast")
+    _add_ema_option(g)
     g.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     g.add_argument("--cuda-graph", action="store_true",
                    help="replay each training step as a CUDA graph (launch-bound models on a GPU: small deep "
@@ -61,6 +62,12 @@ def _add_training_options(p: argparse.ArgumentParser, epochs: int, lr: float, op
     r.add_argument("--out", help="the run folder (default: runs/<a name from the options>)")
     r.add_argument("--resume", action="store_true",
                    help="continue the run in --out after its last finished epoch, with its saved config")
+
+
+def _add_ema_option(group) -> None:
+    group.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
+                       help="validate and keep an exponential moving average of the weights, updated every step, "
+                            "instead of the last weights (e.g. 0.995; default: off)")
 
 
 def _add_data_options(p: argparse.ArgumentParser, choices: Sequence[str], default: str) -> None:
@@ -223,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     sent.add_argument("--batch-size", type=_positive_int, default=50,
                       help="training batch size (default: %(default)s)")
     sent.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default: %(default)s)")
+    _add_ema_option(sent)
     sent.add_argument("--report-only", action="store_true",
                       help="train nothing: report the runs already finished in --out (a sweep split over "
                            "several processes, each with --resume)")
@@ -282,7 +290,7 @@ def _train_config(args: argparse.Namespace):
     return TrainConfig(epochs=args.epochs, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
                        weight_decay=args.weight_decay, schedule=args.schedule, seed=args.seed,
                        device=args.device, amp=args.amp, compile=args.compile,
-                       cuda_graph=args.cuda_graph)
+                       cuda_graph=args.cuda_graph, ema=args.ema)
 
 
 def _say_what_runs(args: argparse.Namespace, out: str, config, recipe: str, new_run: str) -> None:
@@ -406,7 +414,8 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
                                     dropout=args.dropout, embed_dropout=args.embed_dropout, vectors=args.vectors,
                                     batch_size=args.batch_size, gate_bias=args.gate_bias,
                                     train=TrainConfig(epochs=args.epochs, optimizer="adam", lr=args.lr,
-                                                      monitor="val_acc", grad_clip=5.0, device=args.device))
+                                                      monitor="val_acc", grad_clip=5.0, device=args.device,
+                                                      ema=args.ema))
     config = sentences.SweepConfig(tasks=tasks, encoders=[e.strip() for e in args.encoder.split(",")],
                                    layers=_int_list(args.layers, "--layers"),
                                    seeds=[int(s) for s in args.seeds.split(",")], folds=args.folds, base=base)

@@ -160,10 +160,11 @@ def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def settings_differ(saved: dict[str, Any], asked: dict[str, Any]) -> list[str]:
     """``"key saved (asked value)"`` for each setting, other than the device, where a run folder's
-    saved configuration differs from the one asked for (compared as JSON stores them)."""
+    saved configuration differs from the one asked for (compared as JSON stores them). A setting
+    newer than the folder's run is left out: the run resumes with its default, as it started."""
     saved, asked = flat_settings(saved), flat_settings(json.loads(json.dumps(asked)))
-    return [f"{key} {saved.get(key)!r} (asked {value!r})" for key, value in asked.items()
-            if saved.get(key) != value and key.rsplit(".", 1)[-1] != "device"]
+    return [f"{key} {saved[key]!r} (asked {value!r})" for key, value in asked.items()
+            if key in saved and saved[key] != value and key.rsplit(".", 1)[-1] != "device"]
 
 
 class Train(Protocol):

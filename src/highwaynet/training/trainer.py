@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from .._versions import release
@@ -92,6 +93,10 @@ class TrainConfig:
             steps are launch-bound. CUDA only, one process, tasks with ``graph_safe = True``.
         monitor: the validation metric that picks the best weights (``model.pt``); lower is better
             unless it ends in ``acc``.
+        ema: the decay of an exponential moving average of the weights (and buffers), updated
+            after every step (``torch.optim.swa_utils.AveragedModel``; 0.99-0.999 are usual). The
+            average, not the last weights, is validated, saved as ``model.pt`` and held by the
+            model when ``fit`` returns; the checkpoint keeps both. 0: off.
     """
 
     epochs: int = 10
@@ -110,6 +115,7 @@ class TrainConfig:
     compile: bool = False
     cuda_graph: bool = False
     monitor: str = "val_loss"
+    ema: float = 0.0
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("sgd", "adam", "adamw"):
@@ -118,6 +124,8 @@ class TrainConfig:
             raise ValueError(f"schedule must be 'constant', 'cosine' or 'step', got {self.schedule!r}")
         if self.epochs < 1 or self.lr <= 0:
             raise ValueError(f"epochs and lr must be positive, got epochs={self.epochs}, lr={self.lr}")
+        if not 0 <= self.ema < 1:
+            raise ValueError(f"ema is a decay in [0, 1) (0: off), got {self.ema}")
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -215,6 +223,9 @@ class Trainer:
         # Evaluation needs no gradient synchronisation: the bare model (compiled once if asked).
         self._eval_model = self._forward_model if self.world_size == 1 else self.model
         self._graphed = GraphedStep(self._train_step, self.optimizer) if config.cuda_graph else None
+        # The average is a copy of the model beside it, updated after each step (outside a CUDA graph).
+        self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(config.ema),
+                                 use_buffers=True) if config.ema else None
 
     # -- set-up ---------------------------------------------------------------------------------
     def _check_graphable(self) -> None:
@@ -264,7 +275,8 @@ class Trainer:
 
         ``max_time`` (seconds) stops after the first epoch at which the epochs' summed time reaches
         it, to compare models trained for the same time (such a run depends on the machine's speed).
-        Returns the metrics of every epoch (those of earlier sessions included when resuming).
+        Returns the metrics of every epoch (those of earlier sessions included when resuming). With
+        ``config.ema`` the model then holds the averaged weights.
         """
         if resume:
             self.load_checkpoint()
@@ -286,6 +298,8 @@ class Trainer:
             if max_time is not None and rank_zero_decides(sum(m["time"] for m in self.history) >= max_time):
                 break
         barrier()  # under torchrun: the run folder is complete (rank 0 writes it) when fit returns, on every rank
+        if self.ema is not None:
+            self.model.load_state_dict(self.ema.module.state_dict())
         return self.history
 
     def _run_epoch(self, epoch: int) -> dict[str, float]:
@@ -303,12 +317,14 @@ class Trainer:
                 weight = shard_weight(n, self.rank, self.world_size)
             batch = to_device(self._shard(batch), self.device)
             _accumulate(sums, self._graphed(batch) if self._graphed else self._train_step(batch, weight))
+            if self.ema is not None:
+                self.ema.update_parameters(self.model)
         if not sums:
             raise RuntimeError("the training split gave no batches: is it empty, or smaller than a batch?")
         lr = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         train = self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
-        val = self.evaluate("val")
+        val = self.evaluate("val", self.ema.module if self.ema is not None else None)
         return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
                 **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
 
@@ -326,10 +342,11 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, split: str = "val", model: nn.Module | None = None) -> dict[str, float]:
-        """The task's metrics on ``split``, in evaluation mode (no dropout)."""
+        """The task's metrics on ``split``, in evaluation mode (no dropout): of the model, or of ``model``."""
         model = model or self._eval_model
-        was_training = self.model.training
+        was_training = self.model.training, model.training
         self.model.eval()
+        model.eval()
         sums: dict[str, Tensor] = {}
         try:
             for batch in self.task.batches(split, 0):
@@ -340,7 +357,8 @@ class Trainer:
                     _, stats = self.task.step(model, to_device(batch, self.device))
                 _accumulate(sums, stats)
         finally:
-            self.model.train(was_training)
+            self.model.train(was_training[0])
+            model.train(was_training[1])
         if not sums:
             raise RuntimeError(f"the {split!r} split gave no batches")
         return self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
@@ -381,7 +399,8 @@ class Trainer:
         value = metrics.get(self.config.monitor)
         if value is not None and self._is_better(value):
             self.best = value
-            _atomic_save(self.model.state_dict(), self._out / "model.pt")
+            validated = self.ema.module if self.ema is not None else self.model
+            _atomic_save(validated.state_dict(), self._out / "model.pt")
         _atomic_save({
             "epoch": self.epoch,
             "best": self.best,
@@ -390,6 +409,7 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(),
             "rng": _rng_state(),
             "config": asdict(self.config),
+            **({"ema": self.ema.state_dict()} if self.ema is not None else {}),
         }, self._out / "checkpoint.pt")
 
     def load_checkpoint(self) -> None:
@@ -406,6 +426,11 @@ class Trainer:
         self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"]))
         self.scheduler.load_state_dict(state["scheduler"])
         _set_rng_state(state["rng"])
+        if self.ema is not None:
+            if "ema" not in state:
+                raise ValueError(f"{path} holds no average of the weights: its run was started without ema, "
+                                 f"and resumes only without it")
+            self.ema.load_state_dict(state["ema"])
         self.epoch, self.best = state["epoch"], state["best"]
         self.history = read_metrics(self.run_dir)[: self.epoch]
         if self._out is not None:
