@@ -357,8 +357,8 @@ class Trainer:
                     _, stats = self.task.step(model, to_device(batch, self.device))
                 _accumulate(sums, stats)
         finally:
-            self.model.train(was_training[0])
             model.train(was_training[1])
+            self.model.train(was_training[0])  # (last: a compiled model's mode is the model's own)
         if not sums:
             raise RuntimeError(f"the {split!r} split gave no batches")
         return self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
