@@ -1,4 +1,6 @@
+import gc
 import json
+import weakref
 
 import pytest
 import torch
@@ -95,6 +97,23 @@ def test_checkpoint_loads_with_weights_only(tmp_path):
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert state["epoch"] == 1 and "optimizer" in state and "rng" in state
     assert set(torch.load(tmp_path / "model.pt", weights_only=True)) == set(state["model"])
+
+
+@pytest.mark.parametrize("ema", [0.0, 0.9])
+def test_a_trainer_is_freed_when_dropped_without_the_collector(tmp_path, ema):
+    # Under torchrun a Trainer holds a DDP wrapper, which holds the process group; a Trainer kept
+    # alive by its own reference cycles outlived leave_distributed and took gloo down at exit.
+    data = load_digits()
+    gc.disable()
+    try:
+        trainer = make_trainer(tmp_path, data, epochs=1, ema=ema)
+        trainer.fit()
+        trainer.evaluate("test")
+        alive = weakref.ref(trainer)
+        del trainer
+        assert alive() is None, [type(r).__name__ for r in gc.get_referrers(alive())]
+    finally:
+        gc.enable()
 
 
 def test_bf16_autocast_option_trains(tmp_path):

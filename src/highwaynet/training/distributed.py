@@ -42,12 +42,12 @@ def init_distributed() -> tuple[int, int]:
 def leave_distributed() -> None:
     """Leave the process group, if joined: a process that exits still in it can abort (gloo's threads).
 
-    A Trainer sits in reference cycles (its scheduler holds its bound methods), so its
-    ``DistributedDataParallel`` wrapper, which holds the process group, outlives it until the
-    collector runs. Left to the interpreter's exit, gloo's group was then torn down during
-    finalization, and a process now and then aborted there ("terminate called without an active
-    exception": once in 90 two-process sentence runs on a loaded 2-core machine, and once in a
-    test run). Collecting first frees the group here.
+    A ``DistributedDataParallel`` wrapper holds the process group, and one caught in a reference
+    cycle (the Trainer's scheduler once held the Trainer's own bound method; a user's code may
+    make others) lives until the collector runs. Left to the interpreter's exit, gloo's group was
+    then torn down during finalization, and a process now and then aborted there ("terminate
+    called without an active exception": once in 90 two-process sentence runs on a loaded 2-core
+    machine, and once in a test run). Collecting first frees the group here.
     """
     if dist.is_available() and dist.is_initialized():
         gc.collect()

@@ -13,6 +13,7 @@ a run interrupted and resumed writes the same metrics as one that never stopped.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -155,6 +156,18 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
+def _lr_factor(c: TrainConfig, epoch: int) -> float:
+    """The factor on ``c.lr`` in ``epoch`` (from 0): linear warm-up, then the schedule."""
+    if epoch < c.warmup_epochs:
+        return (epoch + 1) / (c.warmup_epochs + 1)
+    done = epoch - c.warmup_epochs
+    if c.schedule == "cosine":
+        return 0.5 * (1 + math.cos(math.pi * done / max(1, c.epochs - c.warmup_epochs)))
+    if c.schedule == "step":
+        return c.gamma ** (done // c.step_epochs)
+    return 1.0
+
+
 def _rng_state() -> dict[str, Any]:
     # numpy's state holds an ndarray: store it as a tensor so that the checkpoint loads with
     # torch.load(weights_only=True).
@@ -213,7 +226,9 @@ class Trainer:
         self.log = (log or tqdm.write) if self.rank == 0 else (lambda message: None)
         self.progress = progress and self.rank == 0
         self.optimizer = self._make_optimizer()
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        # (a function of the config, not a bound method: a Trainer that references itself lives on
+        # until the collector runs, and with it a DDP wrapper's process group)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, functools.partial(_lr_factor, config))
         self.epoch = 0  # epochs finished
         self.best: float | None = None
         self.history: list[dict[str, float]] = []
@@ -252,17 +267,6 @@ class Trainer:
         # Under a CUDA graph Adam's step counter must live on the GPU.
         adam = torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW
         return adam(params, lr=c.lr, weight_decay=c.weight_decay, capturable=c.cuda_graph, fused=fused)
-
-    def _lr_factor(self, epoch: int) -> float:
-        c = self.config
-        if epoch < c.warmup_epochs:
-            return (epoch + 1) / (c.warmup_epochs + 1)
-        done = epoch - c.warmup_epochs
-        if c.schedule == "cosine":
-            return 0.5 * (1 + math.cos(math.pi * done / max(1, c.epochs - c.warmup_epochs)))
-        if c.schedule == "step":
-            return c.gamma ** (done // c.step_epochs)
-        return 1.0
 
     def _autocast(self) -> torch.autocast:
         # A captured graph must not rely on autocast's cache of cast weights (they change every step).
