@@ -115,9 +115,17 @@ def test_cli_unknown_data_set_and_help():
     assert helped.returncode == 0 and "--plain" in helped.stdout and "example:" in helped.stdout
 
 
-def test_settings_differ_names_what_differs_and_leaves_out_settings_newer_than_the_run():
-    from highwaynet.training.run_dir import settings_differ
+def test_settings_differ_names_what_differs_including_settings_newer_than_the_run():
+    from dataclasses import asdict
 
-    saved = {"depth": 4, "train": {"lr": 0.1, "device": "cpu"}}               # a run from before `ema` existed
-    asked = {"depth": 5, "train": {"lr": 0.1, "device": "cuda", "ema": 0.0}}
-    assert settings_differ(saved, asked) == ["depth 4 (asked 5)"]
+    from highwaynet.recipes.mlp import MLPConfig
+    from highwaynet.training.run_dir import settings_differ
+    from highwaynet.training.trainer import TrainConfig
+
+    saved = asdict(MLPConfig(depth=4, train=TrainConfig(lr=0.1, device="cpu")))
+    del saved["train"]["ema"]                                    # a run from before `ema` existed
+    same_but_device = MLPConfig(depth=4, train=TrainConfig(lr=0.1, device="cuda"))
+    assert settings_differ(saved, same_but_device) == []         # the default ema is what the run had
+    asked = MLPConfig(depth=5, train=TrainConfig(lr=0.1, device="cuda", ema=0.99))
+    assert settings_differ(saved, asked) == [
+        "depth 4 (asked 5)", "train.ema 0.0, the default, as the run predates the setting (asked 0.99)"]

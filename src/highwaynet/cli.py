@@ -298,15 +298,13 @@ def _train_config(args: argparse.Namespace):
 def _say_what_runs(args: argparse.Namespace, out: str, config, recipe: str, new_run: str) -> None:
     """``new_run``, or for a resumed run, which continues with the settings it was started with,
     the folder and the settings asked for that it does not apply."""
-    from dataclasses import asdict
-
     from .training.run_dir import load_run_config, settings_differ
 
     if not args.resume:
         print(new_run)
         return
     print(f"resuming the run in {out}")
-    differ = settings_differ(load_run_config(out, recipe)["config"], asdict(config))
+    differ = settings_differ(load_run_config(out, recipe)["config"], config)
     if differ:
         print("--resume continues the run with the settings it was started with; not applied: " + ", ".join(differ))
 

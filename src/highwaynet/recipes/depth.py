@@ -80,7 +80,7 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
 
     def train(cfg: mlp.MLPConfig, run_dir: Path, what: str) -> dict[str, Any]:
         return run_once(run_dir, lambda resume: mlp.run(cfg, run_dir, resume=resume, data=data, log=log,
-                                                        progress=progress), log, what, config=asdict(cfg))
+                                                        progress=progress), log, what, config=cfg)
 
     nets = []
     for depth in config.depths:

@@ -88,4 +88,4 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
 def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress) -> dict[str, Any]:
     what = (f"rhn depth {config.depth}" if config.model == "rhn" else "lstm") + f", hidden {config.hidden}"
     return run_once(run_dir, lambda resume: lm.run(config, run_dir, resume=resume, corpus=corpus, max_time=max_time,
-                                                   log=log, progress=progress), log, what, config=asdict(config))
+                                                   log=log, progress=progress), log, what, config=config)

@@ -197,7 +197,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
                     results.append(run_once(
                         run_dir, partial(run, one, run_dir, data=data, log=log, progress=progress),
                         log, f"{task} {encoder} {layers} layer(s), {kind} {k}",
-                        config=None if report_only else asdict(one)))
+                        config=None if report_only else one))
                     # The report gives each run's own settings (a finished run keeps those it was trained with).
                     settings.append(run_settings(load_run_config(run_dir)["config"]))
     if not results:

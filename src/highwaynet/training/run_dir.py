@@ -9,6 +9,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -158,13 +159,24 @@ def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def settings_differ(saved: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+def settings_differ(saved: dict[str, Any], asked: Any) -> list[str]:
     """``"key saved (asked value)"`` for each setting, other than the device, where a run folder's
-    saved configuration differs from the one asked for (compared as JSON stores them). A setting
-    newer than the folder's run is left out: the run resumes with its default, as it started."""
-    saved, asked = flat_settings(saved), flat_settings(json.loads(json.dumps(asked)))
-    return [f"{key} {saved[key]!r} (asked {value!r})" for key, value in asked.items()
-            if key in saved and saved[key] != value and key.rsplit(".", 1)[-1] != "device"]
+    saved configuration differs from ``asked``, the configuration (a dataclass) asked for; compared
+    as JSON stores them. A setting newer than the folder's run is missing from it: the run resumes
+    with that setting's default, as it started, so it is named when something else is asked for."""
+    def flat(config: Any) -> dict[str, Any]:
+        return flat_settings(json.loads(json.dumps(asdict(config))))
+
+    saved, defaults, asked = flat_settings(saved), flat(type(asked)()), flat(asked)
+    differ = []
+    for key, value in asked.items():
+        if key.rsplit(".", 1)[-1] == "device":
+            continue
+        if key in saved and saved[key] != value:
+            differ.append(f"{key} {saved[key]!r} (asked {value!r})")
+        elif key not in saved and key in defaults and defaults[key] != value:
+            differ.append(f"{key} {defaults[key]!r}, the default, as the run predates the setting (asked {value!r})")
+    return differ
 
 
 class Train(Protocol):
@@ -174,7 +186,7 @@ class Train(Protocol):
 
 
 def run_once(run_dir: Path, train: Train, log: Callable[[str], None],
-             what: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+             what: str, config: Any = None) -> dict[str, Any]:
     """One run of a sweep: skipped when finished, resumed when it has a checkpoint, else started anew.
 
     ``train(resume=...)`` runs it into ``run_dir`` and returns its results (also in ``results.json``).
