@@ -167,7 +167,11 @@ def settings_differ(saved: dict[str, Any], asked: Any) -> list[str]:
     def flat(config: Any) -> dict[str, Any]:
         return flat_settings(json.loads(json.dumps(asdict(config))))
 
-    saved, defaults, asked = flat_settings(saved), flat(type(asked)()), flat(asked)
+    try:
+        defaults = flat(type(asked)())
+    except TypeError:  # a configuration with required fields: settings missing from the run go unnamed
+        defaults = {}
+    saved, asked = flat_settings(saved), flat(asked)
     differ = []
     for key, value in asked.items():
         if key.rsplit(".", 1)[-1] == "device":
