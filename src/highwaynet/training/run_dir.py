@@ -162,24 +162,22 @@ def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def settings_differ(saved: dict[str, Any], asked: Any) -> list[str]:
     """``"key saved (asked value)"`` for each setting, other than the device, where a run folder's
     saved configuration differs from ``asked``, the configuration (a dataclass) asked for; compared
-    as JSON stores them. A setting newer than the folder's run is missing from it: the run resumes
-    with that setting's default, as it started, so it is named when something else is asked for."""
+    as JSON stores them. A setting newer than the folder's run is missing from it: the resumed run
+    is built from the saved one as ``type(asked)(**saved)``, which gives it its default, and it is
+    named when something else is asked for."""
     def flat(config: Any) -> dict[str, Any]:
         return flat_settings(json.loads(json.dumps(asdict(config))))
 
+    stored = flat_settings(saved)
     try:
-        defaults = flat(type(asked)())
-    except TypeError:  # a configuration with required fields: settings missing from the run go unnamed
-        defaults = {}
-    saved, asked = flat_settings(saved), flat(asked)
+        resumed = flat(type(asked)(**saved))
+    except TypeError:  # a saved setting the class no longer has: compare what the folder holds
+        resumed = stored
     differ = []
-    for key, value in asked.items():
-        if key.rsplit(".", 1)[-1] == "device":
-            continue
-        if key in saved and saved[key] != value:
-            differ.append(f"{key} {saved[key]!r} (asked {value!r})")
-        elif key not in saved and key in defaults and defaults[key] != value:
-            differ.append(f"{key} {defaults[key]!r}, the default, as the run predates the setting (asked {value!r})")
+    for key, value in flat(asked).items():
+        if key in resumed and resumed[key] != value and key.rsplit(".", 1)[-1] != "device":
+            newer = "" if key in stored else ", the default, as the run predates the setting"
+            differ.append(f"{key} {resumed[key]!r}{newer} (asked {value!r})")
     return differ
 
 
