@@ -101,3 +101,23 @@ def test_sentence_run_under_torchrun_matches_one_process(tmp_path, shared_data):
     assert two["test"]["acc"] == pytest.approx(one["test"]["acc"], abs=1e-6)
     run_dir = next((tmp_path / "ddp").rglob("results.json")).parent
     assert "\t" in launch(["-m", "highwaynet", "predict", str(run_dir), "What is the capital of France ?"], 1)
+
+
+def test_adversarial_sentence_run_under_torchrun_matches_one_process(tmp_path, shared_data):
+    """Adversarial training runs the model twice a step and differentiates the first pass alone to the
+    word vectors: DistributedDataParallel must still reduce the gradients once, as one process has them."""
+    lines = (shared_data / "sentence" / "TREC.train.all").read_bytes().splitlines()
+    data = tmp_path / "trec-small"
+    data.mkdir()
+    (data / "train").write_bytes(b"\n".join(lines[:400]) + b"\n")
+    (data / "test").write_bytes(b"\n".join(lines[-100:]) + b"\n")
+    arguments = ["-m", "highwaynet", "reproduce", "sentences", "--task", str(data), "--layers", "2",
+                 "--hidden", "8", "--embed-dim", "16", "--dropout", "0", "--epochs", "2", "--lr", "0.02",
+                 "--device", "cpu", "--adversarial", "1"]
+    launch(arguments + ["--out", str(tmp_path / "single")], 1)
+    launch(arguments + ["--out", str(tmp_path / "ddp")], 2)
+    one, two = ([json.loads(line) for line in next((tmp_path / out).rglob("metrics.jsonl")).read_text().splitlines()]
+                for out in ("single", "ddp"))
+    for a, b in zip(one, two, strict=True):
+        for key in ("train_loss", "train_acc", "val_loss", "val_acc"):
+            assert b[key] == pytest.approx(a[key], abs=1e-5), key

@@ -138,10 +138,11 @@ def test_cli_sweep_of_a_users_own_set(shared_data, tmp_path, capsys):
     (own / "test").write_bytes(b"".join(lines[-100:]))
     out = tmp_path / "sweep"
     assert main(["reproduce", "sentences", "--task", str(own), "--encoder", "cnn", "--epochs", "1",
-                 "--embed-dim", "16", "--ema", "0.99", "--out", str(out)]) == 0
+                 "--embed-dim", "16", "--ema", "0.99", "--adversarial", "0.5", "--out", str(out)]) == 0
     assert "questions cnn                   -  " in capsys.readouterr().out
     run_dir = out / "questions" / "cnn-L1" / "seed0"
-    assert json.loads((run_dir / "config.json").read_text())["config"]["train"]["ema"] == 0.99
+    saved = json.loads((run_dir / "config.json").read_text())["config"]
+    assert saved["train"]["ema"] == 0.99 and saved["adversarial"] == 0.5
     assert json.loads((run_dir / "results.json").read_text())["task"] == "questions"
     report = (out / "report.md").read_text()
     assert "## questions\n\n| encoder |" in report and "Kim (2014)" not in report

@@ -228,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     sent.add_argument("--resize", choices=("projection", "zeropad"), default="projection",
                       help="how a highway block's input reaches its width (default: %(default)s)")
     sent.add_argument("--vectors", help="word vectors in a text file (GloVe or word2vec text format)")
+    sent.add_argument("--adversarial", type=float, default=0.0, metavar="EPS",
+                      help="adversarial training on the word vectors (Miyato et al., 2017): also train on each "
+                           "batch with its word vectors moved EPS times their own scale against the model; twice "
+                           "the time a step (default: %(default)s, off)")
     sent.add_argument("--epochs", type=_positive_int, default=10, help="(default: %(default)s)")
     sent.add_argument("--batch-size", type=_positive_int, default=50,
                       help="training batch size (default: %(default)s)")
@@ -413,6 +417,7 @@ def _reproduce_sentences(args: argparse.Namespace) -> None:
     base = sentences.SentenceConfig(hidden=args.hidden, embed_dim=args.embed_dim, resize=args.resize,
                                     dropout=args.dropout, embed_dropout=args.embed_dropout, vectors=args.vectors,
                                     batch_size=args.batch_size, gate_bias=args.gate_bias,
+                                    adversarial=args.adversarial,
                                     train=TrainConfig(epochs=args.epochs, optimizer="adam", lr=args.lr,
                                                       monitor="val_acc", grad_clip=5.0, device=args.device,
                                                       ema=args.ema))

@@ -70,6 +70,7 @@ class SentenceConfig:
     batch_size: int = 50
     fold: int = 0
     vectors: str | None = None
+    adversarial: float = 0.0
     train: TrainConfig = field(default_factory=lambda: TrainConfig(
         epochs=10, optimizer="adam", lr=1e-3, monitor="val_acc", grad_clip=5.0))
 
@@ -80,6 +81,10 @@ class SentenceConfig:
             raise ValueError(f"unknown encoder {self.encoder!r}; expected one of {ENCODERS}")
         if self.layers < 1:
             raise ValueError(f"layers must be at least 1, got {self.layers}")
+        if self.adversarial < 0:
+            raise ValueError(f"adversarial is a step length >= 0 (0: off), got {self.adversarial}")
+        if self.adversarial and self.train.compile:
+            raise ValueError("adversarial training does not combine with compile (see highwaynet.training.adversarial)")
 
 
 def build_model(config: SentenceConfig, vocab: list[str], num_classes: int) -> SentenceClassifier:
@@ -105,7 +110,8 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
     data = data or load_data(config, data_dir, download)
     write_text(Path(out, "vocab.json"), json.dumps({"vocab": data.vocab, "num_classes": data.num_classes}))
     model = build_model(config, data.vocab, data.num_classes)
-    task = SentenceTask(data, config.batch_size, seed=config.train.seed, min_length=model.min_length)
+    task = SentenceTask(data, config.batch_size, seed=config.train.seed, min_length=model.min_length,
+                        adversarial=config.adversarial)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
     history = trainer.fit(resume=resume)
     load_best_weights(model, out)

@@ -66,8 +66,13 @@ class ClassificationTask:
             inputs[0] = self.augment(inputs[0])
         logits = model(*inputs).float()
         loss = F.cross_entropy(logits, y)
+        return loss, self.batch_stats(logits, loss, y)
+
+    @staticmethod
+    def batch_stats(logits: Tensor, loss: Tensor, y: Tensor) -> dict[str, Tensor]:
+        """The sums :meth:`summarize` reads, for a batch's logits, mean loss and labels."""
         n = torch.full((), float(len(y)), device=y.device)  # no host copy: the step can be a CUDA graph
-        return loss, {"loss": loss.detach() * n, "correct": (logits.argmax(-1) == y).sum(), "n": n}
+        return {"loss": loss.detach() * n, "correct": (logits.argmax(-1) == y).sum(), "n": n}
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         return {"loss": sums["loss"] / sums["n"], "acc": sums["correct"] / sums["n"]}
