@@ -7,7 +7,7 @@ import torch
 
 from highwaynet.data import load_digits
 from highwaynet.models import HighwayMLP
-from highwaynet.training import ClassificationTask, TrainConfig, Trainer, read_metrics
+from highwaynet.training import ClassificationTask, SentenceTask, TrainConfig, Trainer, read_metrics
 from highwaynet.training import trainer as trainer_module
 
 
@@ -246,6 +246,11 @@ def test_cuda_graph_option_needs_cuda_and_a_graph_safe_task():
     data = load_digits()
     with pytest.raises(ValueError, match="cuda_graph: it needs a CUDA device"):
         Trainer(HighwayMLP(64, 10, depth=2, width=8), ClassificationTask(data, 64),
+                TrainConfig(epochs=1, device="cpu", cuda_graph=True), log=lambda s: None, progress=False)
+    # Sentence batches are packed by lengths read on the host: refused before any device is asked for.
+    sentences = {"train": ([torch.tensor([2, 3])], torch.tensor([0]))}
+    with pytest.raises(ValueError, match="SentenceTask does not declare graph_safe"):
+        Trainer(HighwayMLP(64, 10, depth=2, width=8), SentenceTask(sentences),
                 TrainConfig(epochs=1, device="cpu", cuda_graph=True), log=lambda s: None, progress=False)
 
 

@@ -36,6 +36,10 @@ class SentenceTask(ClassificationTask):
     clean one, so curves compare with and without.
     """
 
+    #: Not as a CUDA graph: the (Bi)LSTM encoders pack each batch by its lengths, read on the host
+    #: (``pack_padded_sequence``), and each batch has a length of its own, a graph shape of its own.
+    graph_safe = False
+
     def __init__(self, splits, batch_size: int = 50, seed: int = 0, eval_batch_size: int = 500,
                  min_length: int = 1, adversarial: float = 0.0) -> None:
         super().__init__(splits, batch_size, seed, eval_batch_size)

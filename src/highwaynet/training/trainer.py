@@ -244,6 +244,9 @@ class Trainer:
 
     # -- set-up ---------------------------------------------------------------------------------
     def _check_graphable(self) -> None:
+        if not getattr(self.task, "graph_safe", False):
+            raise ValueError(f"cuda_graph: {type(self.task).__name__} does not declare graph_safe = True (its "
+                             f"steps may copy to the host or keep state in new tensors)")
         if self.device.type != "cuda":
             raise ValueError("cuda_graph: it needs a CUDA device")
         if self.world_size > 1:
@@ -251,9 +254,6 @@ class Trainer:
         if self.config.compile:
             raise ValueError("cuda_graph: it does not combine with compile (torch.compile's "
                              "mode='reduce-overhead' uses graphs itself)")
-        if not getattr(self.task, "graph_safe", False):
-            raise ValueError(f"cuda_graph: {type(self.task).__name__} does not declare graph_safe = True (its "
-                             f"steps may copy to the host or keep state in new tensors)")
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
