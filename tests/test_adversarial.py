@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from highwaynet.models.sentence import SentenceClassifier
+from highwaynet.models.sentence import ENCODERS, SentenceClassifier
 from highwaynet.recipes.sentences import SentenceConfig
 from highwaynet.training import SentenceTask, TrainConfig
 from highwaynet.training.adversarial import adversarial_loss, word_embedding
@@ -102,10 +102,11 @@ def test_evaluation_and_epsilon_zero_take_the_plain_step():
         torch.testing.assert_close(loss, F.cross_entropy(model(tokens, lengths), y), check_dtype=False)
 
 
-def test_a_sentence_classifier_takes_the_step():
-    # The real model: its one embedding is found, and the step moves its loss up.
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_a_sentence_classifier_takes_the_step(encoder):
+    # The real models: the one embedding is found, and the step moves the loss up.
     torch.manual_seed(0)
-    model = SentenceClassifier(30, 3, "hbilstm", embed_dim=8, hidden_size=4, dropout=0.0).double()
+    model = SentenceClassifier(30, 3, encoder, embed_dim=8, hidden_size=4, dropout=0.0).double()
     tokens, lengths, y = batch()
     _, loss, adversarial = adversarial_loss(model, (tokens, lengths), lambda z: F.cross_entropy(z, y), 1.0,
                                             valid=tokens != 0)
