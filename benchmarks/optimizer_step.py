@@ -50,7 +50,7 @@ def cases(vocab: int) -> dict[str, tuple[nn.Module, type[torch.optim.Optimizer],
                       (tokens, torch.full((50,), 20), torch.randint(0, 2, (50,))), sentence_loss),
         "depth": (HighwayMLP(784, 10, 100), torch.optim.SGD, {"lr": 0.03, "momentum": 0.9},
                   (torch.randn(100, 784), torch.randint(0, 10, (100,))), mlp_loss),
-        "lm": (RHNLanguageModel(65, 256, 4), torch.optim.Adam, {"lr": 2e-3},
+        "lm": (RHNLanguageModel(65, 256, depth=4), torch.optim.Adam, {"lr": 2e-3},
                (torch.randint(0, 65, (50, 32)), torch.randint(0, 65, (50, 32))), lm_loss),
     }
 

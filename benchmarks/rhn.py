@@ -20,9 +20,9 @@ Rows, measured side by side in one run:
                       PyTorch operations, not one pass of C++ a micro-step
   ours, torch.compile ``torch.compile(RHN)``: the recurrence stays one call (a custom operator each
                       way), the rest compiled
-  ours, halves padded ``RHN`` with ``rhn_recurrence.pad_halves`` (where the one-kernel path runs:
-                      Triton, tensor-core products): each half of ``[h | t]`` and ``dz`` padded too
-                      (a layout not yet timed: the faster of the two becomes the only one)
+  ours, halves padded ``RHN`` on ``RHNPath.ONE_KERNEL_PADDED_HALVES`` where the one-kernel path runs
+                      (Triton, tensor-core products): each half of ``[h | t]`` and ``dz`` padded too, a
+                      layout never chosen automatically until a GPU run shows it faster
   labml loop, torch.compile whole
                       (``--compile-loop``) the labml loop traced whole by torch.compile, every micro-step
                       unrolled; on the CPU with inductor's C++ wrapper, so that no Python runs between
@@ -39,21 +39,18 @@ Tokens per second = steps x batch / time.
 from __future__ import annotations
 
 import argparse
-import importlib
 from unittest import mock
 
 import torch
 from common import autotuned, graphed, measure_rows, report
 from torch import nn
 
-from highwaynet.kernels import rhn_cpu, rhn_eager, rhn_step
+import highwaynet.nn.rhn
+from highwaynet.kernels import rhn_cpu, rhn_eager
+from highwaynet.kernels.dispatch import Choice
 from highwaynet.kernels.gating import triton_available
+from highwaynet.kernels.rhn_recurrence import RHNPath, choose_path
 from highwaynet.nn import RHN
-
-# The module, whose pad_halves the layer reads: `from highwaynet.kernels import rhn_recurrence` is
-# the function of that name, on which setting pad_halves changed nothing (the GPU rows "halves
-# padded" timed the default layout twice until 2026-11-24; no such run had been made).
-rhn_recurrence = importlib.import_module("highwaynet.kernels.rhn_recurrence")
 
 
 def lstm_hidden_for(params: int, input_size: int) -> int:
@@ -64,8 +61,12 @@ def lstm_hidden_for(params: int, input_size: int) -> int:
 
 
 def with_halves_padded(run):
-    """``run`` with the RHN's one-kernel path in its other layout (``rhn_recurrence.pad_halves``)."""
-    return mock.patch.object(rhn_recurrence, "pad_halves", True)(run)
+    """``run`` with the RHN's one-kernel path in its other layout (``RHNPath.ONE_KERNEL_PADDED_HALVES``):
+    the layer's own choice, replaced where it is ``ONE_KERNEL``."""
+    def padded(*args, **kwargs):
+        choice = choose_path(*args, **kwargs)
+        return Choice(RHNPath.ONE_KERNEL_PADDED_HALVES, "benchmark") if choice.path is RHNPath.ONE_KERNEL else choice
+    return mock.patch.object(highwaynet.nn.rhn, "choose_path", padded)(run)
 
 
 def without_cpp_loops(run):
@@ -171,8 +172,8 @@ def main() -> None:
     dtype = getattr(torch, args.dtype)
     x = torch.randn(args.steps, args.batch, args.hidden, device=device, dtype=dtype)
 
-    ours = RHN(args.hidden, args.hidden, args.depth).to(device, dtype)
-    loop = RHN(args.hidden, args.hidden, args.depth, fused=False).to(device, dtype)
+    ours = RHN(args.hidden, args.hidden, depth=args.depth).to(device, dtype)
+    loop = RHN(args.hidden, args.hidden, depth=args.depth, fused=False).to(device, dtype)
     loop.load_state_dict(ours.state_dict())
     params = sum(p.numel() for p in ours.parameters())
     lstm = nn.LSTM(args.hidden, lstm_hidden_for(params, args.hidden)).to(device, dtype)
@@ -217,7 +218,9 @@ def main() -> None:
     results = measure_rows(rows, device, args.repeats)
     tokens = args.steps * args.batch
     settings = vars(args)
-    if device.type == "cuda" and rhn_step.triton is not None:  # the tiles the micro-step kernels chose
+    if device.type == "cuda" and triton_available(x):  # the tiles the micro-step kernels chose
+        from highwaynet.kernels import rhn_step
+
         settings["tiles"] = autotuned(rhn_step._forward_kernel, rhn_step._backward_kernel)
         print(settings["tiles"])
     precision = "TF32" if args.tf32 and device.type == "cuda" and dtype == torch.float32 else args.dtype

@@ -13,7 +13,7 @@ run in the layer's captured forward + backward), time per micro-step:
                       (rows of 830), with ``R`` padded to rows of 832 (``padded_weight``), with
                       the states padded too (``padded_states``: as the layer runs it), and with
                       each half of ``[h | t]`` and ``dz`` padded as well (``padded_halves``: as the
-                      layer runs with ``rhn_recurrence.pad_halves``)
+                      layer runs on ``RHNPath.ONE_KERNEL_PADDED_HALVES``)
   ... D weights in turn
                       the same, the micro-steps reading ``--depth`` weights in turn, as the layer's
                       do: at the PTB shape (depth 10) 55 MB of ``R``, more than an H100's 50 MB of
@@ -33,7 +33,7 @@ import itertools
 import torch
 from common import autotuned, graphed, measure_rows, report
 
-from highwaynet.kernels import rhn_step
+from highwaynet.kernels import rhn_layout, rhn_step
 from highwaynet.kernels.gating import ACTIVATION_CODES, gate_backward, gate_forward
 
 
@@ -56,14 +56,14 @@ def main() -> None:
     w, bias = torch.randn(2 * h, h, device=device) / h ** 0.5, torch.randn(2 * h, device=device)
     z = torch.randn(b, 2 * h, device=device).sigmoid()  # as [h | t]
     dz, dz_before, out = torch.randn(b, 2 * h, device=device), torch.empty(b, 2 * h, device=device), torch.empty_like(s)
-    w_t, w_pad = w.t().contiguous(), rhn_step.padded_weight(w)
+    w_t, w_pad = w.t().contiguous(), rhn_layout.padded_weight(w)
     others = [torch.randn(2 * h, h, device=device) / h ** 0.5 for _ in range(args.depth - 1)]
-    depth_ws, depth_pads = [w, *others], [w_pad, *map(rhn_step.padded_weight, others)]
-    s_pad, out_pad = (rhn_step.padded_states((b, h), s)[:, :h] for _ in range(2))
+    depth_ws, depth_pads = [w, *others], [w_pad, *map(rhn_layout.padded_weight, others)]
+    s_pad, out_pad = (rhn_layout.padded_states((b, h), s)[:, :h] for _ in range(2))
     s_pad.copy_(s)
-    z_pad, dz_pad, dz_before_pad = (rhn_step.padded_halves((b, 2 * h), s) for _ in range(3))
-    rhn_step.halves(z_pad, h).copy_(rhn_step.halves(z, h))
-    rhn_step.halves(dz_pad, h).copy_(rhn_step.halves(dz, h))
+    z_pad, dz_pad, dz_before_pad = (rhn_layout.padded_halves((b, 2 * h), s) for _ in range(3))
+    rhn_layout.halves(z_pad, h).copy_(rhn_layout.halves(z, h))
+    rhn_layout.halves(dz_pad, h).copy_(rhn_layout.halves(dz, h))
 
     def repeated(step):
         def run():

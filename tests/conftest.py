@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,13 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 
 # Triton's interpreter runs the RHN micro-step kernels on the CPU from 3.7 on.
 interpreter_runs_micro_steps = pytest.mark.skipif(
-    (gating.TRITON_VERSION or (0, 0)) < (3, 7),
+    (gating.triton_version() or (0, 0)) < (3, 7),
     reason="Triton's interpreter runs the RHN micro-step kernels from 3.7 on (3.4-3.6 stop at their loop over "
            "a size argument, under NumPy 2): pip install -U triton")
+
+
+def process_timeout(seconds: float) -> float:
+    """A time limit for a test's subprocess that does ``seconds`` of work on a 4-core machine: scaled
+    up on fewer cores (a busy 2-core machine took ten times a quiet run's time), and by
+    ``$HIGHWAYNET_TEST_TIMEOUT_SCALE``. It only stops a process that hangs; speed is for benchmarks."""
+    return seconds * max(1.0, 8 / (os.cpu_count() or 1)) * float(os.environ.get("HIGHWAYNET_TEST_TIMEOUT_SCALE", "1"))

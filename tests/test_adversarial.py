@@ -106,7 +106,7 @@ def test_evaluation_and_epsilon_zero_take_the_plain_step():
 def test_a_sentence_classifier_takes_the_step(encoder):
     # The real models: the one embedding is found, and the step moves the loss up.
     torch.manual_seed(0)
-    model = SentenceClassifier(30, 3, encoder, embed_dim=8, hidden_size=4, dropout=0.0).double()
+    model = SentenceClassifier(30, 3, encoder=encoder, embed_dim=8, hidden_size=4, dropout=0.0).double()
     tokens, lengths, y = batch()
     _, loss, adversarial = adversarial_loss(model, (tokens, lengths), lambda z: F.cross_entropy(z, y), 1.0,
                                             valid=tokens != 0)
@@ -116,7 +116,7 @@ def test_a_sentence_classifier_takes_the_step(encoder):
 def test_errors_say_what_is_wrong():
     with pytest.raises(ValueError, match="adversarial is a step length >= 0"):
         SentenceTask({}, adversarial=-1.0)
-    with pytest.raises(ValueError, match="adversarial is a step length >= 0"):
+    with pytest.raises(ValueError, match="SentenceConfig.adversarial must be at least 0.0, got -0.5"):
         SentenceConfig(adversarial=-0.5)
     with pytest.raises(ValueError, match="a model with one nn.Embedding; Linear has 0"):
         word_embedding(nn.Linear(2, 2))

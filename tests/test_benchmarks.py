@@ -46,6 +46,7 @@ SCRIPTS = [
      {"labml as written", "floor", "ours", "ours, torch.compile"}),
     ("rhn_cpu_parts.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
      {"window", "forward", "forward: products", "backward", "backward: walk products"}),
+    ("import_time.py", ["--repeats", "1"], {"import torch", "import highwaynet", "highwaynet --help"}),
     ("optimizer_step.py", ["--vocab", "50", "--repeats", "1"],
      {f"{model}: {what}, {impl}" for model in ("sentences", "depth", "lm") for what in ("update", "training step")
       for impl in ("default", "fused")}),
@@ -75,26 +76,35 @@ def test_gpu_micro_step_benchmark_runs_under_the_interpreter(tmp_path):
 
 @interpreter_runs_micro_steps
 def test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter(tmp_path):
-    """On a GPU ``rhn.py`` times the one-kernel path in both layouts side by side (``rhn_recurrence.pad_halves``)
+    """On a GPU ``rhn.py`` times the one-kernel path in both layouts side by side (``RHNPath``'s two one-kernel paths)
     after checking that they compute the same: here on the CPU under Triton's interpreter, at a tiny shape."""
     rows = run_script("rhn.py", ["--device", "cpu", "--tf32", "--depth", "2", "--hidden", "20", "--steps", "3",
                                  "--batch", "3", "--repeats", "1"], tmp_path / "result.json", interpret=True)
     assert {"ours", "ours, halves padded"} <= set(rows), sorted(rows)
 
 
-def test_rhn_benchmark_switches_reach_the_modules_the_layer_reads(monkeypatch):
+def test_rhn_benchmark_switches_reach_what_the_layer_reads(monkeypatch):
     """The rows "ours, halves padded" and "ours, PyTorch operations" time another way only if their
-    switches set what the layer reads (the first once set an attribute of the function
-    ``kernels.rhn_recurrence`` instead of its module's, and timed the default layout twice)."""
+    switches change what the layer reads (the first once set an attribute of the function
+    ``kernels.rhn_recurrence`` instead of its module's, and timed the default layout twice): the
+    padded layout replaces the layer's own choice of one kernel, and nothing else."""
     import importlib
 
+    import torch
+
+    import highwaynet.nn.rhn as layer
     from highwaynet.kernels import rhn_cpu
+    from highwaynet.kernels.dispatch import Choice
+    from highwaynet.kernels.rhn_recurrence import RHNPath
 
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     bench = importlib.import_module("rhn")
-    recurrence = importlib.import_module("highwaynet.kernels.rhn_recurrence")
-    assert bench.with_halves_padded(lambda: recurrence.pad_halves)() is True
-    assert recurrence.pad_halves is False
+    original = layer.choose_path
+    x = torch.zeros(2, 3, 8)
+    for chosen, timed in ((RHNPath.ONE_KERNEL, RHNPath.ONE_KERNEL_PADDED_HALVES), (RHNPath.CPP, RHNPath.CPP)):
+        monkeypatch.setattr(bench, "choose_path", lambda *a, _path=chosen, **k: Choice(_path, "test"))
+        assert bench.with_halves_padded(lambda: layer.choose_path(x, x[0], None, ()).path)() is timed
+        assert layer.choose_path is original
     assert bench.without_cpp_loops(lambda: rhn_cpu.enabled)() is False
     assert rhn_cpu.enabled is True
 

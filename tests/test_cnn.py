@@ -11,8 +11,8 @@ from highwaynet.nn import HighwayConv2d
 
 
 def test_highway_and_plain_cnn_same_depth_and_width():
-    highway = HighwayCNN(1, 10, (8, 16), layers_per_stage=2)
-    plain = HighwayCNN(1, 10, (8, 16), layers_per_stage=2, plain=True)
+    highway = HighwayCNN(1, 10, channels=(8, 16), layers_per_stage=2)
+    plain = HighwayCNN(1, 10, channels=(8, 16), layers_per_stage=2, plain=True)
     x = torch.randn(3, 1, 28, 28)
     assert highway(x).shape == plain(x).shape == (3, 10)
     assert len(gate_modules(highway)) == 4 and gate_modules(plain) == []

@@ -2,6 +2,7 @@
 ``torch.export`` on every layer: the same outputs, and under ``torch.compile`` the same parameter
 gradients, as eager."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,8 @@ LAYERS = {
     "HighwayConv2d": (lambda: HighwayConv2d(4, 3), (2, 4, 6, 6)),
     "HighwayLSTM": (lambda: HighwayLSTM(8, 6, 2, bidirectional=True), (5, 3, 8)),
     # the fused recurrence: an autograd.Function whose two directions are custom operators
-    "RHN": (lambda: RHN(8, 16, 2), (3, 3, 8)),
-    "RHN, bidirectional": (lambda: RHN(8, 16, 2, bidirectional=True), (3, 3, 8)),
+    "RHN": (lambda: RHN(8, 16, depth=2), (3, 3, 8)),
+    "RHN, bidirectional": (lambda: RHN(8, 16, depth=2, bidirectional=True), (3, 3, 8)),
 }
 
 
@@ -66,7 +67,7 @@ def test_rhn_exports_for_any_length_and_batch(bidirectional):
     # The fused recurrence is one operator whose fake version works on symbolic sizes, so one
     # exported program serves every sequence length and batch size (nn.LSTM's fixes the length).
     torch.manual_seed(0)
-    rhn = RHN(8, 16, 3, num_layers=2, bidirectional=bidirectional).eval()
+    rhn = RHN(8, 16, depth=3, num_layers=2, bidirectional=bidirectional).eval()
     dims = {0: torch.export.Dim("steps", min=2), 1: torch.export.Dim("batch", min=2)}
     program = torch.export.export(rhn, (torch.randn(5, 3, 8),), dynamic_shapes=(dims,))
     for shape in [(11, 4, 8), (2, 9, 8)]:
@@ -81,7 +82,7 @@ def test_rhn_with_lengths_exports_for_any_length_and_batch_and_still_checks_them
     # Lengths are data: the layer may not read them into Python while traced, or the export stops
     # (and torch.compile breaks its graph). The check becomes an assertion inside the program.
     torch.manual_seed(0)
-    rhn = RHN(8, 16, 3, num_layers=2, bidirectional=bidirectional).eval()
+    rhn = RHN(8, 16, depth=3, num_layers=2, bidirectional=bidirectional).eval()
     batch = torch.export.Dim("batch", min=2)
     program = torch.export.export(rhn, (torch.randn(5, 3, 8),), {"lengths": torch.tensor([5, 2, 3])},
                                   dynamic_shapes={"input": {0: torch.export.Dim("steps", min=2), 1: batch},
@@ -93,11 +94,27 @@ def test_rhn_with_lengths_exports_for_any_length_and_batch_and_still_checks_them
         program.module()(x, lengths=torch.tensor([1, 10, 4, 0]))
 
 
+@pytest.mark.skipif(not hasattr(torch.compiler, "is_exporting"), reason="torch.compiler.is_exporting: torch >= 2.5")
+def test_highway_lstm_with_lengths_exports_for_any_batch():
+    # A packed sequence's shapes depend on the lengths' values: while exported, the blocks run the
+    # LSTM over the padded batch instead (nn.lstm.unpacked_lstm), every output and final state as
+    # eager's. (nn.LSTM's export fixes the sequence length: the program takes batches padded to it.)
+    torch.manual_seed(0)
+    stack = HighwayLSTM(8, 4, 2, batch_first=True).eval()
+    batch = torch.export.Dim("batch", min=2)
+    program = torch.export.export(stack, (torch.randn(3, 9, 8),), {"lengths": torch.tensor([5, 2, 3])},
+                                  dynamic_shapes={"input": {0: batch}, "lengths": {0: batch}})
+    x, lengths = torch.randn(4, 9, 8), torch.tensor([1, 9, 4, 6])
+    (out, (h, c)), (want, (h_want, c_want)) = program.module()(x, lengths=lengths), stack(x, lengths=lengths)
+    for a, b in ((out, want), (h, h_want), (c, c_want)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["RHN", "HighwayLSTM"])
 @pytest.mark.skipif(not TRACED_ASSERTS_HOLD, reason="needs torch >= 2.10: earlier, compiled code drops assertions")
 def test_lengths_compile_without_a_graph_break_of_their_own_and_still_checked(name):
     torch.manual_seed(0)
-    layer = RHN(8, 16, 2, bidirectional=True) if name == "RHN" else HighwayLSTM(8, 6, 2, bidirectional=True)
+    layer = RHN(8, 16, depth=2, bidirectional=True) if name == "RHN" else HighwayLSTM(8, 6, 2, bidirectional=True)
     x, lengths = torch.randn(6, 3, 8), torch.tensor([6, 1, 4])
     if name == "HighwayLSTM":  # PyTorch's packing and nn.LSTM break the graph, and nothing of ours
         explained = torch._dynamo.explain(layer)(x, lengths=lengths)
@@ -115,13 +132,15 @@ def test_lengths_compile_without_a_graph_break_of_their_own_and_still_checked(na
 def test_rhn_compiles_its_loop_where_the_recurrence_is_not_one_operator(monkeypatch):
     # torch 2.3 has no torch.library.custom_op: there the fused recurrence cannot be one opaque call,
     # and RHN takes its reference loop while compiling (eager keeps the fused path).
+    from highwaynet.kernels import rhn_recurrence as _  # noqa: F401 (the module, below)
     from highwaynet.nn import rhn as rhn_module
-    monkeypatch.setattr(rhn_module, "OPAQUE_TO_COMPILE", False)
+
+    monkeypatch.setattr(sys.modules["highwaynet.kernels.rhn_recurrence"], "OPAQUE_TO_COMPILE", False)
     fused_calls = []
     real = rhn_module.rhn_recurrence
     monkeypatch.setattr(rhn_module, "rhn_recurrence", lambda *a, **k: fused_calls.append(1) or real(*a, **k))
     torch.manual_seed(0)
-    rhn, x = RHN(8, 16, 2), torch.randn(3, 3, 8)
+    rhn, x = RHN(8, 16, depth=2), torch.randn(3, 3, 8)
     expected = rhn(x)[0]
     assert fused_calls, "eager should take the fused path"
     fused_calls.clear()

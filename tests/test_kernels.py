@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from conftest import interpreter_runs_micro_steps
 
-from highwaynet.kernels import gating, highway_layer, rhn_step
+from highwaynet.kernels import explain, gating, highway_layer, rhn_layout
 from highwaynet.kernels.gating import ACTIVATION_CODES, activation_code
 from highwaynet.nn import RHN, Highway
 
@@ -28,13 +28,23 @@ ACTS = {"identity": lambda v: v, "relu": torch.relu, "tanh": torch.tanh, "sigmoi
 # test_triton_kernels_under_the_interpreter below starts when there is no GPU).
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-_needs_triton = pytest.mark.skipif(gating.triton is None or not (torch.cuda.is_available() or INTERPRETING),
+_needs_triton = pytest.mark.skipif(gating.triton_version() is None or not (torch.cuda.is_available() or INTERPRETING),
                                    reason="needs Triton, and a CUDA device or TRITON_INTERPRET=1")
 
 
 def triton_kernels(test):
     """Mark a test of the Triton kernels (``-m triton`` selects them): skipped without a GPU or the interpreter."""
     return pytest.mark.triton(_needs_triton(test))
+
+
+@pytest.fixture
+def rhn_step():
+    """The Triton micro-step kernels' module (it imports Triton: skipped without it)."""
+    if gating.triton_version() is None:
+        pytest.skip("needs Triton")
+    from highwaynet.kernels import rhn_step
+
+    return rhn_step
 
 
 def expected_gate(z, x, act):
@@ -169,7 +179,9 @@ def test_triton_backward_sums_the_bias_gradient_over_several_row_blocks():
     """Tall inputs: a program of the backward walks several row blocks, the bias gradient's partial
     sums one row per program (with a last, partial block)."""
     d = 128
-    _, block_m, _ = gating._blocks(d)
+    from highwaynet.kernels import triton_gating
+
+    _, block_m, _ = triton_gating._blocks(d)
     m = 2 * 256 * block_m + 7  # the launcher then gives each program two row blocks
     torch.manual_seed(9)
     z, x, dy = (torch.randn(m, k, device=DEVICE) for k in (2 * d, d, d))
@@ -241,14 +253,14 @@ MICRO_STEP_DTYPES = [torch.float32] + ([] if INTERPRETING else [torch.bfloat16])
                                            ((37, 130), "halves")])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("dtype", MICRO_STEP_DTYPES)
-def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype):
+def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype, rhn_step):
     """Two micro-steps, one kernel each way, chained as the RHN runs them: the second's backward
     launch goes on through the first's gate in its epilogue, the first's launch ends at ``s0``.
     Batches of one and of several row tiles, widths that fill no tile or several; the masked case
     also has an output gradient on the first step (``extra``) and a per-row input projection.
     The kernels get the weights and states as they are, or in rows padded to a multiple of 16, as
     the RHN keeps them (``padded="states"``: the states then views of wider rows), and with
-    ``"halves"`` each half of ``[h | t]`` and ``dz`` padded too (``rhn_recurrence.pad_halves``)."""
+    ``"halves"`` each half of ``[h | t]`` and ``dz`` padded too (``RHNPath.ONE_KERNEL_PADDED_HALVES``)."""
     batch, hidden = shape
     torch.manual_seed(batch * hidden + masked)
 
@@ -263,31 +275,31 @@ def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype):
     states = [s0] + [torch.empty_like(s0) for _ in range(2)]
     kernel_weights = weights
     if padded:
-        kernel_weights = [rhn_step.padded_weight(w) for w in weights]
-        buffer = rhn_step.padded_states((3, batch, hidden), s0)
+        kernel_weights = [rhn_layout.padded_weight(w) for w in weights]
+        buffer = rhn_layout.padded_states((3, batch, hidden), s0)
         buffer[0, :, :hidden] = s0
         states = list(buffer[..., :hidden].unbind(0))
         assert states[0].stride(0) > hidden
     if padded == "halves":
-        kept = list(rhn_step.padded_halves((2, batch, 2 * hidden), s0).unbind(0))
+        kept = list(rhn_layout.padded_halves((2, batch, 2 * hidden), s0).unbind(0))
         assert kept[0].shape[1] > 2 * hidden
     for k in range(2):
         rhn_step.micro_step_forward(states[k], mask, kernel_weights[k], adds[k], kept[k], states[k + 1])
     # dz in kept's layout (padded halves: zeros between them)
     dz, carried0 = [torch.zeros_like(kept[0]) for _ in range(2)], torch.empty_like(s0)
     # the second micro-step's gate backward (the Triton gate kernel, as the RHN starts its walk)
-    kept1 = rhn_step.unpadded_halves(kept[1], hidden)
+    kept1 = rhn_layout.unpadded_halves(kept[1], hidden)
     dz1 = torch.empty(batch, 2 * hidden, device=DEVICE, dtype=dtype)
     carried1 = gating.gate_backward(grad, kept1, states[1], ACTIVATION_CODES["tanh"], grad_z=dz1, activated=True)[1]
-    rhn_step.halves(dz[1], hidden).copy_(rhn_step.halves(dz1, hidden))
+    rhn_layout.halves(dz[1], hidden).copy_(rhn_layout.halves(dz1, hidden))
     previous = rhn_step.Previous(kept[0], states[0], extra, dz[0], carried0)
     rhn_step.micro_step_backward(dz[1], carried1, kernel_weights[1], mask, previous=previous)
     ds0 = torch.empty_like(s0)
     rhn_step.micro_step_backward(dz[0], carried0, kernel_weights[0], mask, out=ds0)
     ref_kept, ref_states, ref_dz, ref_ds0 = expected_micro_steps(s0, mask, weights, adds, grad, extra)
     tol = 1e-5 if dtype == torch.float32 else 3e-2
-    got = [*(rhn_step.unpadded_halves(a, hidden) for a in kept), *states[1:],
-           *(rhn_step.unpadded_halves(a, hidden) for a in dz), ds0]
+    got = [*(rhn_layout.unpadded_halves(a, hidden) for a in kept), *states[1:],
+           *(rhn_layout.unpadded_halves(a, hidden) for a in dz), ds0]
     want = [*ref_kept, *ref_states, *ref_dz, ref_ds0]
     names = ["[h | t] 1", "[h | t] 2", "state 1", "state 2", "dz 1", "dz 2", "ds0"]
     for name, a, b in zip(names, got, want, strict=True):
@@ -296,25 +308,25 @@ def test_rhn_micro_step_kernels_match_the_maths(shape, padded, masked, dtype):
 
 def test_padded_halves_round_trip():
     rows = torch.randn(3, 5, 2 * 70)
-    buffer = rhn_step.padded_halves(rows.shape, rows)
+    buffer = rhn_layout.padded_halves(rows.shape, rows)
     assert buffer.shape == (3, 5, 160) and not buffer.any()
-    rhn_step.halves(buffer, 70).copy_(rhn_step.halves(rows, 70))
+    rhn_layout.halves(buffer, 70).copy_(rhn_layout.halves(rows, 70))
     assert torch.equal(buffer[..., :70], rows[..., :70]) and torch.equal(buffer[..., 80:150], rows[..., 70:])
     assert not buffer[..., 70:80].any() and not buffer[..., 150:].any()
-    assert torch.equal(rhn_step.unpadded_halves(buffer, 70), rows)
-    assert rhn_step.unpadded_halves(rows, 70).data_ptr() == rows.data_ptr()  # unpadded: a view
+    assert torch.equal(rhn_layout.unpadded_halves(buffer, 70), rows)
+    assert rhn_layout.unpadded_halves(rows, 70).data_ptr() == rows.data_ptr()  # unpadded: a view
 
 
 def test_padded_weight_pads_rows_with_zeros_to_a_multiple_of_16():
     w = torch.randn(2 * 830, 830)
-    padded = rhn_step.padded_weight(w)
+    padded = rhn_layout.padded_weight(w)
     assert padded.shape == (1660, 832) and padded.is_contiguous()
     assert torch.equal(padded[:, :830], w) and not padded[:, 830:].any()
     square = torch.randn(64, 32)
-    assert rhn_step.padded_weight(square) is square
+    assert rhn_layout.padded_weight(square) is square
 
 
-def test_micro_step_refuses_a_weight_of_the_wrong_shape_and_states_without_contiguous_rows():
+def test_micro_step_refuses_a_weight_of_the_wrong_shape_and_states_without_contiguous_rows(rhn_step):
     state = torch.zeros(2, 3)
     with pytest.raises(ValueError, match=r"weight of shape \(6, 3\)"):
         rhn_step.micro_step_forward(state, None, torch.zeros(3, 6), torch.zeros(6), torch.zeros(2, 6), state)
@@ -323,7 +335,7 @@ def test_micro_step_refuses_a_weight_of_the_wrong_shape_and_states_without_conti
                                     torch.zeros(2, 6), state)
 
 
-def test_micro_step_backward_needs_one_destination():
+def test_micro_step_backward_needs_one_destination(rhn_step):
     t = torch.zeros(2, 3)
     with pytest.raises(ValueError, match="either out or the previous"):
         rhn_step.micro_step_backward(torch.zeros(2, 6), t, torch.zeros(6, 3), None)
@@ -337,10 +349,19 @@ def test_fused_rhn_with_triton_matches_the_loop(path, loss, monkeypatch):
     (exact float32), and one kernel a micro-step (TF32 allowed: on a GPU the products round).
     ``sum`` hands the layer an expanded output gradient (stride 0); ``squares`` runs a padded batch.
     Bidirectional: the backward reading takes the same paths on the reversed sequences."""
-    recurrence = sys.modules["highwaynet.kernels.rhn_recurrence"]
-    choose, paths = recurrence._path, []
-    monkeypatch.setattr(recurrence, "_path", lambda *a: paths.append(choose(*a)) or paths[-1])
-    monkeypatch.setattr(recurrence, "pad_halves", path.endswith("halves padded"))
+    import highwaynet.nn.rhn as rhn_module
+    from highwaynet.kernels.dispatch import Choice
+    from highwaynet.kernels.rhn_recurrence import RHNPath, choose_path
+
+    def choose(*args, **kwargs):  # the layer's own choice; the padded layout where it takes one kernel
+        choice = choose_path(*args, **kwargs)
+        if path.endswith("halves padded") and choice.path is RHNPath.ONE_KERNEL:
+            choice = Choice(RHNPath.ONE_KERNEL_PADDED_HALVES, "test")
+        paths.append(choice.path.value)
+        return choice
+
+    paths = []
+    monkeypatch.setattr(rhn_module, "choose_path", choose)
     tf32 = path != "gate kernel"
     torch.manual_seed(7)
     rhn = RHN(30, 70, depth=3, num_layers=2, state_dropout=0.25, dropout=0.1, bidirectional=True).to(DEVICE)
@@ -358,7 +379,7 @@ def test_fused_rhn_with_triton_matches_the_loop(path, loss, monkeypatch):
             results.append((out, state, torch.autograd.grad(total, params)))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
-    assert paths == 4 * [path]  # the fused run's two layers, both ways
+    assert paths == 4 * [path] + 4 * ["loop"]  # the fused run's two layers, both ways; then the loop's
     (o1, s1, g1), (o2, s2, g2) = results
     rounded = tf32 and DEVICE == "cuda"
     tol = 2e-3 if rounded else 1e-5
@@ -385,7 +406,9 @@ def test_rhn_recurrence_operators_pass_opcheck(path, hidden, masked):
     mask = torch.rand(batch, hidden, device=DEVICE) if masked else None
     weights = [torch.randn(2 * hidden, hidden, device=DEVICE) / 3 for _ in range(depth)]
     biases = [torch.randn(2 * hidden, device=DEVICE) for _ in range(depth)]
-    forward, backward = torch.ops.highwaynet.rhn_recurrence_forward, torch.ops.highwaynet.rhn_recurrence_backward
+    from highwaynet.kernels.rhn_recurrence import _backward_op, _forward_op
+
+    forward, backward = _forward_op._opoverload, _backward_op._opoverload
     args = (path, x_proj, s0, mask, weights, biases)
     torch.library.opcheck(forward, args)
     out, saved_a, saved_b = forward(*args)
@@ -396,9 +419,10 @@ def test_rhn_recurrence_operators_pass_opcheck(path, hidden, masked):
 def test_highway_is_unfused_when_observed():
     net = Highway(8, 2).to(DEVICE)
     x = torch.randn(8192, 8, device=DEVICE)
-    assert net._can_fuse(x)
+    assert [d.path for d in explain(net, x)] == ["fused gate kernels"]
     net.gates[0].lesioned = True
-    assert not net._can_fuse(x)
+    assert [(d.path, d.why) for d in explain(net, x)] == [
+        ("unfused", "its gates are being recorded or are lesioned (highwaynet.analysis)")]
 
 
 @triton_kernels
@@ -411,7 +435,7 @@ def test_highway_under_torch_func_transforms_takes_the_reference():
     torch.manual_seed(0)
     net = Highway(8, 2, activation="tanh").to(DEVICE)
     x = torch.randn(6, 8, device=DEVICE)
-    assert net._can_fuse(x)
+    assert [d.path for d in explain(net, x)] == ["fused gate kernels"]
     params = {name: p.detach() for name, p in net.named_parameters()}
     per_sample = vmap(grad(lambda p, row: functional_call(net, p, (row,)).pow(2).sum()), in_dims=(None, 0))(params, x)
     for i in range(x.shape[0]):
@@ -425,7 +449,7 @@ def test_highway_under_torch_func_transforms_takes_the_reference():
     torch.testing.assert_close(tangent, torch.einsum("ijkl,kl->ij", jacobian, v), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.skipif(gating.triton is None or torch.cuda.is_available() or INTERPRETING,
+@pytest.mark.skipif(gating.triton_version() is None or torch.cuda.is_available() or INTERPRETING,
                     reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
 @interpreter_runs_micro_steps
 def test_triton_kernels_under_the_interpreter():
@@ -440,7 +464,7 @@ def test_triton_kernels_under_the_interpreter():
     assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
 
 
-@pytest.mark.skipif(gating.triton is None, reason="needs Triton")
+@pytest.mark.skipif(gating.triton_version() is None, reason="needs Triton")
 @pytest.mark.parametrize("switch, expected", [("1", True), ("0", False)])
 def test_highwaynet_triton_switch_is_read_at_import(switch, expected):
     """``HIGHWAYNET_TRITON=0`` forces the reference; it and ``TRITON_INTERPRET`` are read when the
@@ -452,3 +476,39 @@ def test_highwaynet_triton_switch_is_read_at_import(switch, expected):
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == [str(expected)]
+
+
+@triton_kernels
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_triton_paths_carry_non_finite_inputs_as_the_references_do(value):
+    """A NaN or infinity in the input: the fused dense layer and the fused RHN (gate kernels, one
+    kernel a micro-step) give the unfused layers' outputs and gradients, NaN where those have NaN."""
+    torch.manual_seed(0)
+    net = Highway(8, 2, activation="tanh").to(DEVICE)
+    x = torch.randn(16, 8, device=DEVICE)
+    x[3, 2] = value
+    results = []
+    for fused in (True, False):
+        net.fused = fused
+        inputs = x.clone().requires_grad_()
+        y = net(inputs)
+        y.sum().backward()
+        results.append((y.detach(), inputs.grad))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-5, atol=1e-5)
+    rhn = RHN(8, 16, depth=2).to(DEVICE)
+    x = torch.randn(4, 3, 8, device=DEVICE)
+    x[1, 0, 2] = value
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    for tf32 in (False, True):  # the gate kernels, then one kernel a micro-step
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        outs = []
+        try:
+            for fused in (True, False):
+                rhn.fused = fused
+                outs.append(rhn(x)[0].detach())
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = allowed
+        tol = 2e-3 if tf32 and DEVICE == "cuda" else 1e-5
+        torch.testing.assert_close(outs[0], outs[1], equal_nan=True, rtol=tol, atol=tol)
+        assert outs[0].isnan().any() == (value != value)

@@ -15,7 +15,7 @@ LAYERS = {
                       lambda m: [m.conv.bias[4:]]),
     "HighwayLSTM": (lambda **k: HighwayLSTM(5, 3, 2, gate_bias=-3.0, **k), (6, 2, 5),
                     lambda m: [b.transform.bias for b in m.blocks]),
-    "RHN": (lambda **k: RHN(5, 6, 2, bidirectional=True, gate_bias=-3.0, **k), (6, 2, 5),
+    "RHN": (lambda **k: RHN(5, 6, depth=2, bidirectional=True, gate_bias=-3.0, **k), (6, 2, 5),
             lambda m: [p.bias[6:] for c in m.cells for p in c.hidden_proj]),
 }
 

@@ -149,3 +149,23 @@ def test_dropout_never_touches_the_carried_input():
     torch.testing.assert_close(out, x)
     # the plain stack keeps nn.LSTM's dropout between layers
     assert isinstance(HighwayLSTM(8, 4, num_layers=3, dropout=0.5, highway=False).dropout, torch.nn.Dropout)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False], ids=["bidirectional", "forward"])
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero state", "given state"])
+def test_unpacked_lstm_gives_the_packed_outputs_and_final_states(bidirectional, with_state, monkeypatch):
+    """What a block runs while exported (no packing: the LSTM over the padded batch, the backward
+    direction over each sequence reversed within its length, the final cell from the gates in closed
+    form) against nn.LSTM on the packed batch, in float64."""
+    import highwaynet.nn.lstm as lstm_module
+
+    torch.manual_seed(0)
+    block = HighwayLSTMBlock(5, 4, bidirectional=bidirectional).double()
+    x, lengths = torch.randn(4, 7, 5, dtype=torch.float64), torch.tensor([7, 3, 1, 5])
+    directions = 2 if bidirectional else 1
+    state = tuple(torch.randn(directions, 4, 4, dtype=torch.float64) for _ in range(2)) if with_state else None
+    packed = block(x, lengths, state)
+    monkeypatch.setattr(lstm_module, "exporting", lambda: True)
+    unpacked = block(x, lengths, state)
+    for a, b in zip((unpacked[0], *unpacked[1]), (packed[0], *packed[1]), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

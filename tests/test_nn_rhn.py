@@ -7,7 +7,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
-from highwaynet.kernels import rhn_cpu, rhn_eager
+from highwaynet.kernels import explain, rhn_cpu, rhn_eager
 from highwaynet.nn import RHN, RHNCell
 
 
@@ -47,7 +47,7 @@ def reference_rhn(x, rhn, state=None, carry="coupled"):
 @pytest.mark.parametrize("depth,layers", [(1, 1), (3, 1), (2, 3), (5, 2)])
 def test_matches_reference(depth, layers):
     torch.manual_seed(depth * 10 + layers)
-    rhn = RHN(4, 6, depth, num_layers=layers).double()
+    rhn = RHN(4, 6, depth=depth, num_layers=layers).double()
     x = np.random.default_rng(0).standard_normal((7, 3, 4))
     out, state = rhn(torch.from_numpy(x))
     ref_out, ref_state = reference_rhn(x, rhn)
@@ -57,7 +57,7 @@ def test_matches_reference(depth, layers):
 
 def test_independent_carry_matches_reference():
     torch.manual_seed(0)
-    rhn = RHN(3, 5, 2, num_layers=2, carry="independent").double()
+    rhn = RHN(3, 5, depth=2, num_layers=2, carry="independent").double()
     assert rhn.cells[0].hidden_proj[0].weight.shape == (15, 5)
     x = np.random.default_rng(1).standard_normal((4, 2, 3))
     out, state = rhn(torch.from_numpy(x))
@@ -68,7 +68,7 @@ def test_independent_carry_matches_reference():
 
 def test_batch_first_and_given_state():
     torch.manual_seed(0)
-    rhn = RHN(4, 6, 2, num_layers=2, batch_first=True).double()
+    rhn = RHN(4, 6, depth=2, num_layers=2, batch_first=True).double()
     x = np.random.default_rng(2).standard_normal((3, 5, 4))  # (B, T, F)
     s0 = np.random.default_rng(3).standard_normal((2, 3, 6))
     out, state = rhn(torch.from_numpy(x), torch.from_numpy(s0))
@@ -79,7 +79,7 @@ def test_batch_first_and_given_state():
 
 def test_state_carried_across_calls_equals_one_call():
     torch.manual_seed(0)
-    rhn = RHN(4, 6, 3, num_layers=2).double()
+    rhn = RHN(4, 6, depth=3, num_layers=2).double()
     x = torch.randn(10, 3, 4, dtype=torch.float64)
     whole, s_whole = rhn(x)
     first, s = rhn(x[:4])
@@ -90,7 +90,7 @@ def test_state_carried_across_calls_equals_one_call():
 
 def test_cell_is_one_step():
     torch.manual_seed(0)
-    rhn = RHN(4, 6, 3).double()
+    rhn = RHN(4, 6, depth=3).double()
     x = torch.randn(2, 5, 4, dtype=torch.float64)
     out, _ = rhn(x)
     s = rhn.cells[0](x[0])
@@ -98,7 +98,7 @@ def test_cell_is_one_step():
 
 
 def test_parameter_layout_and_gate_bias():
-    rhn = RHN(4, 6, 3, num_layers=2, gate_bias=-3.0)
+    rhn = RHN(4, 6, depth=3, num_layers=2, gate_bias=-3.0)
     cell = rhn.cells[1]
     assert isinstance(cell, RHNCell)
     assert cell.input_proj.weight.shape == (12, 6) and cell.input_proj.bias is None
@@ -109,7 +109,7 @@ def test_parameter_layout_and_gate_bias():
 
 def test_gradcheck():
     torch.manual_seed(0)
-    rhn = RHN(3, 4, 2, num_layers=2).double()
+    rhn = RHN(3, 4, depth=2, num_layers=2).double()
     x = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
     s0 = torch.randn(2, 2, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: rhn(a, b), (x, s0))
@@ -120,7 +120,7 @@ def test_variational_masks_constant_in_time_and_differ_across_sequences():
     # at each step is tanh(dropped input), so it shows the input mask directly.
     torch.manual_seed(0)
     size = 64
-    rhn = RHN(size, size, 1, input_dropout=0.5)
+    rhn = RHN(size, size, depth=1, input_dropout=0.5)
     with torch.no_grad():
         rhn.cells[0].input_proj.weight.copy_(torch.cat([torch.eye(size), torch.zeros(size, size)]))
         rhn.cells[0].hidden_proj[0].weight.zero_()
@@ -137,7 +137,7 @@ def test_variational_masks_constant_in_time_and_differ_across_sequences():
 
 def test_state_dropout_masks_are_per_sequence():
     torch.manual_seed(0)
-    rhn = RHN(3, 8, 2, state_dropout=0.5).train()
+    rhn = RHN(3, 8, depth=2, state_dropout=0.5).train()
     x = torch.randn(5, 1, 3).expand(5, 6, 3)
     out, _ = rhn(x)
     assert not torch.allclose(out[:, 0], out[:, 1])   # same input, different masks
@@ -147,7 +147,7 @@ def test_state_dropout_masks_are_per_sequence():
 
 def test_padding_never_changes_a_shorter_sequence():
     torch.manual_seed(0)
-    rhn = RHN(3, 5, 2, num_layers=2).double()
+    rhn = RHN(3, 5, depth=2, num_layers=2).double()
     x = torch.randn(6, 3, 3, dtype=torch.float64)
     lengths = torch.tensor([6, 2, 4])
     out, state = rhn(x, lengths=lengths)
@@ -175,7 +175,7 @@ def test_padding_never_changes_a_shorter_sequence():
 
 def test_packed_sequence():
     torch.manual_seed(0)
-    rhn = RHN(3, 5, 2, batch_first=True).double()
+    rhn = RHN(3, 5, depth=2, batch_first=True).double()
     x = torch.randn(3, 6, 3, dtype=torch.float64)
     lengths = torch.tensor([2, 6, 4])
     packed_out, state = rhn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
@@ -188,7 +188,7 @@ def test_packed_sequence():
 
 def test_gates_recorded_and_lesioned_per_micro_layer():
     torch.manual_seed(0)
-    rhn = RHN(3, 4, 3, num_layers=2)
+    rhn = RHN(3, 4, depth=3, num_layers=2)
     names = [n for n, _ in gate_modules(rhn)]
     assert names == [f"cells.{layer}.gates.{d}" for layer in range(2) for d in range(3)]
     x = torch.randn(5, 2, 3)
@@ -204,7 +204,7 @@ def test_gates_recorded_and_lesioned_per_micro_layer():
 @pytest.mark.parametrize("fused", [True, False])
 def test_bidirectional_matches_reference(fused):
     torch.manual_seed(1)
-    rhn = RHN(4, 5, 2, num_layers=2, bidirectional=True, fused=fused).double()
+    rhn = RHN(4, 5, depth=2, num_layers=2, bidirectional=True, fused=fused).double()
     assert [c.input_size for c in rhn.cells] == [4, 4, 10, 10]
     x = np.random.default_rng(4).standard_normal((6, 3, 4))
     s0 = np.random.default_rng(5).standard_normal((4, 3, 5))
@@ -217,7 +217,7 @@ def test_bidirectional_matches_reference(fused):
 
 def test_bidirectional_padding_never_changes_a_shorter_sequence():
     torch.manual_seed(0)
-    rhn = RHN(3, 4, 2, num_layers=2, bidirectional=True, batch_first=True).double()
+    rhn = RHN(3, 4, depth=2, num_layers=2, bidirectional=True, batch_first=True).double()
     x = torch.randn(3, 6, 3, dtype=torch.float64)
     lengths = torch.tensor([6, 2, 4])
     noisy = x.clone()
@@ -236,7 +236,7 @@ def test_bidirectional_padding_never_changes_a_shorter_sequence():
 
 def test_bidirectional_gradcheck_with_lengths_and_dropout_masks():
     torch.manual_seed(0)
-    rhn = RHN(3, 4, 2, bidirectional=True, state_dropout=0.3).double()
+    rhn = RHN(3, 4, depth=2, bidirectional=True, state_dropout=0.3).double()
     x = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
     s0 = torch.randn(2, 2, 4, dtype=torch.float64, requires_grad=True)
 
@@ -247,7 +247,7 @@ def test_bidirectional_gradcheck_with_lengths_and_dropout_masks():
 
 
 def test_bidirectional_state_and_gates():
-    rhn = RHN(3, 4, 2, bidirectional=True)
+    rhn = RHN(3, 4, depth=2, bidirectional=True)
     assert [n for n, _ in gate_modules(rhn)] == [f"cells.{k}.gates.{d}" for k in range(2) for d in range(2)]
     with pytest.raises(ValueError, match=r"\(2 \* num_layers, B, hidden_size\) = \(2, 5, 4\), got \(1, 5, 4\)"):
         rhn(torch.randn(2, 5, 3), torch.zeros(1, 5, 4))
@@ -267,7 +267,7 @@ def test_bidirectional_state_and_gates():
 ])
 def test_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
-        call(RHN(3, 4, 2, num_layers=2))
+        call(RHN(3, 4, depth=2, num_layers=2))
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
@@ -287,11 +287,11 @@ def test_unbatched_sequence_as_nn_lstm_takes_it(batch_first, bidirectional):
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="dropout must be in"):
-        RHN(3, 4, 2, dropout=1.0)
+        RHN(3, 4, depth=2, dropout=1.0)
     with pytest.raises(ValueError, match="must be positive"):
-        RHN(3, 4, 0)
+        RHN(3, 4, depth=0)
     with pytest.raises(TypeError, match="got list"):
-        RHN(3, 4, 2)([1, 2])
+        RHN(3, 4, depth=2)([1, 2])
 
 
 @pytest.mark.parametrize("bidirectional,lengths", [(False, None), (False, [7, 0, 4]), (True, [2, 7, 5])],
@@ -309,11 +309,12 @@ def test_fused_recurrence_matches_reference_loop_values_and_gradients(state_drop
     calls = _run_cpu_path(monkeypatch, halves, cpp)
     torch.manual_seed(0)
     kwargs = dict(num_layers=2, state_dropout=state_dropout, dropout=0.2, bidirectional=bidirectional)
-    fused = RHN(4, 6, 3, **kwargs).double()
-    loop = RHN(4, 6, 3, fused=False, **kwargs).double()
+    fused = RHN(4, 6, depth=3, **kwargs).double()
+    loop = RHN(4, 6, depth=3, fused=False, **kwargs).double()
     loop.load_state_dict(fused.state_dict())
-    assert all(fused._can_fuse(c) for c in fused.cells) and not loop._can_fuse(loop.cells[0])
     x = torch.randn(7, 3, 4, dtype=torch.float64, requires_grad=True)
+    assert {d.path for d in explain(fused, x)} != {"loop"} and {d.path for d in explain(loop, x)} == {"loop"}
+    calls.clear()
     s0 = torch.randn(len(fused.cells), 3, 6, dtype=torch.float64, requires_grad=True)
     results = []
     for rhn in (fused, loop):
@@ -411,8 +412,8 @@ def test_torch_func_transforms_and_forward_ad_take_the_reference_path():
 
     torch.manual_seed(0)
     rhn = RHN(3, 4, depth=2, num_layers=2).double()
-    assert rhn._can_fuse(rhn.cells[0])                      # what an ordinary call runs
     x = torch.randn(5, 3, 3, dtype=torch.float64)           # (T, B, F)
+    assert "loop" not in {d.path for d in explain(rhn, x)}  # what an ordinary call runs
     params = {name: p.detach() for name, p in rhn.named_parameters()}
 
     def loss(p, sequence):                                  # one unbatched sequence (T, F)
@@ -439,7 +440,7 @@ def test_fused_output_is_a_contiguous_tensor_of_its_own():
     # nn.LSTM returns a contiguous output; the fused path must too (its states are kept for backward).
     rhn = RHN(4, 6, depth=3)
     out, _ = rhn(torch.randn(5, 2, 4))
-    assert rhn._can_fuse(rhn.cells[0]) and out.is_contiguous()
+    assert "loop" not in {d.path for d in explain(rhn, torch.randn(5, 2, 4))} and out.is_contiguous()
     out.view(-1, 6).mul_(2)  # an in-place change of the output must not touch what backward saved
     out.sum().backward()
 
@@ -449,11 +450,11 @@ def test_fused_recurrence_in_float32_and_under_bfloat16_autocast(amp):
     # float32 within the fast paths' bound of the loop; under CPU autocast the input projection is
     # bfloat16 while the recurrent weights stay float32, and the fused path casts them (it raised before).
     torch.manual_seed(0)
-    fused = RHN(16, 32, 3, num_layers=2)
-    loop = RHN(16, 32, 3, num_layers=2, fused=False)
+    fused = RHN(16, 32, depth=3, num_layers=2)
+    loop = RHN(16, 32, depth=3, num_layers=2, fused=False)
     loop.load_state_dict(fused.state_dict())
-    assert all(fused._can_fuse(c) for c in fused.cells)  # so that the comparison is not loop against loop
     x = torch.randn(9, 5, 16, requires_grad=True)
+    assert "loop" not in {d.path for d in explain(fused, x)}  # so that the comparison is not loop against loop
     results = []
     for rhn in (fused, loop):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
@@ -464,3 +465,29 @@ def test_fused_recurrence_in_float32_and_under_bfloat16_autocast(amp):
     tol = 5e-2 if amp else 1e-5
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, rtol=tol, atol=tol * b.abs().max().item())
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("halves", [True, False], ids=["h and t apart", "one product"])
+@pytest.mark.parametrize("cpp", [True, False], ids=["C++ loops", "PyTorch operations"])
+def test_fused_paths_carry_non_finite_inputs_as_the_loop_does(value, halves, cpp, monkeypatch):
+    """A NaN or an infinity in the input gives the loop's outputs and gradients on every CPU path
+    (the C++ loops once turned a NaN into finite numbers: their fast exponential has no NaN)."""
+    calls = _run_cpu_path(monkeypatch, halves, cpp)
+    torch.manual_seed(0)
+    fused = RHN(8, 16, depth=3, num_layers=2).double()
+    loop = RHN(8, 16, depth=3, num_layers=2, fused=False).double()
+    loop.load_state_dict(fused.state_dict())
+    x = torch.randn(5, 2, 8, dtype=torch.float64)
+    x[2, 0, 3] = value
+    results = []
+    for rhn in (fused, loop):
+        inputs = x.clone().requires_grad_()
+        out, state = rhn(inputs)
+        out.sum().backward()
+        results.append((out.detach(), state.detach(), inputs.grad))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-10, atol=1e-12)
+    if value != value:  # a NaN reaches every later step of its sequence, and only its sequence
+        assert results[0][0][2:, 0].isnan().all() and not results[0][0][:, 1].isnan().any()
+    assert ("forward", cpp) in calls

@@ -114,8 +114,8 @@ def test_report_html_holds_every_figure_and_table(sweep):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["reproduce", "depth", "--depths", "1,10"], "--depths must all be at least 2"),
-    (["reproduce", "depth", "--lrs", "fast"], "--lrs takes comma-separated numbers"),
+    (["reproduce", "depth", "--depths", "1,10"], "--depths must be at least 2, got 1"),
+    (["reproduce", "depth", "--lrs", "0.1,nan"], "--lrs must be a finite number, got nan"),
     (["reproduce", "gates", "/nonexistent"], "is not a run folder"),
     (["reproduce", "lesion", "/nonexistent"], "is not a run folder"),
     (["report", "/nonexistent"], "has no report.md"),
@@ -125,7 +125,11 @@ def test_bad_arguments(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_unknown_data_set(capsys):
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "depth", "--data", "cifar"], "invalid choice: 'cifar'"),
+    (["reproduce", "depth", "--lrs", "fast"], "--lrs: expected comma-separated numbers, got 'fast'"),
+])
+def test_options_argparse_refuses(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["reproduce", "depth", "--data", "cifar"])
-    assert exit_info.value.code == 2 and "invalid choice: 'cifar'" in capsys.readouterr().err
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -37,7 +37,7 @@ def test_models_shapes_tying_and_equal_budget():
     logits, (h, c) = lstm(torch.randint(0, 50, (7, 4)))
     assert logits.shape == (7, 4, 50) and h.shape == c.shape == (2, 4, 32)
     with pytest.raises(ValueError, match="embed_size == hidden_size"):
-        RHNLanguageModel(50, 32, 2, embed_size=16)
+        RHNLanguageModel(50, 32, depth=2, embed_size=16)
     with pytest.raises(ValueError, match=r"shape \(T, B\)"):
         rhn(torch.randint(0, 50, (7,)))
     # hidden_for_budget finds sizes of about the same parameter count for both cells.
@@ -51,7 +51,7 @@ def test_models_shapes_tying_and_equal_budget():
 
 def test_generate_is_seeded_and_checks_arguments():
     torch.manual_seed(0)
-    model = RHNLanguageModel(20, 16, 2)
+    model = RHNLanguageModel(20, 16, depth=2)
     prompt = torch.tensor([1, 2, 3])
     a = generate(model, prompt, 30, 0.8, torch.Generator().manual_seed(1))
     b = generate(model, prompt, 30, 0.8, torch.Generator().manual_seed(1))
@@ -115,9 +115,8 @@ def test_cli_train_lm_steps_per_epoch_0_reads_the_whole_text(tmp_path, monkeypat
         assert main([*base, "--steps-per-epoch", steps, "--out", str(out)]) == 0
         assert json.loads((out / "config.json").read_text())["config"]["steps_per_epoch"] == (int(steps) or None)
         assert windows.count("train") in expected
-    with pytest.raises(SystemExit):  # argparse's own exit: a count below 0, or not a number
-        main([*base, "--steps-per-epoch", "-1"])
-    assert "--steps-per-epoch: must be 0 or more, got -1" in capsys.readouterr().err
+    assert main([*base, "--steps-per-epoch", "-1"]) == 2  # the configuration's check, in the option's name
+    assert "--steps-per-epoch must be at least 0, got -1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*base, "--epochs", "x"])
     assert "--epochs: invalid integer value: 'x'" in capsys.readouterr().err
@@ -144,7 +143,7 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
     assert printed.count("done, skipped") == 3 and printed.count("keeps the settings") == 3
     assert "batch_size 8 (asked 3)" in printed
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
-    assert "--depths takes positive integers" in capsys.readouterr().err
+    assert "--depths must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_cli_reproduce_rhn_depth_downloads_when_asked(shared_data, tmp_path, monkeypatch):
@@ -172,8 +171,8 @@ def test_task_carries_state_in_one_buffer_across_windows(model_cls):
     from highwaynet.training.language_model import LanguageModelTask
 
     torch.manual_seed(0)
-    args = (50, 16, 2) if model_cls is RHNLanguageModel else (50, 16)
-    model = model_cls(*args).double().eval()
+    kwargs = {"depth": 2} if model_cls is RHNLanguageModel else {}
+    model = model_cls(50, 16, **kwargs).double().eval()
     task = LanguageModelTask(_Streams(), batch_size=4, bptt=10, eval_batch_size=2)
     windows = list(task.batches("val", 0))[:3]
     with torch.no_grad():

@@ -15,7 +15,7 @@ from highwaynet.training.run_dir import count, format_mean_std, load_run_config
 @pytest.mark.parametrize("encoder", ENCODERS)
 def test_padding_never_changes_a_sentence(encoder):
     torch.manual_seed(0)
-    model = SentenceClassifier(30, 3, encoder, embed_dim=8, hidden_size=4, num_layers=2, feature_maps=5).eval()
+    model = SentenceClassifier(30, 3, encoder=encoder, embed_dim=8, hidden_size=4, num_layers=2, feature_maps=5).eval()
     lengths = torch.tensor([2, 7, 4])
     tokens = torch.randint(2, 30, (3, 7)) * (torch.arange(7)[None] < lengths[:, None])
     logits = model(tokens, lengths)
@@ -29,14 +29,14 @@ def test_padding_never_changes_a_sentence(encoder):
 
 def test_encoder_choices():
     with pytest.raises(ValueError, match="unknown encoder 'gru'"):
-        SentenceClassifier(10, 2, "gru")
-    cnn = SentenceClassifier(10, 2, "cnn-highway")
+        SentenceClassifier(10, 2, encoder="gru")
+    cnn = SentenceClassifier(10, 2, encoder="cnn-highway")
     assert cnn.highway.num_layers == 2 and cnn.min_length == 5
 
 
 def test_embed_dropout_drops_word_vectors_in_training_only():
     torch.manual_seed(0)
-    model = SentenceClassifier(50, 3, "cnn", embed_dim=64, feature_maps=5, embed_dropout=0.25)
+    model = SentenceClassifier(50, 3, encoder="cnn", embed_dim=64, feature_maps=5, embed_dropout=0.25)
     tokens, lengths = torch.randint(1, 50, (8, 9)), torch.full((8,), 9)
     seen = []
     model.convs[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].transpose(1, 2)))
@@ -74,7 +74,8 @@ def test_sst2_hbilstm_beats_majority_class(shared_data, tmp_path):
 def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ["reproduce", "sentences", "--task", "trec", "--encoder", "bilstm,hbilstm,cnn", "--layers", "1,2",
-            "--epochs", "1", "--hidden", "8", "--embed-dim", "16", "--batch-size", "25", "--gate-bias", "-1",
+            "--seeds", "0", "--epochs", "1", "--hidden", "8", "--embed-dim", "16", "--batch-size", "25",
+            "--gate-bias", "-1",
             "--data-dir", str(shared_data / "sentence"), "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -176,6 +177,9 @@ def test_sweep_downloads_missing_files_when_asked(shared_data, tmp_path, monkeyp
     data_dir, out = tmp_path / "data", tmp_path / "out"
     args = ["reproduce", "sentences", "--task", "trec", "--encoder", "cnn", "--epochs", "1", "--embed-dim", "8",
             "--data-dir", str(data_dir), "--out", str(out)]
+    assert main(args) == 2
+    assert f"the data folder {data_dir} does not exist" in capsys.readouterr().err
+    data_dir.mkdir()
     assert main(args) == 2
     assert "TREC.train.all not found" in capsys.readouterr().err
     assert main(args + ["--download"]) == 0  # (the failed call left nothing that needs --resume)

@@ -1,7 +1,6 @@
 """The CPU RHN recurrence's C++ loops (kernels.rhn_cpu) against its loops in PyTorch operations
 (kernels.rhn_eager), which tests/test_nn_rhn.py checks against the autograd loop in float64."""
 
-import importlib
 import warnings
 
 import pytest
@@ -9,9 +8,7 @@ import torch
 
 from highwaynet import RHN
 from highwaynet.kernels import rhn_cpu, rhn_eager
-
-# (the module: the package exports its function of the same name)
-rhn_recurrence = importlib.import_module("highwaynet.kernels.rhn_recurrence")
+from highwaynet.kernels.rhn_recurrence import RHNPath, choose_path
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,11 +55,12 @@ def test_cpp_loops_match_pytorch_loops(shape, halves, masked, dtype):
 
 def test_cpp_path_is_chosen_on_the_cpu_and_can_be_switched_off(monkeypatch):
     x_proj, s0, mask, weights, biases, _ = _problem(2, 3, 4, 8, torch.float32, False)
-    path = rhn_recurrence._path(x_proj, s0, mask, (*weights, *biases))
-    assert path.startswith("eager") and path.endswith(", C++ loops")
+    path = choose_path(x_proj, s0, mask, (*weights, *biases)).path
+    assert path.cpp and path in (RHNPath.CPP, RHNPath.CPP_HALVES)
     assert not rhn_cpu.available(x_proj.bfloat16())  # (bfloat16 keeps tanh: PyTorch's loops)
     monkeypatch.setattr(rhn_cpu, "enabled", False)
-    assert rhn_recurrence._path(x_proj, s0, mask, (*weights, *biases)) in ("eager", "eager, halves")
+    choice = choose_path(x_proj, s0, mask, (*weights, *biases))
+    assert choice.path in (RHNPath.EAGER, RHNPath.EAGER_HALVES) and "HIGHWAYNET_CPU_KERNEL=0" in choice.why
 
 
 def test_a_failed_build_warns_once_and_leaves_the_pytorch_loops(monkeypatch):
@@ -79,7 +77,8 @@ def test_a_failed_build_warns_once_and_leaves_the_pytorch_loops(monkeypatch):
         warnings.simplefilter("error")
         assert not rhn_cpu.available(torch.empty(0))  # tried once a process
     x_proj, s0, mask, weights, biases, _ = _problem(2, 3, 4, 8, torch.float32, False)
-    assert "C++" not in rhn_recurrence._path(x_proj, s0, mask, (*weights, *biases))
+    choice = choose_path(x_proj, s0, mask, (*weights, *biases))
+    assert not choice.path.cpp and "could not be built" in choice.why
 
 
 @pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="opcheck needs torch >= 2.4")

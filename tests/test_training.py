@@ -82,13 +82,16 @@ def test_metrics_line_without_checkpoint_is_dropped_on_resume(tmp_path):
     assert read_metrics(tmp_path)[2]["val_loss"] != 9.9
 
 
-def test_refuses_to_overwrite_and_needs_checkpoint(tmp_path):
+def test_refuses_to_overwrite_and_resumes_a_folder_without_a_checkpoint_from_scratch(tmp_path):
     data = load_digits()
     make_trainer(tmp_path / "a", data, epochs=1).fit()
     with pytest.raises(FileExistsError, match="already holds a run"):
         make_trainer(tmp_path / "a", data, epochs=1).fit()
-    with pytest.raises(FileNotFoundError, match="nothing to resume"):
-        make_trainer(tmp_path / "b", data).fit(resume=True)
+    logged = []
+    trainer = make_trainer(tmp_path / "b", data, epochs=1)
+    trainer.log = logged.append
+    assert len(trainer.fit(resume=True)) == 1  # nothing to go on from: the run starts over, and says so
+    assert "holds no checkpoint yet" in logged[0] and "starting it from scratch" in logged[0]
 
 
 def test_checkpoint_loads_with_weights_only(tmp_path):
@@ -171,12 +174,15 @@ def test_resuming_with_ema_a_run_started_without_it_is_refused(tmp_path):
 
 
 def test_bad_config():
-    with pytest.raises(ValueError, match="optimizer must be"):
+    with pytest.raises(ValueError, match="optimizer must be one of 'sgd', 'adam', 'adamw'; got 'lbfgs'"):
         TrainConfig(optimizer="lbfgs")
-    with pytest.raises(ValueError, match=r"ema is a decay in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"TrainConfig.ema must be below 1.0, got 1.0"):
         TrainConfig(ema=1.0)
-    with pytest.raises(ValueError, match="schedule must be"):
+    with pytest.raises(ValueError, match="schedule must be one of"):
         TrainConfig(schedule="linear")
+    for value in (float("nan"), float("inf"), -1.0, 0.0):  # (a NaN once passed the check lr <= 0)
+        with pytest.raises(ValueError, match="TrainConfig.lr must be"):
+            TrainConfig(lr=value)
 
 
 @pytest.mark.skipif(not trainer_module._FUSED_ON_CPU, reason="PyTorch's fused CPU updates need torch >= 2.4")

@@ -2,42 +2,65 @@
 
 Layers (:mod:`highwaynet.nn`), the gate maths (:mod:`highwaynet.functional`), gate analysis
 (:mod:`highwaynet.analysis`), models, data loaders, a Trainer and the papers' experiments.
+
+The names below are imported on first use (PEP 562), so that ``import highwaynet`` alone, and the
+``highwaynet`` command's help, cost no PyTorch import; ``from highwaynet import RHN`` imports the
+layers as usual.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-from . import analysis, functional, nn  # noqa: E402
-from .analysis import gate_modules, lesion, record_gates  # noqa: E402
-from .functional import highway_combine  # noqa: E402
-from .nn import (  # noqa: E402
-    RHN,
-    Highway,
-    HighwayConv1d,
-    HighwayConv2d,
-    HighwayLSTM,
-    HighwayLSTMBlock,
-    Projection,
-    RHNCell,
-    TransformGate,
-    ZeroPad,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+# name -> the submodule that defines it (a submodule itself where the value is None)
+_WHERE = {
+    "Highway": "nn", "HighwayConv1d": "nn", "HighwayConv2d": "nn", "HighwayLSTM": "nn", "HighwayLSTMBlock": "nn",
+    "Projection": "nn", "RHN": "nn", "RHNCell": "nn", "TransformGate": "nn", "ZeroPad": "nn",
+    "CharCNNHighway": "nn", "CharVocab": "nn",
+    "gate_modules": "analysis", "lesion": "analysis", "record_gates": "analysis",
+    "highway_combine": "functional",
+    "explain": "kernels",
+    "analysis": None, "functional": None, "kernels": None, "nn": None,
+}
 
 __all__ = [
-    "Highway",
-    "HighwayConv1d",
-    "HighwayConv2d",
-    "HighwayLSTM",
-    "HighwayLSTMBlock",
-    "Projection",
-    "RHN",
-    "RHNCell",
-    "TransformGate",
-    "ZeroPad",
-    "analysis",
-    "functional",
-    "gate_modules",
-    "highway_combine",
-    "lesion",
-    "nn",
-    "record_gates",
-]
+    "RHN", "CharCNNHighway", "CharVocab", "Highway", "HighwayConv1d", "HighwayConv2d", "HighwayLSTM",
+    "HighwayLSTMBlock", "Projection", "RHNCell", "TransformGate", "ZeroPad", "analysis", "explain", "functional",
+    "gate_modules", "highway_combine", "kernels", "lesion", "nn", "record_gates",
+]  # (a list as written, which type checkers read: the names of _WHERE, as a test checks)
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ imports on first use
+    from . import analysis, functional, kernels, nn
+    from .analysis import gate_modules, lesion, record_gates
+    from .functional import highway_combine
+    from .kernels import explain
+    from .nn import (
+        RHN,
+        CharCNNHighway,
+        CharVocab,
+        Highway,
+        HighwayConv1d,
+        HighwayConv2d,
+        HighwayLSTM,
+        HighwayLSTMBlock,
+        Projection,
+        RHNCell,
+        TransformGate,
+        ZeroPad,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'highwaynet' has no attribute {name!r}")
+    module = importlib.import_module(f".{_WHERE[name] or name}", __name__)
+    value = module if _WHERE[name] is None else getattr(module, name)
+    globals()[name] = value  # (once: later lookups find it without this function)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -295,6 +295,7 @@ def write_html(folder: Path) -> Path:
     """``report.html`` beside a folder's ``report.md``: one self-contained page, figures inlined,
     with the folder's configuration, versions and time taken appended."""
     import base64
+    import html
     import json
     import re
 
@@ -311,7 +312,13 @@ def write_html(folder: Path) -> Path:
     for name in ("sweep.json", "config.json"):
         if (folder / name).is_file():
             text += f"\n\n## Configuration ({name})\n\n```json\n{(folder / name).read_text().strip()}\n```\n"
-    body = markdown.markdown(text, extensions=["tables", "fenced_code"])
+    # Every string is shown as text, never read as HTML: a folder's name, a user's sentences or
+    # settings may hold '<'. (Python-Markdown's documented way: without its raw-HTML rules, HTML in
+    # the source is escaped like any text.)
+    converter = markdown.Markdown(extensions=["tables", "fenced_code"])
+    converter.preprocessors.deregister("html_block")
+    converter.inlinePatterns.deregister("html")
+    body = converter.convert(text)
 
     def inline(match: re.Match) -> str:
         image = folder / match.group(1)
@@ -322,11 +329,11 @@ def write_html(folder: Path) -> Path:
     body = re.sub(r'src="([^"]+\.png)"', inline, body)
     from .training.run_dir import environment
 
-    footer = f"<p><small>Rendered with {json.dumps(environment())}</small></p>"
+    footer = f"<p><small>Rendered with {html.escape(json.dumps(environment()))}</small></p>"
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}"
              "img{max-width:100%}pre{background:#f6f6f6;padding:1em;overflow:auto}")
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{folder.name}</title>"
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(folder.name)}</title>"
             f"<style>{style}</style></head><body>{body}{footer}</body></html>")
     out = folder / "report.html"
     out.write_text(page)

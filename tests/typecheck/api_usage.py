@@ -44,7 +44,7 @@ def layers(x: Tensor) -> Tensor:
     y = Projection(8, 16).forward(y) + ZeroPad(8, 16).forward(y)
     image: Tensor = HighwayConv2d(3, kernel_size=(3, 4)).forward(torch.randn(1, 3, 8, 8))
     signal: Tensor = HighwayConv1d(3, kernel_size=5, dilation=2).forward(torch.randn(1, 3, 8))
-    gate = TransformGate("coupled")
+    gate = TransformGate(carry="coupled")
     return y.sum() + image.sum() + signal.sum() + sum(p.sum() for p in gate.parameters())
 
 

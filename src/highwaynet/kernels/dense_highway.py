@@ -19,12 +19,54 @@ promoted dtype of ``z`` and ``x``, as :func:`highwaynet.functional.highway_combi
 
 from __future__ import annotations
 
+import enum
+
 import torch
 from torch import Tensor
 
-from .gating import first_order_only, gate_backward, gate_forward
+from .dispatch import Choice
+from .gating import Activation, first_order_only, gate_backward, gate_forward, transforms_active, triton_available
 
-__all__ = ["highway_layer"]
+__all__ = ["DensePath", "choose_path", "highway_layer"]
+
+
+class DensePath(str, enum.Enum):
+    """The ways a :class:`~highwaynet.nn.Highway` stack runs; :func:`choose_path` picks one per call."""
+
+    #: ``nn.Linear``, the activation and :class:`~highwaynet.nn.TransformGate` under autograd.
+    UNFUSED = "unfused"
+    #: :func:`highway_layer` a layer: the Triton gate kernels around the products, hand-written backward.
+    FUSED = "fused gate kernels"
+
+
+def choose_path(x: Tensor, *, fused: bool, activation: Activation | None, carry: str, dropout_in_training: bool,
+                gates_plain: bool) -> Choice[DensePath]:
+    """The :class:`DensePath` of a :class:`~highwaynet.nn.Highway` stack for input ``x``, and why.
+
+    The fused path applies on CUDA with Triton, with the coupled carry, an activation the kernels know
+    (:class:`~highwaynet.kernels.gating.Activation`), no dropout in training, gates neither recorded nor
+    lesioned, not under ``torch.compile`` (which fuses the unfused layers itself) nor ``torch.func``'s
+    transforms or forward-mode AD (which need more than a backward). On the CPU the unfused layers
+    are the faster and always run.
+    """
+    if not fused:
+        return Choice(DensePath.UNFUSED, "fused=False")
+    if torch.compiler.is_compiling():
+        return Choice(DensePath.UNFUSED, "torch.compile fuses the unfused layers itself")
+    if not triton_available(x):
+        return Choice(DensePath.UNFUSED, "no Triton for this tensor (the CPU, or Triton not installed)")
+    if activation is None:
+        return Choice(DensePath.UNFUSED, "an activation the fused kernels do not know (they know "
+                                         + ", ".join(a.name.lower() for a in Activation) + ")")
+    if carry != "coupled":
+        return Choice(DensePath.UNFUSED, f"the fused kernels are written for the coupled carry, not carry={carry!r}")
+    if dropout_in_training:
+        return Choice(DensePath.UNFUSED, "dropout in training")
+    if not gates_plain:
+        return Choice(DensePath.UNFUSED, "its gates are being recorded or are lesioned (highwaynet.analysis)")
+    if transforms_active():
+        return Choice(DensePath.UNFUSED, "torch.func transforms or forward-mode AD need more than the fused backward")
+    return Choice(DensePath.FUSED, "a CUDA tensor with Triton, and nothing that needs the unfused layers")
 
 
 def _autocast_dtype(device_type: str) -> torch.dtype | None:
@@ -38,7 +80,7 @@ def _autocast_dtype(device_type: str) -> torch.dtype | None:
 
 class _HighwayLayer(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, code: int) -> Tensor:
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, code: Activation) -> Tensor:
         shape, d = x.shape, x.shape[-1]
         x2 = x.reshape(-1, d)
         dtype = _autocast_dtype(x.device.type) or torch.promote_types(x.dtype, weight.dtype)
@@ -65,12 +107,12 @@ class _HighwayLayer(torch.autograd.Function):
         return dx.to(x2.dtype).view(ctx.shape), dw, db.to(ctx.dtypes[1]), None
 
 
-def highway_layer(x: Tensor, weight: Tensor, bias: Tensor, code: int) -> Tensor:
+def highway_layer(x: Tensor, weight: Tensor, bias: Tensor, code: Activation) -> Tensor:
     """One coupled-carry dense highway layer: ``y = x + σ(z_T) (f(z_H) − x)``, ``[z_H | z_T] = x Wᵀ + b``.
 
     Args:
         x: ``(*, D)``.
         weight: ``(2D, D)``, rows ``[H | T]``; bias ``(2D,)``.
-        code: the activation ``f`` as a :data:`~highwaynet.kernels.gating.ACTIVATION_CODES` code.
+        code: the activation ``f``, an :class:`~highwaynet.kernels.gating.Activation`.
     """
     return _HighwayLayer.apply(x, weight, bias, code)

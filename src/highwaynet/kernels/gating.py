@@ -19,12 +19,13 @@ here it is one pass forward (read ``z`` and ``x``, write ``y``) and one backward
 ``z``, ``x``; write ``g`` and ``dx_carry``, and the column sums of ``g``, the bias gradient, so
 that nothing reads ``g`` again for it).
 
-:func:`gate_forward` and :func:`gate_backward` run the Triton kernels on CUDA tensors when Triton
-is installed, and otherwise the PyTorch reference (:func:`gate_forward_reference`,
-:func:`gate_backward_reference`), which the kernels are tested against. Set the environment
-variable ``HIGHWAYNET_TRITON=0`` before importing highwaynet to force the reference.
+:func:`gate_forward` and :func:`gate_backward` run the Triton kernels (:mod:`.triton_gating`,
+imported on first use) on CUDA tensors when Triton is installed, and otherwise the PyTorch
+reference (:func:`gate_forward_reference`, :func:`gate_backward_reference`), which the kernels are
+tested against. Set the environment variable ``HIGHWAYNET_TRITON=0`` before importing highwaynet
+to force the reference.
 
-Only activations whose derivative the kernel knows are supported: see :data:`ACTIVATION_CODES`.
+Only activations whose derivative the kernel knows are supported: see :class:`Activation`.
 A caller saves ``z`` and ``x`` for the backward, which recomputes ``f(z_H)`` and ``t`` (arithmetic,
 no memory traffic), or, with ``keep_activations``, has ``z`` overwritten by ``[f(z_H) | t]`` and
 recomputes nothing (for recurrences, where the number of small operations is the cost).
@@ -32,8 +33,11 @@ recomputes nothing (for recurrences, where the number of small operations is the
 
 from __future__ import annotations
 
+import enum
+import functools
 import os
 from collections.abc import Callable
+from types import ModuleType
 
 import torch
 from torch import Tensor
@@ -41,48 +45,77 @@ from torch import Tensor
 from .._versions import release
 from ..functional import ACTIVATIONS
 
-try:  # Triton is optional: without it (or without a GPU) the PyTorch reference runs.
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - depends on the installation
-    triton = None
-
-#: The installed Triton's (major, minor), or None without it.
-TRITON_VERSION = release(triton.__version__) if triton is not None else None
-if TRITON_VERSION is not None and TRITON_VERSION < (3, 0):  # pragma: no cover
-    # The kernels are written in Triton 3's language (torch 2.3's Triton 2.3 rejects them): the
-    # reference runs instead, as without Triton.
-    triton = None
-
 # Read once, at import: Triton itself reads TRITON_INTERPRET when its kernels are defined, and
 # torch.compile in torch 2.3 cannot trace a read of os.environ inside a layer's forward.
 _TRITON_OFF = os.environ.get("HIGHWAYNET_TRITON", "1") == "0"
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
-__all__ = ["ACTIVATION_CODES", "activation_code", "gate_backward", "gate_backward_reference", "gate_forward",
-           "gate_forward_reference", "triton_available"]
-
-#: The activations the fused kernels know, by name, and the code the kernels use for each.
-ACTIVATION_CODES = {"identity": 0, "relu": 1, "tanh": 2, "sigmoid": 3}
-_BY_FUNCTION = {fn: ACTIVATION_CODES[name] for name, fn in ACTIVATIONS.items() if name in ACTIVATION_CODES}
-_BY_FUNCTION[torch.relu] = ACTIVATION_CODES["relu"]
+__all__ = ["ACTIVATION_CODES", "Activation", "activation_code", "gate_backward", "gate_backward_reference",
+           "gate_forward", "gate_forward_reference", "triton_available", "triton_version"]
 
 
-def activation_code(activation: str | Callable[[Tensor], Tensor]) -> int | None:
-    """The kernels' code of ``activation`` (a name, or a function the package resolves a name to),
-    or None when the fused kernels do not know it (then layers take their unfused path)."""
+class Activation(enum.IntEnum):
+    """The transforms ``f`` the fused kernels know, with the code the kernels are compiled for.
+
+    Each one's derivative can be computed from its output alone (``relu``: ``h > 0``), which is
+    what lets the backward pass keep ``h = f(z_H)`` instead of ``z_H``."""
+
+    IDENTITY = 0
+    RELU = 1
+    TANH = 2
+    SIGMOID = 3
+
+
+#: The activations the fused kernels know, by the names :data:`highwaynet.functional.ACTIVATIONS` uses.
+ACTIVATION_CODES = {member.name.lower(): member for member in Activation}
+_BY_FUNCTION: dict[Callable[[Tensor], Tensor], Activation] = {
+    fn: ACTIVATION_CODES[name] for name, fn in ACTIVATIONS.items() if name in ACTIVATION_CODES}
+_BY_FUNCTION[torch.relu] = Activation.RELU
+
+
+def activation_code(activation: str | Callable[[Tensor], Tensor]) -> Activation | None:
+    """The kernels' :class:`Activation` for ``activation`` (a name, or a function the package resolves a
+    name to), or None when the fused kernels do not know it (then layers take their unfused path)."""
     if isinstance(activation, str):
         return ACTIVATION_CODES.get(activation.lower())
     return _BY_FUNCTION.get(activation)
 
 
+def _constant_when_compiled(fn: Callable) -> Callable:
+    """Mark ``fn`` as ``torch.compiler.assume_constant_result`` does: ``torch.compile`` calls it once,
+    while tracing, and keeps the result. (That function imports the whole compiler, a second on a small
+    CPU, to set this one attribute; ``import highwaynet`` must stay cheap. ``tests/test_compile.py``
+    checks that compiling still works through the functions marked so.)"""
+    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return fn
+
+
+@_constant_when_compiled
+@functools.cache
+def _triton() -> ModuleType | None:
+    """Triton, imported on first use; None where it is missing or older than 3.0 (whose language the
+    kernels are not written in: torch 2.3's Triton 2.3 rejects them), so that the reference runs."""
+    try:
+        import triton
+    except ImportError:  # pragma: no cover - depends on the installation
+        return None
+    return triton if release(triton.__version__) >= (3, 0) else None
+
+
+def triton_version() -> tuple[int, int] | None:
+    """The installed Triton's ``(major, minor)``, or None without it (importing it if need be)."""
+    triton = _triton()
+    return None if triton is None else release(triton.__version__)
+
+
 def triton_available(t: Tensor) -> bool:
     """Whether the Triton kernels will run for tensors like ``t``: CUDA tensors, Triton installed,
     ``HIGHWAYNET_TRITON`` not ``0`` when highwaynet was imported. (Under ``TRITON_INTERPRET=1`` they
-    run on CPU tensors too, slowly, which is how the kernels can be checked on a machine without a GPU.)"""
-    if triton is None or _TRITON_OFF:
+    run on CPU tensors too, slowly, which is how the kernels can be checked on a machine without a GPU.)
+    Triton is imported here, the first time a tensor could use it, never for a CPU-only program."""
+    if _TRITON_OFF or not (t.is_cuda or INTERPRETING):
         return False
-    return t.is_cuda or INTERPRETING
+    return _triton() is not None
 
 
 def first_order_only(layer: str) -> None:
@@ -109,28 +142,37 @@ def transforms_active() -> bool:
 _BY_CODE = {code: ACTIVATIONS[name] for name, code in ACTIVATION_CODES.items()}
 
 
-def _activate(z: Tensor, code: int) -> Tensor:
+def _activate(z: Tensor, code: Activation) -> Tensor:
     return _BY_CODE[code](z)
 
 
-def _activation_grad(h: Tensor, code: int) -> Tensor:
+def _activate_in_place(z: Tensor, code: Activation) -> Tensor:
+    if code == Activation.RELU:
+        return z.relu_()
+    if code == Activation.TANH:
+        return z.tanh_()
+    if code == Activation.SIGMOID:
+        return z.sigmoid_()
+    return z
+
+
+def _activation_grad(h: Tensor, code: Activation) -> Tensor:
     """``f'`` from ``h = f(z)`` alone: true of each activation the kernels know (relu: ``h > 0``)."""
-    if code == 1:
+    if code == Activation.RELU:
         return (h > 0).to(h.dtype)
-    if code == 2:
+    if code == Activation.TANH:
         return 1 - h * h
-    if code == 3:
+    if code == Activation.SIGMOID:
         return h * (1 - h)
     return torch.ones_like(h)
 
 
-def gate_forward_reference(z: Tensor, x: Tensor, code: int, keep_activations: bool = False,
+def gate_forward_reference(z: Tensor, x: Tensor, code: Activation, keep_activations: bool = False,
                            out: Tensor | None = None) -> Tensor:
     """:func:`gate_forward` with PyTorch operations."""
     zh, zt = z.chunk(2, dim=-1)
     if keep_activations:  # in place: z becomes [h | t]
-        h = zh.relu_() if code == 1 else zh.tanh_() if code == 2 else zh.sigmoid_() if code == 3 else zh
-        t = zt.sigmoid_()
+        h, t = _activate_in_place(zh, code), zt.sigmoid_()
     else:
         h, t = _activate(zh, code), torch.sigmoid(zt)
     if x.dtype == h.dtype:
@@ -139,7 +181,7 @@ def gate_forward_reference(z: Tensor, x: Tensor, code: int, keep_activations: bo
     return torch.lerp(x.to(dtype), h.to(dtype), t.to(dtype), out=out)
 
 
-def gate_backward_reference(dy: Tensor, z: Tensor, x: Tensor, code: int, grad_z: Tensor | None = None,
+def gate_backward_reference(dy: Tensor, z: Tensor, x: Tensor, code: Activation, grad_z: Tensor | None = None,
                             bias_grad: bool = False, activated: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
     """:func:`gate_backward` with PyTorch operations."""
     zh, zt = z.chunk(2, dim=-1)
@@ -152,101 +194,7 @@ def gate_backward_reference(dy: Tensor, z: Tensor, x: Tensor, code: int, grad_z:
     return g, dy - dy_t, (g.sum(0, dtype=torch.float32) if bias_grad else None)
 
 
-# -- the kernels --------------------------------------------------------------------------------
-
-if triton is not None:
-
-    @triton.jit
-    def _activate_tl(z, CODE: tl.constexpr):
-        if CODE == 1:
-            return tl.maximum(z, 0.0)
-        elif CODE == 2:
-            e = tl.exp(-2.0 * tl.abs(z))  # tanh without overflow: sign(z) (1 - e) / (1 + e)
-            r = (1.0 - e) / (1.0 + e)
-            return tl.where(z < 0, -r, r)
-        elif CODE == 3:
-            return tl.sigmoid(z)
-        else:
-            return z
-
-    @triton.jit
-    def _activation_grad_tl(h, CODE: tl.constexpr):
-        if CODE == 1:
-            return tl.where(h > 0, 1.0, 0.0)
-        elif CODE == 2:
-            return 1.0 - h * h
-        elif CODE == 3:
-            return h * (1.0 - h)
-        else:
-            return tl.full(h.shape, 1.0, tl.float32)
-
-    @triton.jit
-    def _gate_grads_tl(dy, h, t, x, CODE: tl.constexpr):
-        """The gate's backward from its activations ``h = f(z_H)``, ``t``: ``(g_H, g_T, dx_carry)``."""
-        dy_t = dy * t
-        return dy_t * _activation_grad_tl(h, CODE), dy_t * (h - x) * (1.0 - t), dy - dy_t
-
-    @triton.jit
-    def _gate_forward_kernel(z_ptr, x_ptr, y_ptr, M, D, stride_z, stride_x, stride_y,
-                             CODE: tl.constexpr, KEEP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
-        cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)[None, :]
-        mask = (rows < M) & (cols < D)
-        rows = rows.to(tl.int64)
-        zh = tl.load(z_ptr + rows * stride_z + cols, mask=mask).to(tl.float32)
-        zt = tl.load(z_ptr + rows * stride_z + D + cols, mask=mask).to(tl.float32)
-        x = tl.load(x_ptr + rows * stride_x + cols, mask=mask).to(tl.float32)
-        h = _activate_tl(zh, CODE)
-        t = tl.sigmoid(zt)
-        y = x + t * (h - x)
-        if KEEP:
-            tl.store(z_ptr + rows * stride_z + cols, h.to(z_ptr.dtype.element_ty), mask=mask)
-            tl.store(z_ptr + rows * stride_z + D + cols, t.to(z_ptr.dtype.element_ty), mask=mask)
-        tl.store(y_ptr + rows * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-    @triton.jit
-    def _gate_backward_kernel(dy_ptr, z_ptr, x_ptr, g_ptr, dx_ptr, bias_ptr, M, D,
-                              stride_dy, stride_z, stride_x, stride_g, stride_dx,
-                              CODE: tl.constexpr, ACTIVATED: tl.constexpr, BIAS: tl.constexpr, ROWS: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-        # A program walks ROWS rows of one column block, so that the bias gradient's partial sums
-        # are few: one row of them per program row.
-        pid_m = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)[None, :]
-        sum_h = tl.zeros((BLOCK_D,), tl.float32)
-        sum_t = tl.zeros((BLOCK_D,), tl.float32)
-        for start in range(0, ROWS, BLOCK_M):
-            rows = pid_m * ROWS + start + tl.arange(0, BLOCK_M)[:, None]
-            mask = (rows < M) & (cols < D)
-            rows = rows.to(tl.int64)
-            dy = tl.load(dy_ptr + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
-            zh = tl.load(z_ptr + rows * stride_z + cols, mask=mask, other=0.0).to(tl.float32)
-            zt = tl.load(z_ptr + rows * stride_z + D + cols, mask=mask, other=0.0).to(tl.float32)
-            x = tl.load(x_ptr + rows * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-            if ACTIVATED:
-                h = zh
-                t = zt
-            else:
-                h = _activate_tl(zh, CODE)
-                t = tl.sigmoid(zt)
-            gh, gt, carried = _gate_grads_tl(dy, h, t, x, CODE)
-            tl.store(g_ptr + rows * stride_g + cols, gh.to(g_ptr.dtype.element_ty), mask=mask)
-            tl.store(g_ptr + rows * stride_g + D + cols, gt.to(g_ptr.dtype.element_ty), mask=mask)
-            tl.store(dx_ptr + rows * stride_dx + cols, carried.to(dx_ptr.dtype.element_ty), mask=mask)
-            if BIAS:
-                sum_h += tl.sum(gh, axis=0)
-                sum_t += tl.sum(gt, axis=0)
-        if BIAS:
-            out = bias_ptr + pid_m * 2 * D + tl.arange(0, BLOCK_D) + tl.program_id(1) * BLOCK_D
-            in_range = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D) < D
-            tl.store(out, sum_h, mask=in_range)
-            tl.store(out + D, sum_t, mask=in_range)
-
-
-def _blocks(d: int) -> tuple[int, int, int]:
-    block_d = min(128, triton.next_power_of_2(d))
-    return block_d, max(1, 2048 // block_d), 4  # BLOCK_D, BLOCK_M (about 2048 elements a tile), warps
-
+# -- dispatch -------------------------------------------------------------------------------------
 
 def _check(z: Tensor, x: Tensor) -> int:
     if z.dim() != 2 or x.dim() != 2 or z.shape[0] != x.shape[0] or z.shape[1] != 2 * x.shape[1]:
@@ -255,11 +203,8 @@ def _check(z: Tensor, x: Tensor) -> int:
     return x.shape[1]
 
 
-def _rows_contiguous(t: Tensor) -> Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
-
-
-def gate_forward(z: Tensor, x: Tensor, code: int, keep_activations: bool = False, out: Tensor | None = None) -> Tensor:
+def gate_forward(z: Tensor, x: Tensor, code: Activation, keep_activations: bool = False,
+                 out: Tensor | None = None) -> Tensor:
     """``y = x + sigmoid(z_T) * (f(z_H) - x)``, ``z`` ``(M, 2D)``, ``x`` ``(M, D)`` → ``(M, D)``.
 
     ``y`` has the promoted dtype of ``z`` and ``x``; the arithmetic is float32 in the kernel. With
@@ -269,23 +214,17 @@ def gate_forward(z: Tensor, x: Tensor, code: int, keep_activations: bool = False
     write ``y`` (contiguous rows, not overlapping the inputs), saving a copy where ``y`` belongs
     in a larger buffer.
     """
-    d = _check(z, x)
+    _check(z, x)
     if out is not None and (out.shape != x.shape or out.stride(-1) != 1):
         raise ValueError(f"out must have x's shape {tuple(x.shape)} and contiguous rows")
     if not triton_available(x):
         return gate_forward_reference(z, x, code, keep_activations, out)
-    if keep_activations and z.stride(-1) != 1:
-        raise ValueError("keep_activations writes into z: it needs z with contiguous rows")
-    z, x = _rows_contiguous(z), _rows_contiguous(x)
-    y = out if out is not None else x.new_empty(x.shape, dtype=torch.promote_types(z.dtype, x.dtype))
-    block_d, block_m, warps = _blocks(d)
-    grid = (triton.cdiv(x.shape[0], block_m), triton.cdiv(d, block_d))
-    _gate_forward_kernel[grid](z, x, y, x.shape[0], d, z.stride(0), x.stride(0), y.stride(0),
-                               CODE=code, KEEP=keep_activations, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=warps)
-    return y
+    from . import triton_gating
+
+    return triton_gating.gate_forward(z, x, code, keep_activations, out)
 
 
-def gate_backward(dy: Tensor, z: Tensor, x: Tensor, code: int, grad_z: Tensor | None = None,
+def gate_backward(dy: Tensor, z: Tensor, x: Tensor, code: Activation, grad_z: Tensor | None = None,
                   bias_grad: bool = False, activated: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
     """The gradient of :func:`gate_forward`: ``(g, dx_carry, bias gradient or None)``.
 
@@ -294,20 +233,11 @@ def gate_backward(dy: Tensor, z: Tensor, x: Tensor, code: int, grad_z: Tensor | 
     (``dy``'s dtype), and with ``bias_grad`` the column sums of ``g`` in float32. ``activated``:
     ``z`` holds ``[f(z_H) | sigmoid(z_T)]`` (see :func:`gate_forward`'s ``keep_activations``).
     """
-    d = _check(z, x)
+    _check(z, x)
     if dy.shape != x.shape:
         raise ValueError(f"the gate's backward needs dy of x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
     if not triton_available(x):
         return gate_backward_reference(dy, z, x, code, grad_z, bias_grad, activated)
-    dy, z, x = _rows_contiguous(dy), _rows_contiguous(z), _rows_contiguous(x)
-    m = x.shape[0]
-    g = grad_z if grad_z is not None else z.new_empty(z.shape)
-    dx = torch.empty_like(dy)
-    block_d, block_m, warps = _blocks(d)
-    rows = block_m * max(1, min(16, m // (block_m * 256)))  # enough programs to fill the GPU
-    grid = (triton.cdiv(m, rows), triton.cdiv(d, block_d))
-    partial = torch.empty(grid[0], 2 * d, device=x.device, dtype=torch.float32) if bias_grad else g
-    _gate_backward_kernel[grid](dy, z, x, g, dx, partial, m, d, dy.stride(0), z.stride(0), x.stride(0),
-                                g.stride(0), dx.stride(0), CODE=code, ACTIVATED=activated, BIAS=bias_grad, ROWS=rows,
-                                BLOCK_M=block_m, BLOCK_D=block_d, num_warps=warps)
-    return g, dx, (partial.sum(0) if bias_grad else None)
+    from . import triton_gating
+
+    return triton_gating.gate_backward(dy, z, x, code, grad_z, bias_grad, activated)

@@ -39,8 +39,10 @@ void gate_forward(T* h, T* t, const T* s, T* s_next, const T* mask, T* u_next, i
     // exp_u20: ATen's faster exp (within 20 ulp; for float64, exp), what its float32 softmax uses:
     // the two exponentials are most of this pass's time (8.0 us a micro-step with exp, 4.2 with
     // exp_u20, at the CPU benchmark's shape on AVX2; 4.6 and 3.1 on AVX-512).
-    const V hv = two / (one + V::loadu(h + i).neg().exp_u20()) - one;
-    const V tv = one / (one + V::loadu(t + i).neg().exp_u20());
+    const V h_in = V::loadu(h + i), t_in = V::loadu(t + i);
+    // exp_u20 gives a finite number for NaN: a NaN in must stay NaN out, as in the PyTorch reference
+    const V hv = V::blendv(two / (one + h_in.neg().exp_u20()) - one, h_in, h_in.isnan());
+    const V tv = V::blendv(one / (one + t_in.neg().exp_u20()), t_in, t_in.isnan());
     const V sv = V::loadu(s + i);
     const V out = sv + tv * (hv - sv);
     hv.store(h + i);

@@ -36,7 +36,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["available", "enabled"]
+from .gating import _constant_when_compiled
+
+__all__ = ["available", "enabled", "unavailable"]
 
 #: Whether the RHN may use the C++ loops on the CPU (``HIGHWAYNET_CPU_KERNEL=0`` when highwaynet
 #: was imported makes it ``False``). Read at each forward (under ``torch.compile``, when compiling).
@@ -53,15 +55,27 @@ _loaded: bool | None = None  # None: not yet tried in this process
 _loading = threading.Lock()  # (threads that start RHNs at once build it once)
 
 
-@torch.compiler.assume_constant_result  # (decided when compiling, as the path's other choices)
-def available(x_proj: Tensor) -> bool:
-    """Whether the RHN's CPU recurrence runs the C++ loops for ``x_proj``: :data:`enabled`, a CPU
-    tensor of float32 or float64, a CPU with AVX2, and the extension built (here, if need be)."""
-    if not (enabled and x_proj.device.type == "cpu" and x_proj.dtype in (torch.float32, torch.float64)):
-        return False
+@_constant_when_compiled  # (decided when compiling, as the path's other choices)
+def unavailable(x_proj: Tensor) -> str | None:
+    """Why the RHN's CPU recurrence cannot run the C++ loops for ``x_proj``, or None where it can:
+    :data:`enabled`, a CPU tensor of float32 or float64, a CPU with AVX2, and the extension built
+    (here, if need be)."""
+    if not enabled:
+        return "HIGHWAYNET_CPU_KERNEL=0 switched the C++ loops off"
+    if x_proj.device.type != "cpu":
+        return "the C++ loops run on the CPU"
+    if x_proj.dtype not in (torch.float32, torch.float64):
+        return f"the C++ loops run float32 and float64, not {str(x_proj.dtype).removeprefix('torch.')}"
     if torch.backends.cpu.get_cpu_capability() not in _FLAGS:
-        return False
-    return _load()
+        return "the C++ loops need a CPU with AVX2"
+    if not _load():
+        return "the C++ kernel could not be built (see the warning that said why)"
+    return None
+
+
+def available(x_proj: Tensor) -> bool:
+    """Whether the RHN's CPU recurrence runs the C++ loops for ``x_proj`` (see :func:`unavailable`)."""
+    return unavailable(x_proj) is None
 
 
 def _load() -> bool:

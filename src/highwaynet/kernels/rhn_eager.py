@@ -55,6 +55,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .gating import _constant_when_compiled
+
 __all__ = ["backward", "forward", "use_halves"]
 
 
@@ -186,7 +188,7 @@ def _walk(grad_out: Tensor, z: Tensor, inputs: Tensor, dz: Tensor, weights_p: li
     return g
 
 
-@torch.compiler.assume_constant_result  # (the compiler cannot trace the thread count: read when compiling)
+@_constant_when_compiled  # (the compiler cannot trace the thread count: read when compiling)
 def use_halves(x_proj: Tensor) -> bool:
     """Whether :func:`forward` makes each micro-step's ``h`` and ``t`` as two matrices side by side
     (one batched product): on a CPU with two threads or more, where each thread can keep to its

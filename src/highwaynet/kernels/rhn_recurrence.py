@@ -5,12 +5,13 @@ path does not apply). The values and gradients are the same (tested in float64);
 
 - the forward runs without recording an autograd graph, saving only each micro-layer's input
   state and its ``[h | t]``;
-- each micro-step runs one of three ways (:func:`_path`): with Triton and products on tensor
-  cores, one kernel forward and one back, the recurrent product with the gate in its epilogue
-  (:mod:`highwaynet.kernels.rhn_step`); with Triton otherwise (exact float32), cuBLAS's ``addmm``
-  and the gate's one-pass kernels (:mod:`highwaynet.kernels.gating`); without (the CPU), PyTorch
-  operations laid out to be few (:mod:`highwaynet.kernels.rhn_eager`), with each micro-step's
-  gating one pass of C++ where that extension can be built (:mod:`highwaynet.kernels.rhn_cpu`);
+- each micro-step runs one of several ways, an :class:`RHNPath` that :func:`choose_path` picks
+  (and says why): with Triton and products on tensor cores, one kernel forward and one back, the
+  recurrent product with the gate in its epilogue (:mod:`highwaynet.kernels.rhn_step`); with
+  Triton otherwise (exact float32), cuBLAS's ``addmm`` and the gate's one-pass kernels
+  (:mod:`highwaynet.kernels.gating`); without (the CPU), PyTorch operations laid out to be few
+  (:mod:`highwaynet.kernels.rhn_eager`), with each micro-step's gating one pass of C++ where that
+  extension can be built (:mod:`highwaynet.kernels.rhn_cpu`);
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
@@ -19,101 +20,143 @@ path does not apply). The values and gradients are the same (tested in float64);
   ``torch.export`` take the recurrence as one call (see ``_forward_op`` below).
 
 It applies to the coupled carry with ``tanh`` transforms and gates that nobody records or lesions;
-``RHN`` checks this and falls back to the reference otherwise. It knows no lengths: for a padded
-batch ``RHN`` runs it over the padding (which never reaches a sequence's earlier steps), then
-zeroes those outputs and reads each final state at its sequence's last step.
+:func:`choose_path` checks this and picks :attr:`RHNPath.LOOP`, the reference, otherwise. It knows
+no lengths: for a padded batch ``RHN`` runs it over the padding (which never reaches a sequence's
+earlier steps), then zeroes those outputs and reads each final state at its sequence's last step.
 """
 
 from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from . import rhn_cpu, rhn_eager
-from .gating import ACTIVATION_CODES, first_order_only, gate_backward, gate_forward, triton_available
-from .rhn_step import (
-    Previous,
-    halves,
-    micro_step_backward,
-    micro_step_forward,
-    padded_halves,
-    padded_states,
-    padded_weight,
-    unpadded_halves,
-)
+from .dispatch import Choice
+from .gating import Activation, first_order_only, gate_backward, gate_forward, transforms_active, triton_available
+from .rhn_layout import halves, padded_halves, padded_states, padded_weight, unpadded_halves
 
-_TANH = ACTIVATION_CODES["tanh"]
-_HALVES_PADDED = "one kernel, halves padded"
+__all__ = ["OPAQUE_TO_COMPILE", "RHNPath", "choose_path", "rhn_recurrence"]
 
-__all__ = ["pad_halves", "rhn_recurrence"]
 
-#: Whether the one-kernel path also pads each half of ``[h | t]`` and ``dz`` (``"one kernel, halves
-#: padded"``), so that the backward's product can load ``dz`` in vectors, as the forward's loads the
-#: padded states. Off until timed on a GPU: ``benchmarks/rhn.py`` and ``benchmarks/rhn_step.py`` time
-#: both layouts side by side, and the faster becomes the only one. Read when a forward starts.
-pad_halves = False
+class RHNPath(str, enum.Enum):
+    """The ways an RHN layer's recurrence runs; :func:`choose_path` picks one per layer and call."""
+
+    #: The autograd loop over :meth:`~highwaynet.nn.RHNCell.step`: every setting, gradients of any order.
+    LOOP = "loop"
+    #: PyTorch operations (:mod:`.rhn_eager`), each micro-step's ``z`` one ``(B, 2H)`` product.
+    EAGER = "eager"
+    #: The same, ``h`` and ``t`` made as two matrices side by side (two CPU threads or more).
+    EAGER_HALVES = "eager, halves"
+    #: :attr:`EAGER` with each micro-step's gating one pass of C++ (:mod:`.rhn_cpu`).
+    CPP = "C++ loops"
+    #: :attr:`EAGER_HALVES` with each micro-step's gating one pass of C++.
+    CPP_HALVES = "C++ loops, halves"
+    #: cuBLAS's product and the Triton gate kernels (:mod:`.gating`): exact float32, mixed dtypes.
+    GATE_KERNEL = "gate kernel"
+    #: One Triton kernel a micro-step each way (:mod:`.rhn_step`): products on tensor cores.
+    ONE_KERNEL = "one kernel"
+    #: :attr:`ONE_KERNEL` with each half of ``[h | t]`` and ``dz`` padded too. Never chosen
+    #: automatically: a layout the benchmarks time against :attr:`ONE_KERNEL`, for a GPU run to decide.
+    ONE_KERNEL_PADDED_HALVES = "one kernel, halves padded"
+
+    @property
+    def fused(self) -> bool:
+        """Whether this is :func:`rhn_recurrence` (one autograd function), not the reference loop."""
+        return self is not RHNPath.LOOP
+
+    @property
+    def eager(self) -> bool:
+        """Whether the micro-steps run :mod:`.rhn_eager`'s PyTorch operations (or its C++ loops)."""
+        return self in _EAGER
+
+    @property
+    def halves(self) -> bool:
+        """Whether :mod:`.rhn_eager` makes ``h`` and ``t`` as two matrices."""
+        return self in (RHNPath.EAGER_HALVES, RHNPath.CPP_HALVES)
+
+    @property
+    def cpp(self) -> bool:
+        """Whether each micro-step's gating runs in C++."""
+        return self in (RHNPath.CPP, RHNPath.CPP_HALVES)
+
+    @property
+    def one_kernel(self) -> bool:
+        """Whether each micro-step is one Triton launch each way."""
+        return self in (RHNPath.ONE_KERNEL, RHNPath.ONE_KERNEL_PADDED_HALVES)
+
+
+_EAGER = frozenset({RHNPath.EAGER, RHNPath.EAGER_HALVES, RHNPath.CPP, RHNPath.CPP_HALVES})
 
 
 def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tensor],
              biases: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    """All states ``(T, B, H)`` and the two buffers :func:`_backward` reads."""
-    if path.startswith("eager"):
-        return rhn_eager.forward(x_proj, s0, mask, weights, biases, halves="halves" in path, cpp="C++" in path)
+    """All states ``(T, B, H)``, then what :func:`_backward` reads: the micro-steps' ``[h | t]`` rows and
+    their input states, each in the path's own layout. (The order is the eager path's own; with the
+    input states first, the CPU path's buffers would swap places from 0.1's.)"""
+    route = RHNPath(path)
+    if route.eager:
+        return rhn_eager.forward(x_proj, s0, mask, weights, biases, halves=route.halves, cpp=route.cpp)
     depth, steps = len(weights), x_proj.shape[0]
     # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
     # writes each new state in place, and the outputs are every depth-th state (one copy at the
     # end, so that the caller gets a contiguous tensor of its own, as from nn.LSTM). The one-kernel
-    # path keeps the states and weights in rows padded to a multiple of 16, which Triton loads in
-    # vectors (H100, TF32, width 830: 6.0 µs a micro-step forward instead of 10.2, 9.8 back instead
-    # of 13.7), and with pad_halves the halves of [h | t] and dz too (untimed); the buffers saved
-    # for the backward are the padded ones.
+    # paths keep the states and weights in rows padded to a multiple of 16 (.rhn_layout), which
+    # Triton loads in vectors; the buffers saved for the backward are the padded ones.
     shape, hidden = (steps * depth + 1, *s0.shape), s0.shape[-1]
-    buffer = padded_states(shape, x_proj) if path.startswith("one kernel") else x_proj.new_empty(shape)
+    buffer = padded_states(shape, x_proj) if route.one_kernel else x_proj.new_empty(shape)
     states = buffer[..., :hidden]
     states[0] = s0
     z_shape = (steps * depth, *x_proj.shape[1:])  # each micro-step's [h | t]
-    z_all = padded_halves(z_shape, x_proj) if path == _HALVES_PADDED else x_proj.new_empty(z_shape)
+    padded = route is RHNPath.ONE_KERNEL_PADDED_HALVES
+    z_all = padded_halves(z_shape, x_proj) if padded else x_proj.new_empty(z_shape)
     first = x_proj + biases[0]  # micro-layer 0 adds the input projection: one addition for all steps
     # Views of every step made in one call each (indexing inside the loop costs an operation a use).
     state_k, z_k, first_t = states.unbind(0), z_all.unbind(0), first.unbind(0)
-    # cuBLAS's exact float32 product at batch 20 takes 16 µs with Rᵀ stored contiguous, 24 µs
-    # with the transposed view (H100, benchmarks/rhn_step.py): worth one copy per forward.
-    weights_t = [w.t().contiguous() if path == "gate kernel" else w.t() for w in weights]
-    if path.startswith("one kernel"):
+    # cuBLAS's exact float32 product at a small batch is faster with Rᵀ stored contiguous than
+    # through the transposed view (benchmarks/rhn_step.py): worth one copy per forward.
+    weights_t = [w.t().contiguous() if route is RHNPath.GATE_KERNEL else w.t() for w in weights]
+    if route.one_kernel:
+        from .rhn_step import micro_step_forward
+
         weights = [padded_weight(w) for w in weights]
     for k in range(steps * depth):
         t, d = divmod(k, depth)
         add = first_t[t] if d == 0 else biases[d]
-        if path.startswith("one kernel"):  # product and gate in one launch
+        if route.one_kernel:  # product and gate in one launch
             micro_step_forward(state_k[k], mask, weights[d], add, z_k[k], state_k[k + 1])
             continue
         u = state_k[k] if mask is None else state_k[k] * mask
         z = torch.addmm(add, u, weights_t[d], out=z_k[k])
-        gate_forward(z, state_k[k], _TANH, keep_activations=True, out=state_k[k + 1])  # z becomes [h | t]
-    return states[depth::depth].clone(memory_format=torch.contiguous_format), buffer, z_all
+        gate_forward(z, state_k[k], Activation.TANH, keep_activations=True, out=state_k[k + 1])  # z: [h | t]
+    return states[depth::depth].clone(memory_format=torch.contiguous_format), z_all, buffer
 
 
-def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mask: Tensor | None,
+def _backward(path: str, grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tensor | None,
               weights: list[Tensor]) -> list[Tensor]:
     """The gradients ``[x_proj, s0, *weights, *biases]`` from the states' ``grad_out`` and the
-    buffers :func:`_forward` returned."""
-    if path.startswith("eager"):
-        return rhn_eager.backward(grad_out, saved_a, saved_b, mask, weights, cpp="C++" in path)
+    micro-steps' ``[h | t]`` rows and input states :func:`_forward` saved."""
+    route = RHNPath(path)
+    if route.eager:
+        return rhn_eager.backward(grad_out, z, inputs, mask, weights, cpp=route.cpp)
     hidden = weights[0].shape[1]
-    states, z_all = saved_a[..., :hidden], saved_b  # (the one-kernel path's rows are padded)
-    depth, micro_steps = len(weights), z_all.shape[0]
-    dz_all = torch.zeros_like(z_all) if path == _HALVES_PADDED else torch.empty_like(z_all)  # (padding: zeros)
+    states = inputs[..., :hidden]  # (the one-kernel paths' rows are padded)
+    depth, micro_steps = len(weights), z.shape[0]
+    padded = route is RHNPath.ONE_KERNEL_PADDED_HALVES
+    dz_all = torch.zeros_like(z) if padded else torch.empty_like(z)  # (padding: zeros)
     dz_k, grad_out_t = dz_all.unbind(0), grad_out.contiguous().unbind(0)  # (an expanded gradient: contiguous)
-    if path.startswith("one kernel"):
-        g = _one_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
+    if route.one_kernel:
+        g = _one_kernel_backward(grad_out_t, z, states, mask, weights, dz_k)
     else:
-        g = _gate_kernel_backward(grad_out_t, z_all, states, mask, weights, dz_k)
+        g = _gate_kernel_backward(grad_out_t, z, states, mask, weights, dz_k)
     steps, batch = micro_steps // depth, states.shape[1]
     by_layer = dz_all.view(steps, depth, batch, -1)
-    inputs = states[:-1].view(steps, depth, batch, -1)
+    step_inputs = states[:-1].view(steps, depth, batch, -1)
     grad_w, grad_b = [], []
     for d in range(depth):
-        u = inputs[:, d] if mask is None else inputs[:, d] * mask
+        u = step_inputs[:, d] if mask is None else step_inputs[:, d] * mask
         dz = by_layer[:, d].reshape(steps * batch, -1)
         product = dz.t() @ u.reshape(steps * batch, -1)   # one product over every step
         grad_w.append(product.unflatten(0, (2, -1))[:, :hidden].flatten(0, 1))  # (the padding's rows dropped)
@@ -123,48 +166,53 @@ def _backward(path: str, grad_out: Tensor, saved_a: Tensor, saved_b: Tensor, mas
 
 # Each direction is one custom operator (where torch.library.custom_op exists, torch >= 2.4):
 # opaque to torch.compile and torch.export, which would otherwise try to trace the micro-step loop
-# itself and break its graph at each in-place product into a buffer's view (measured on the CPU,
-# depth 4, hidden 256, 35 steps: 290 s to compile and 176 ms a step, 5x slower than eager). The
-# fake versions give the real outputs' shapes and strides (made the same way, on no data).
+# itself and break its graph at each in-place product into a buffer's view (on the CPU that took
+# minutes to compile into a step several times slower than eager). The fake versions give the real
+# outputs' shapes and strides (made the same way, on no data).
 
 #: Whether the recurrence is one opaque call to ``torch.compile`` and ``torch.export`` (torch >= 2.4).
 #: Where it is not, ``RHN`` runs its reference loop while being compiled or exported: torch 2.3's
 #: compiler traces into the autograd function and fails at its first in-place product.
 OPAQUE_TO_COMPILE = hasattr(torch.library, "custom_op")
 
+#: The operators' version, in their names: inductor's cache on disk knows an operator by its name and
+#: schema, not its code, and gives a compiled graph that calls it back from an earlier run. When what
+#: an operator returns changes (the order or the layout of its buffers), a new name keeps that stale
+#: code from running (it did once here: it read a 4-D buffer where a 5-D one now stood).
+_VERSION = 2
+
 if OPAQUE_TO_COMPILE:
     # (schemas written out: read from this module's annotations, which are strings here, they would
     # depend on the torch version)
     _forward_op = torch.library.custom_op(
-        "highwaynet::rhn_recurrence_forward", _forward, mutates_args=(),
+        f"highwaynet::rhn_recurrence_forward_v{_VERSION}", _forward, mutates_args=(),
         schema="(str path, Tensor x_proj, Tensor s0, Tensor? mask, Tensor[] weights, Tensor[] biases)"
                " -> (Tensor, Tensor, Tensor)")
     _backward_op = torch.library.custom_op(
-        "highwaynet::rhn_recurrence_backward", _backward, mutates_args=(),
-        schema="(str path, Tensor grad_out, Tensor saved_a, Tensor saved_b, Tensor? mask, Tensor[] weights)"
+        f"highwaynet::rhn_recurrence_backward_v{_VERSION}", _backward, mutates_args=(),
+        schema="(str path, Tensor grad_out, Tensor z, Tensor inputs, Tensor? mask, Tensor[] weights)"
                " -> Tensor[]")
 
     @_forward_op.register_fake
     def _(path, x_proj, s0, mask, weights, biases):
-        depth, (steps, batch, width) = len(weights), x_proj.shape
+        route, depth, (steps, batch, width) = RHNPath(path), len(weights), x_proj.shape
         hidden = width // 2
         out = x_proj.new_empty(steps, batch, hidden)
-        if path.startswith("eager"):  # z (h and t two matrices a micro-step, or one), inputs
-            parts = 2 if "halves" in path else 1
+        if route.eager:  # z (h and t two matrices a micro-step, or one), inputs
+            parts = 2 if route.halves else 1
             z = x_proj.new_empty(depth, steps, parts, batch, width // parts)
             return out, z, x_proj.new_empty(depth, steps + 1, batch, hidden)
         shape, z_shape = (steps * depth + 1, batch, hidden), (steps * depth, batch, width)
-        if path == _HALVES_PADDED:
-            return out, padded_states(shape, x_proj), padded_halves(z_shape, x_proj)
-        if path == "one kernel":
-            return out, padded_states(shape, x_proj), x_proj.new_empty(z_shape)
-        return out, x_proj.new_empty(shape), x_proj.new_empty(z_shape)
+        if route is RHNPath.ONE_KERNEL_PADDED_HALVES:
+            return out, padded_halves(z_shape, x_proj), padded_states(shape, x_proj)
+        if route is RHNPath.ONE_KERNEL:
+            return out, x_proj.new_empty(z_shape), padded_states(shape, x_proj)
+        return out, x_proj.new_empty(z_shape), x_proj.new_empty(shape)
 
     @_backward_op.register_fake
-    def _(path, grad_out, saved_a, saved_b, mask, weights):
-        z = saved_a if path.startswith("eager") else saved_b
+    def _(path, grad_out, z, inputs, mask, weights):
         hidden, depth, steps, batch = weights[0].shape[1], len(weights), grad_out.shape[0], grad_out.shape[1]
-        if path.startswith("eager"):
+        if RHNPath(path).eager:
             grad_x = z.new_empty(steps, batch, 2 * hidden)
         else:
             grad_x = unpadded_halves(z.new_empty(steps, depth, batch, z.shape[-1])[:, 0], hidden)
@@ -174,47 +222,88 @@ else:  # torch 2.3: plain functions, which torch.compile cannot take as one call
     _forward_op, _backward_op = _forward, _backward  # type: ignore[assignment]
 
 
+def _traced(t: Tensor) -> bool:
+    """Whether ``t`` comes from a trace (torch.compile, torch.export, AOT autograd's backward): then
+    the recurrence must be the operator, whose fake version gives the shapes. Tracing tensors are
+    subclasses (fake, functional); eager ones are plain tensors."""
+    return torch.compiler.is_compiling() or type(t) is not Tensor
+
+
 class _RHNRecurrence(torch.autograd.Function):
+    # Eager calls take the functions themselves: through the operators, PyTorch's dispatch adds its
+    # own cost to every call, and the first call in a process imports the whole compiler (a second).
     @staticmethod
     def forward(ctx, path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, *params: Tensor) -> Tensor:
         depth = len(params) // 2
-        out, saved_a, saved_b = _forward_op(path, x_proj, s0, mask, list(params[:depth]), list(params[depth:]))
-        ctx.save_for_backward(saved_a, saved_b, mask, *params[:depth])
+        forward = _forward_op if _traced(x_proj) else _forward
+        out, z, inputs = forward(path, x_proj, s0, mask, list(params[:depth]), list(params[depth:]))
+        ctx.save_for_backward(z, inputs, mask, *params[:depth])
         ctx.path = path
         return out
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):
         first_order_only("RHN")
-        saved_a, saved_b, mask, *weights = ctx.saved_tensors
-        grad_x, grad_s0, *grad_params = _backward_op(ctx.path, grad_out, saved_a, saved_b, mask, weights)
+        z, inputs, mask, *weights = ctx.saved_tensors
+        backward = _backward_op if _traced(grad_out) else _backward
+        grad_x, grad_s0, *grad_params = backward(ctx.path, grad_out, z, inputs, mask, weights)
         return (None, grad_x, grad_s0, None, *grad_params)
 
 
-def _path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor, ...]) -> str:
-    """How the micro-steps run:
+def choose_path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor, ...], *,
+                fused: bool = True, carry: str = "coupled", activation: object = torch.tanh,
+                gates_plain: bool = True) -> Choice[RHNPath]:
+    """The :class:`RHNPath` of one RHN layer (one direction) for these tensors, and why.
 
-    - ``"one kernel"``: one launch each way (:mod:`.rhn_step`), where Triton runs and the products
-      use tensor cores (one dtype: bfloat16, float16, or float32 with TF32 allowed); ``"one kernel,
-      halves padded"`` where :data:`pad_halves` asks for that layout;
-    - ``"gate kernel"``: cuBLAS's product and the Triton gate kernels, where Triton runs otherwise
-      (exact float32, where cuBLAS's products beat Triton's without tensor cores; mixed dtypes,
-      as under autocast, where the weights stay float32 while ``x_proj`` is not);
-    - ``"eager"``: PyTorch operations (the CPU; :mod:`.rhn_eager`), and ``"eager, halves"``, the
-      same with each micro-step's ``h`` and ``t`` made side by side (:func:`.rhn_eager.use_halves`);
-      either with ``", C++ loops"`` where :mod:`.rhn_cpu` is available: the same buffers and
-      products, each micro-step's gating one pass of C++.
+    Args:
+        x_proj, s0, mask, params: the recurrence's inputs (as :func:`rhn_recurrence`), whose device,
+            dtypes and layout decide among the fused paths.
+        fused, carry, activation, gates_plain: the layer's settings (``RHN(fused=...)``), its
+            cell's carry and transform, and whether its gates are free of observers and lesions.
+
+    The loop (:attr:`RHNPath.LOOP`) runs where the fused recurrence does not apply: ``fused=False``,
+    the independent carry, a transform other than ``tanh``, gates recorded or lesioned, under
+    ``torch.func``'s transforms or forward-mode AD (which need more of an autograd function than a
+    backward), while ONNX export traces the layer (ONNX has no translation of the fused operator;
+    the exported graph then holds the unrolled loop, for the traced sequence length), and under
+    torch 2.3 while being compiled or exported. Otherwise, without Triton for these tensors (the
+    CPU): PyTorch operations, with ``h`` and ``t`` apart on two threads or more, and each micro-step's
+    gating in C++ where that can run. With Triton: one kernel a micro-step where the products run
+    on tensor cores (one dtype, contiguous), else cuBLAS's product and the gate kernels.
     """
+    if not fused:
+        return Choice(RHNPath.LOOP, "fused=False")
+    if carry != "coupled":
+        return Choice(RHNPath.LOOP, f"the fused recurrence is written for the coupled carry, not carry={carry!r}")
+    if activation is not torch.tanh:
+        return Choice(RHNPath.LOOP, "the fused recurrence is written for tanh transforms")
+    if not gates_plain:
+        return Choice(RHNPath.LOOP, "its gates are being recorded or are lesioned (highwaynet.analysis)")
+    if transforms_active():
+        return Choice(RHNPath.LOOP, "torch.func transforms or forward-mode AD need more than the fused backward")
+    if torch.onnx.is_in_onnx_export():
+        return Choice(RHNPath.LOOP, "ONNX export: the fused operator has no ONNX translation")
+    if not OPAQUE_TO_COMPILE and torch.compiler.is_compiling():
+        return Choice(RHNPath.LOOP, "torch < 2.4 compiles and exports the loop (no torch.library.custom_op)")
     if not triton_available(x_proj):
-        path = "eager, halves" if rhn_eager.use_halves(x_proj) else "eager"
-        return path + ", C++ loops" if rhn_cpu.available(x_proj) else path
+        halves = rhn_eager.use_halves(x_proj)
+        layout = "h and t as two matrices, for two CPU threads or more" if halves else "one product a micro-step"
+        why_not_cpp = rhn_cpu.unavailable(x_proj)
+        if why_not_cpp is None:
+            path = RHNPath.CPP_HALVES if halves else RHNPath.CPP
+            return Choice(path, f"no Triton for these tensors: PyTorch's products with the gating in C++; {layout}")
+        path = RHNPath.EAGER_HALVES if halves else RHNPath.EAGER
+        return Choice(path, f"no Triton for these tensors: PyTorch operations ({why_not_cpp}); {layout}")
     tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
     dtypes = {p.dtype for p in tensors}
     tensor_cores = dtypes in ({torch.bfloat16}, {torch.float16}) or \
         (dtypes == {torch.float32} and torch.backends.cuda.matmul.allow_tf32)
-    if not (tensor_cores and all(p.is_contiguous() for p in tensors)):
-        return "gate kernel"
-    return _HALVES_PADDED if pad_halves else "one kernel"
+    if not tensor_cores:
+        return Choice(RHNPath.GATE_KERNEL, "products off tensor cores (exact float32, or mixed dtypes as under "
+                                           "autocast), where cuBLAS's beat Triton's")
+    if not all(p.is_contiguous() for p in tensors):
+        return Choice(RHNPath.GATE_KERNEL, "a tensor that is not contiguous, which the one-kernel path needs")
+    return Choice(RHNPath.ONE_KERNEL, "products on tensor cores (TF32, bfloat16 or float16)")
 
 
 def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: Tensor, mask: Tensor | None,
@@ -224,6 +313,8 @@ def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: 
     Launch ``k`` takes micro-step ``k``'s ``dz`` and carried gradient, and its epilogue computes
     micro-step ``k − 1``'s (:func:`~.rhn_step.micro_step_backward`); the last micro-step's gate
     starts the walk."""
+    from .rhn_step import Previous, micro_step_backward
+
     depth, last = len(weights), z_all.shape[0] - 1
     # as the forward's: made again rather than kept from it (a copy of each R, 5.5 MB at the PTB
     # shape, instead of holding them all between forward and backward)
@@ -233,7 +324,7 @@ def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: 
     hidden = states.shape[-1]
     z_last, padded = unpadded_halves(z_k[last], hidden), z_k[last].shape[-1] > 2 * hidden
     grad_z = torch.empty_like(z_last) if padded else dz_k[last]
-    carried = gate_backward(grad_out_t[-1], z_last, state_k[last], _TANH, grad_z=grad_z, activated=True)[1]
+    carried = gate_backward(grad_out_t[-1], z_last, state_k[last], Activation.TANH, grad_z=grad_z, activated=True)[1]
     if padded:
         halves(dz_k[last], hidden).copy_(halves(grad_z, hidden))
     # Launch k reads all of one carried gradient while writing the next: two buffers, in turn.
@@ -261,14 +352,14 @@ def _gate_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states:
         if d == depth - 1:
             g = g + grad_out_t[t]
         # writes the gradient of z into dz_k[k]; returns what the carry passes on to the state
-        carried = gate_backward(g, z_k[k], state_k[k], _TANH, grad_z=dz_k[k], activated=True)[1]
+        carried = gate_backward(g, z_k[k], state_k[k], Activation.TANH, grad_z=dz_k[k], activated=True)[1]
         # the state's gradient: what the carry passes on, plus what flows back through R_d
         g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
     return g
 
 
-def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: list[Tensor],
-                   mask: Tensor | None = None) -> Tensor:
+def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor],
+                   mask: Tensor | None = None, path: RHNPath | None = None) -> Tensor:
     """All states ``(T, B, H)`` of one coupled-carry, tanh RHN layer.
 
     Args:
@@ -276,6 +367,10 @@ def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: list[Tensor], biases: li
         s0: the initial state ``(B, H)``.
         weights, biases: micro-layer ``d``'s ``R_d`` ``(2H, H)`` and ``b_d`` ``(2H,)``.
         mask: a variational dropout mask ``(B, H)`` on the state where it enters the products.
+        path: a fused :class:`RHNPath` (default: :func:`choose_path`'s for these tensors).
     """
-    path = _path(x_proj, s0, mask, (*weights, *biases))
-    return _RHNRecurrence.apply(path, x_proj, s0, mask, *weights, *biases)
+    if path is None:
+        path = choose_path(x_proj, s0, mask, (*weights, *biases)).path
+    if path is RHNPath.LOOP:
+        raise ValueError("rhn_recurrence runs the fused paths; RHNPath.LOOP is RHNCell.step's loop")
+    return _RHNRecurrence.apply(path.value, x_proj, s0, mask, *weights, *biases)

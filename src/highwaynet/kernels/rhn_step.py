@@ -26,15 +26,13 @@ direction is one launch, a product whose epilogue does the element-wise work:
   (element-wise, on the same tile) and writes its ``dz`` and ``carried``, the next launch's inputs.
   The backward walk is then one launch per micro-step, plus the last micro-step's gate to start.
 
-Measured (``benchmarks/rhn_step.py``, H100): with TF32 products the forward kernel takes 6.0 µs
-where ``addmm`` and the gate kernel take 20.7, and the backward 9.8 µs where the gate kernel and
-``addmm`` take 13.9, with ``R`` and the states in rows padded to a multiple of 16
-(:func:`padded_weight`, :func:`padded_states`: 10.2 and 13.7 µs in rows of 830, which Triton
-cannot prove aligned for vector loads). The backward's product reads ``dz``, whose halves
-:func:`padded_halves` can pad too: the layer's second layout (``rhn_recurrence.pad_halves``, not
-yet timed on a GPU: ``benchmarks/rhn_step.py``'s "all padded" rows); in exact float32, Triton's products (without
-tensor cores) are slower than cuBLAS's, so the RHN uses these kernels for products on tensor
-cores only (TF32 allowed, bfloat16, float16; see :mod:`.rhn_recurrence`).
+Both kernels read ``R`` and the states fastest in rows padded to a multiple of 16 values
+(:mod:`.rhn_layout`), which Triton can prove aligned for vector loads; the backward's product reads
+``dz``, whose halves can be padded too (:attr:`~.rhn_recurrence.RHNPath.ONE_KERNEL_PADDED_HALVES`, a
+layout only the benchmarks select until a GPU run shows it faster). ``benchmarks/rhn_step.py``
+times each kernel against cuBLAS's product and the gate kernel; in exact float32, Triton's products
+(without tensor cores) are slower than cuBLAS's, so the RHN uses these kernels for products on
+tensor cores only (TF32 allowed, bfloat16, float16; see :mod:`.rhn_recurrence`).
 
 The reference is the maths above in float64 (``tests/test_kernels.py``). Float32 products are
 exact (``ieee``) unless ``torch.backends.cuda.matmul.allow_tf32`` allows TF32, as for ``torch.mm``;
@@ -47,18 +45,15 @@ import inspect
 from typing import NamedTuple
 
 import torch
+import triton
+import triton.language as tl
+import triton.testing
 from torch import Tensor
 
-from .gating import INTERPRETING, triton
+from .gating import INTERPRETING
+from .triton_gating import TANH, _activate_tl, _gate_grads_tl
 
-if triton is not None:
-    import triton.language as tl
-    import triton.testing
-
-    from .gating import _activate_tl, _gate_grads_tl
-
-__all__ = ["Previous", "halves", "micro_step_backward", "micro_step_forward", "padded_halves", "padded_states",
-           "padded_weight", "unpadded_halves"]
+__all__ = ["Previous", "micro_step_backward", "micro_step_forward"]
 
 
 def _configs() -> list:
@@ -86,104 +81,91 @@ def _autotune(key: list[str]):
     return triton.autotune(configs=_configs(), key=key, **timing)
 
 
-if triton is not None:
-
-    @_autotune(key=["B", "H", "stride_s", "stride_w", "HALF", "HAS_MASK", "PRECISION"])
-    @triton.jit
-    def _forward_kernel(s_ptr, mask_ptr, w_ptr, add_ptr, ht_ptr, out_ptr, B, H, stride_s, bound_s, stride_out,
-                        stride_w, stride_add, HALF,
-                        HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_B: tl.constexpr,
-                        BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
-        rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
-        cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)[None, :]
-        ks = tl.arange(0, BLOCK_K)
-        acc_h = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
-        acc_t = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
-        for k0 in range(0, H, BLOCK_K):
-            k_col, k_row = k0 + ks[None, :], k0 + ks[:, None]
-            # bound_s is H, or the padded width of a padded state (see _state_bound)
-            a = tl.load(s_ptr + rows * stride_s + k_col, mask=(rows < B) & (k_col < bound_s), other=0.0)
-            if HAS_MASK:
-                a = a * tl.load(mask_ptr + rows * H + k_col, mask=(rows < B) & (k_col < H), other=0.0)
-            # R[n, k] read as the (k, n) tile of Rᵀ: rows n of R_H, and the same rows of R_T. The
-            # bound on k is the row stride, not H: R's columns past H are zero (padded_weight),
-            # and a bound the compiler knows to be a multiple of 16 lets it load in vectors.
-            in_w = (k_row < stride_w) & (cols < H)
-            w_h = tl.load(w_ptr + cols * stride_w + k_row, mask=in_w, other=0.0)
-            w_t = tl.load(w_ptr + (cols + H) * stride_w + k_row, mask=in_w, other=0.0)
-            acc_h = tl.dot(a, w_h, acc_h, input_precision=PRECISION)
-            acc_t = tl.dot(a, w_t, acc_t, input_precision=PRECISION)
-        inside = (rows < B) & (cols < H)
-        z_h = acc_h + tl.load(add_ptr + rows * stride_add + cols, mask=inside, other=0.0).to(tl.float32)
-        z_t = acc_t + tl.load(add_ptr + rows * stride_add + H + cols, mask=inside, other=0.0).to(tl.float32)
-        h = _activate_tl(z_h, 2)
-        t = tl.sigmoid(z_t)
-        s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
-        kind = ht_ptr.dtype.element_ty
-        tl.store(ht_ptr + rows * 2 * HALF + cols, h.to(kind), mask=inside)  # [h | t]: halves HALF wide
-        tl.store(ht_ptr + rows * 2 * HALF + HALF + cols, t.to(kind), mask=inside)
-        tl.store(out_ptr + rows * stride_out + cols, (s + t * (h - s)).to(out_ptr.dtype.element_ty), mask=inside)
-
-    @_autotune(key=["B", "H", "stride_w", "stride_s", "HALF", "HAS_MASK", "PREVIOUS", "HAS_EXTRA", "PRECISION"])
-    @triton.jit
-    def _backward_kernel(dz_ptr, carried_ptr, w_ptr, mask_ptr, out_ptr, ht_ptr, s_ptr, extra_ptr,
-                         dz_prev_ptr, carried_prev_ptr, B, H, stride_w, stride_s, HALF, HAS_MASK: tl.constexpr,
-                         PREVIOUS: tl.constexpr, HAS_EXTRA: tl.constexpr, PRECISION: tl.constexpr,
-                         BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
-        rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
-        cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)[None, :]
-        ks = tl.arange(0, BLOCK_K)
-        acc = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
-        for j0 in range(0, H, BLOCK_K):  # acc = dz R over dz's 2H columns: its H and T halves
-            j_col, j_row = j0 + ks[None, :], j0 + ks[:, None]
-            # each half HALF wide: H, or padded to a multiple of 16 with zeros (padded_halves), read
-            # to its end so that the compiler can load it in vectors
-            in_dz = (rows < B) & (j_col < HALF)
-            dz_h = tl.load(dz_ptr + rows * 2 * HALF + j_col, mask=in_dz, other=0.0)
-            dz_t = tl.load(dz_ptr + rows * 2 * HALF + HALF + j_col, mask=in_dz, other=0.0)
-            in_w = (j_row < H) & (cols < stride_w)  # (columns past H are zero, as forward)
-            w_h = tl.load(w_ptr + j_row * stride_w + cols, mask=in_w, other=0.0)
-            w_t = tl.load(w_ptr + (j_row + H) * stride_w + cols, mask=in_w, other=0.0)
-            acc = tl.dot(dz_h, w_h, acc, input_precision=PRECISION)
-            acc = tl.dot(dz_t, w_t, acc, input_precision=PRECISION)
-        inside = (rows < B) & (cols < H)
+@_autotune(key=["B", "H", "stride_s", "stride_w", "HALF", "HAS_MASK", "PRECISION"])
+@triton.jit
+def _forward_kernel(s_ptr, mask_ptr, w_ptr, add_ptr, ht_ptr, out_ptr, B, H, stride_s, bound_s, stride_out,
+                    stride_w, stride_add, HALF,
+                    HAS_MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_B: tl.constexpr,
+                    BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
+    cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)[None, :]
+    ks = tl.arange(0, BLOCK_K)
+    acc_h = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
+    acc_t = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        k_col, k_row = k0 + ks[None, :], k0 + ks[:, None]
+        # bound_s is H, or the padded width of a padded state (see _state_bound)
+        a = tl.load(s_ptr + rows * stride_s + k_col, mask=(rows < B) & (k_col < bound_s), other=0.0)
         if HAS_MASK:
-            acc *= tl.load(mask_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
-        grad = tl.load(carried_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32) + acc
-        if PREVIOUS:
-            # grad is the gradient of the previous micro-step's new state: its gate's backward,
-            # element by element, needs only this tile's columns.
-            if HAS_EXTRA:
-                grad += tl.load(extra_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
-            h = tl.load(ht_ptr + rows * 2 * HALF + cols, mask=inside, other=0.0).to(tl.float32)
-            t = tl.load(ht_ptr + rows * 2 * HALF + HALF + cols, mask=inside, other=0.0).to(tl.float32)
-            s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
-            dz_h, dz_t, carried = _gate_grads_tl(grad, h, t, s, 2)
-            kind = dz_prev_ptr.dtype.element_ty
-            tl.store(dz_prev_ptr + rows * 2 * HALF + cols, dz_h.to(kind), mask=inside)
-            tl.store(dz_prev_ptr + rows * 2 * HALF + HALF + cols, dz_t.to(kind), mask=inside)
-            tl.store(carried_prev_ptr + rows * H + cols, carried.to(carried_prev_ptr.dtype.element_ty), mask=inside)
-        else:
-            tl.store(out_ptr + rows * H + cols, grad.to(out_ptr.dtype.element_ty), mask=inside)
+            a = a * tl.load(mask_ptr + rows * H + k_col, mask=(rows < B) & (k_col < H), other=0.0)
+        # R[n, k] read as the (k, n) tile of Rᵀ: rows n of R_H, and the same rows of R_T. The
+        # bound on k is the row stride, not H: R's columns past H are zero (padded_weight),
+        # and a bound the compiler knows to be a multiple of 16 lets it load in vectors.
+        in_w = (k_row < stride_w) & (cols < H)
+        w_h = tl.load(w_ptr + cols * stride_w + k_row, mask=in_w, other=0.0)
+        w_t = tl.load(w_ptr + (cols + H) * stride_w + k_row, mask=in_w, other=0.0)
+        acc_h = tl.dot(a, w_h, acc_h, input_precision=PRECISION)
+        acc_t = tl.dot(a, w_t, acc_t, input_precision=PRECISION)
+    inside = (rows < B) & (cols < H)
+    z_h = acc_h + tl.load(add_ptr + rows * stride_add + cols, mask=inside, other=0.0).to(tl.float32)
+    z_t = acc_t + tl.load(add_ptr + rows * stride_add + H + cols, mask=inside, other=0.0).to(tl.float32)
+    h = _activate_tl(z_h, TANH)
+    t = tl.sigmoid(z_t)
+    s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
+    kind = ht_ptr.dtype.element_ty
+    tl.store(ht_ptr + rows * 2 * HALF + cols, h.to(kind), mask=inside)  # [h | t]: halves HALF wide
+    tl.store(ht_ptr + rows * 2 * HALF + HALF + cols, t.to(kind), mask=inside)
+    tl.store(out_ptr + rows * stride_out + cols, (s + t * (h - s)).to(out_ptr.dtype.element_ty), mask=inside)
+
+@_autotune(key=["B", "H", "stride_w", "stride_s", "HALF", "HAS_MASK", "PREVIOUS", "HAS_EXTRA", "PRECISION"])
+@triton.jit
+def _backward_kernel(dz_ptr, carried_ptr, w_ptr, mask_ptr, out_ptr, ht_ptr, s_ptr, extra_ptr,
+                     dz_prev_ptr, carried_prev_ptr, B, H, stride_w, stride_s, HALF, HAS_MASK: tl.constexpr,
+                     PREVIOUS: tl.constexpr, HAS_EXTRA: tl.constexpr, PRECISION: tl.constexpr,
+                     BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)[:, None]
+    cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)[None, :]
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_B, BLOCK_H), tl.float32)
+    for j0 in range(0, H, BLOCK_K):  # acc = dz R over dz's 2H columns: its H and T halves
+        j_col, j_row = j0 + ks[None, :], j0 + ks[:, None]
+        # each half HALF wide: H, or padded to a multiple of 16 with zeros (padded_halves), read
+        # to its end so that the compiler can load it in vectors
+        in_dz = (rows < B) & (j_col < HALF)
+        dz_h = tl.load(dz_ptr + rows * 2 * HALF + j_col, mask=in_dz, other=0.0)
+        dz_t = tl.load(dz_ptr + rows * 2 * HALF + HALF + j_col, mask=in_dz, other=0.0)
+        in_w = (j_row < H) & (cols < stride_w)  # (columns past H are zero, as forward)
+        w_h = tl.load(w_ptr + j_row * stride_w + cols, mask=in_w, other=0.0)
+        w_t = tl.load(w_ptr + (j_row + H) * stride_w + cols, mask=in_w, other=0.0)
+        acc = tl.dot(dz_h, w_h, acc, input_precision=PRECISION)
+        acc = tl.dot(dz_t, w_t, acc, input_precision=PRECISION)
+    inside = (rows < B) & (cols < H)
+    if HAS_MASK:
+        acc *= tl.load(mask_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
+    grad = tl.load(carried_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32) + acc
+    if PREVIOUS:
+        # grad is the gradient of the previous micro-step's new state: its gate's backward,
+        # element by element, needs only this tile's columns.
+        if HAS_EXTRA:
+            grad += tl.load(extra_ptr + rows * H + cols, mask=inside, other=0.0).to(tl.float32)
+        h = tl.load(ht_ptr + rows * 2 * HALF + cols, mask=inside, other=0.0).to(tl.float32)
+        t = tl.load(ht_ptr + rows * 2 * HALF + HALF + cols, mask=inside, other=0.0).to(tl.float32)
+        s = tl.load(s_ptr + rows * stride_s + cols, mask=inside, other=0.0).to(tl.float32)
+        dz_h, dz_t, carried = _gate_grads_tl(grad, h, t, s, TANH)
+        kind = dz_prev_ptr.dtype.element_ty
+        tl.store(dz_prev_ptr + rows * 2 * HALF + cols, dz_h.to(kind), mask=inside)
+        tl.store(dz_prev_ptr + rows * 2 * HALF + HALF + cols, dz_t.to(kind), mask=inside)
+        tl.store(carried_prev_ptr + rows * H + cols, carried.to(carried_prev_ptr.dtype.element_ty), mask=inside)
+    else:
+        tl.store(out_ptr + rows * H + cols, grad.to(out_ptr.dtype.element_ty), mask=inside)
 
 
 def _precision(dtype: torch.dtype) -> str:
     return "tf32" if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
 
-def padded_weight(weight: Tensor) -> Tensor:
-    """``R`` ``(2H, H)`` as the kernels read it fastest: its rows padded with zeros to a multiple of
-    16 columns (``weight`` itself where ``H`` is one already).
-
-    Triton loads a tile in vectors only where it can prove their alignment, which rows of 830 (the
-    RHN paper's width) defeat: padded, a micro-step took 7.5 µs forward instead of 10.2 (H100, TF32)."""
-    hidden = weight.shape[1]
-    pad = _padded_width(hidden) - hidden
-    return weight if pad == 0 else torch.nn.functional.pad(weight, (0, pad))
 
 
-def _padded_width(hidden: int) -> int:
-    return hidden + -hidden % 16
 
 
 def _weight_stride(weight: Tensor, hidden: int) -> int:
@@ -194,34 +176,16 @@ def _weight_stride(weight: Tensor, hidden: int) -> int:
     return weight.shape[1]
 
 
-def padded_states(shape: tuple[int, ...], like: Tensor) -> Tensor:
-    """A buffer for states of ``shape`` (last dimension ``H``), zeros in rows padded to a multiple
-    of 16 wide: the states are its view ``[..., :H]``, which the micro-step kernels read in vectors
-    (as :func:`padded_weight`'s rows)."""
-    return like.new_zeros(*shape[:-1], _padded_width(shape[-1]))
 
 
-def padded_halves(shape: tuple[int, ...], like: Tensor) -> Tensor:
-    """A buffer for ``[h | t]`` rows of ``shape`` (last dimension ``2H``), zeros, each half padded to
-    a multiple of 16 wide (``[h | 0 | t | 0]``), as the micro-step kernels read ``dz`` fastest.
-    :func:`unpadded_halves` takes the rows back out."""
-    return like.new_zeros(*shape[:-1], 2 * _padded_width(shape[-1] // 2))
 
 
-def halves(rows: Tensor, hidden: int) -> Tensor:
-    """``[h | t]`` rows ``(..., 2W)``, each half ``W ≥ H`` wide, as ``(..., 2, H)``: a view of the
-    halves without their padding."""
-    return rows.unflatten(-1, (2, rows.shape[-1] // 2))[..., :hidden]
 
 
-def unpadded_halves(buffer: Tensor, hidden: int) -> Tensor:
-    """The ``[h | t]`` rows ``(..., 2H)`` of a :func:`padded_halves` buffer: a copy, or a view where
-    its halves are ``H`` wide."""
-    return halves(buffer, hidden).flatten(-2)
 
 
 def _half_width(rows: Tensor, hidden: int) -> int:
-    """The width of each half of ``[h | t]`` rows: ``H``, or padded (:func:`padded_halves`)."""
+    """The width of each half of ``[h | t]`` rows: ``H``, or padded (:func:`~.rhn_layout.padded_halves`)."""
     if rows.dim() != 2 or rows.shape[1] % 2 or rows.shape[1] < 2 * hidden or not rows.is_contiguous():
         raise ValueError(f"the micro-step needs contiguous [h | t] rows of shape (B, {2 * hidden}), or "
                          f"padded_halves', got {tuple(rows.shape)}")
@@ -237,7 +201,7 @@ def _row_major(name: str, t: Tensor) -> int:
 def _state_bound(state: Tensor, weight: Tensor, hidden: int) -> int:
     """How far along its rows the product reads ``state``: ``H``, or, where the state's rows are at
     least as wide as the weight's padded rows, to that width (the columns past ``H`` meet the
-    weight's zeros, so they must hold numbers: :func:`padded_states` makes them zero). A bound that
+    weight's zeros, so they must hold numbers: :func:`~.rhn_layout.padded_states` makes them zero). A bound that
     the compiler knows to be a multiple of 16 lets it load the state in vectors too."""
     width = weight.shape[1]
     return width if width > hidden and state.stride(0) >= width else hidden
@@ -249,13 +213,13 @@ def _grid(batch: int, hidden: int):
 
 def micro_step_forward(state: Tensor, mask: Tensor | None, weight: Tensor, add: Tensor,
                        ht: Tensor, out: Tensor) -> None:
-    """Write ``[h | t]`` into ``ht`` ``(B, 2H)`` (or :func:`padded_halves`' rows) and the new state
+    """Write ``[h | t]`` into ``ht`` ``(B, 2H)`` (or :func:`~.rhn_layout.padded_halves`' rows) and the new state
     into ``out`` ``(B, H)``.
 
     ``state`` ``(B, H)``, ``mask`` ``(B, H)`` or None, ``weight`` ``(2H, H)`` or, faster where ``H``
-    is no multiple of 16, :func:`padded_weight`'s ``(2H, W)`` (zeros past column ``H``): one dtype;
+    is no multiple of 16, :func:`~.rhn_layout.padded_weight`'s ``(2H, W)`` (zeros past column ``H``): one dtype;
     ``add`` is the bias ``(2H,)`` or the bias plus the input projection ``(B, 2H)``. ``state`` and
-    ``out`` may be views of wider rows (faster: :func:`padded_states`); the rest are contiguous.
+    ``out`` may be views of wider rows (faster: :func:`~.rhn_layout.padded_states`); the rest are contiguous.
     """
     batch, hidden = state.shape
     stride_add = 0 if add.dim() == 1 else add.stride(0)
@@ -283,7 +247,7 @@ def micro_step_backward(grad_z: Tensor, carried: Tensor, weight: Tensor, mask: T
     """The gradient of a micro-step's input state, ``carried + (dz R) ⊙ m``, given ``dz = grad_z``
     ``(B, 2H)`` and the carry's share ``carried`` ``(B, H)``: written into ``out``, or, given the
     ``previous`` micro-step, taken straight on through that one's gate (see :class:`Previous`).
-    ``grad_z`` may be :func:`padded_halves`' rows instead (faster; zeros between the halves), and
+    ``grad_z`` may be :func:`~.rhn_layout.padded_halves`' rows instead (faster; zeros between the halves), and
     then so are the previous micro-step's ``ht`` and ``grad_z``.
     ``weight`` as for :func:`micro_step_forward`."""
     batch, hidden = carried.shape

@@ -6,6 +6,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..nn import HighwayConv2d
+from ..nn._signature import keyword_settings, settings_repr
 
 __all__ = ["HighwayCNN"]
 
@@ -35,9 +36,12 @@ class HighwayCNN(nn.Module):
         torch.Size([4, 10])
     """
 
-    def __init__(self, in_channels: int, num_classes: int, channels: tuple[int, ...] = (32, 64, 128),
+    @keyword_settings(("in_channels", "num_classes", "channels", "layers_per_stage", "plain", "gate_bias", "dropout"))
+    def __init__(self, in_channels: int, num_classes: int, *, channels: tuple[int, ...] = (32, 64, 128),
                  layers_per_stage: int = 3, plain: bool = False, gate_bias: float = -1.0, dropout: float = 0.2) -> None:
         super().__init__()
+        self.in_channels, self.num_classes, self.channels = in_channels, num_classes, tuple(channels)
+        self.layers_per_stage, self.plain, self.gate_bias, self.dropout_p = layers_per_stage, plain, gate_bias, dropout
         stages: list[nn.Module] = []
         width = in_channels
         for c in channels:
@@ -57,3 +61,6 @@ class HighwayCNN(nn.Module):
         if x.dim() != 4:
             raise ValueError(f"HighwayCNN expects images of shape (N, C, H, W), got {tuple(x.shape)}")
         return self.classifier(self.dropout(self.features(x).mean((2, 3))))
+
+    def extra_repr(self) -> str:
+        return settings_repr(self, dropout=self.dropout_p)

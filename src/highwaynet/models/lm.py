@@ -7,13 +7,16 @@ equal parameters they differ only in the recurrent cell.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor, nn
 
 from ..nn import RHN
+from ..nn._signature import keyword_settings, settings_repr
 from ..nn.rhn import variational_dropout
 
-__all__ = ["LSTMLanguageModel", "RHNLanguageModel", "count_parameters", "generate"]
+__all__ = ["LSTMLanguageModel", "RHNLanguageModel", "count_parameters", "generate", "sample_tokens"]
 
 State = Tensor | tuple[Tensor, Tensor]
 
@@ -47,6 +50,10 @@ class _LanguageModel(nn.Module):
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
         raise NotImplementedError
 
+    def extra_repr(self) -> str:
+        return settings_repr(self, tie_weights=self.decoder.weight is self.embedding.weight,
+                             embed_size=None if self.embed_size == self.hidden_size else self.embed_size)
+
 
 class RHNLanguageModel(_LanguageModel):
     r"""Embedding, a Recurrent Highway Network, a decoder (Zilly et al., 2017).
@@ -54,8 +61,8 @@ class RHNLanguageModel(_LanguageModel):
     Args:
         vocab_size: tokens in the vocabulary.
         hidden_size: the RHN's state size.
-        depth: recurrence depth.
         num_layers: stacked RHN layers. Default: 1 (as the paper).
+        depth: recurrence depth, keyword-only. Default: 4.
         embed_size: embedding size; default ``hidden_size`` (needed for tying).
         tie_weights: share the embedding and decoder weights. Default: True.
         input_dropout, state_dropout, output_dropout: variational dropout on the embeddings, on
@@ -74,12 +81,15 @@ class RHNLanguageModel(_LanguageModel):
         (torch.Size([35, 8, 65]), torch.Size([1, 8, 256]))
     """
 
-    def __init__(self, vocab_size: int, hidden_size: int, depth: int, num_layers: int = 1,
+    @keyword_settings(("vocab_size", "hidden_size", "depth", "num_layers", "embed_size", "tie_weights",
+                       "input_dropout", "state_dropout", "output_dropout", "gate_bias"), moved="depth")
+    def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, *, depth: int = 4,
                  embed_size: int | None = None, tie_weights: bool = True, input_dropout: float = 0.0,
                  state_dropout: float = 0.0, output_dropout: float = 0.0, gate_bias: float = -2.0) -> None:
-        embed_size = embed_size or hidden_size
-        super().__init__(vocab_size, embed_size, hidden_size, tie_weights, input_dropout, output_dropout)
-        self.rnn = RHN(embed_size, hidden_size, depth, num_layers, dropout=output_dropout,
+        super().__init__(vocab_size, embed_size or hidden_size, hidden_size, tie_weights, input_dropout,
+                         output_dropout)
+        self.num_layers, self.depth, self.state_dropout, self.gate_bias = num_layers, depth, state_dropout, gate_bias
+        self.rnn = RHN(self.embed_size, hidden_size, num_layers, depth=depth, dropout=output_dropout,
                        gate_bias=gate_bias, state_dropout=state_dropout)
 
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
@@ -98,11 +108,14 @@ class LSTMLanguageModel(_LanguageModel):
         (torch.Size([35, 8, 65]), torch.Size([2, 8, 128]))
     """
 
-    def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, embed_size: int | None = None,
+    @keyword_settings(("vocab_size", "hidden_size", "num_layers", "embed_size", "tie_weights", "input_dropout",
+                       "output_dropout"))
+    def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, *, embed_size: int | None = None,
                  tie_weights: bool = True, input_dropout: float = 0.0, output_dropout: float = 0.0) -> None:
-        embed_size = embed_size or hidden_size
-        super().__init__(vocab_size, embed_size, hidden_size, tie_weights, input_dropout, output_dropout)
-        self.rnn = nn.LSTM(embed_size, hidden_size, num_layers,
+        super().__init__(vocab_size, embed_size or hidden_size, hidden_size, tie_weights, input_dropout,
+                         output_dropout)
+        self.num_layers = num_layers
+        self.rnn = nn.LSTM(self.embed_size, hidden_size, num_layers,
                            dropout=output_dropout if num_layers > 1 else 0.0)
 
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
@@ -114,14 +127,20 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-@torch.no_grad()
 def generate(model: _LanguageModel, prompt: Tensor, length: int, temperature: float = 1.0,
              generator: torch.Generator | None = None) -> Tensor:
     """Sample ``length`` tokens after ``prompt`` (1-D ids); returns only the new ids.
 
     ``temperature`` < 1 sharpens the distribution, > 1 flattens it; 0 takes the likeliest token
-    each step (greedy decoding, where ``generator`` plays no part).
+    each step (greedy decoding, where ``generator`` plays no part). :func:`sample_tokens` gives the
+    same tokens one at a time, as they are drawn.
     """
+    return torch.tensor(list(sample_tokens(model, prompt, length, temperature, generator)), dtype=torch.long)
+
+
+def sample_tokens(model: _LanguageModel, prompt: Tensor, length: int, temperature: float = 1.0,
+                  generator: torch.Generator | None = None) -> Iterator[int]:
+    """The ids :func:`generate` returns, yielded one by one as they are drawn (for text shown as it comes)."""
     if not temperature >= 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
     if prompt.numel() == 0:
@@ -129,15 +148,17 @@ def generate(model: _LanguageModel, prompt: Tensor, length: int, temperature: fl
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    logits, state = model(prompt.to(device).view(-1, 1))
-    out = []
-    for _ in range(length):
-        if temperature == 0:
-            token = logits[-1, 0].argmax().view(1).cpu()
-        else:
-            probs = torch.softmax(logits[-1, 0].float() / temperature, dim=-1)
-            token = torch.multinomial(probs.cpu(), 1, generator=generator)
-        out.append(int(token))
-        logits, state = model(token.to(device).view(1, 1), state)
-    model.train(was_training)
-    return torch.tensor(out, dtype=torch.long)
+    try:
+        with torch.no_grad():
+            logits, state = model(prompt.to(device).view(-1, 1))
+        for _ in range(length):
+            if temperature == 0:
+                token = logits[-1, 0].argmax().view(1).cpu()
+            else:
+                probs = torch.softmax(logits[-1, 0].float() / temperature, dim=-1)
+                token = torch.multinomial(probs.cpu(), 1, generator=generator)
+            yield int(token)
+            with torch.no_grad():
+                logits, state = model(token.to(device).view(1, 1), state)
+    finally:
+        model.train(was_training)

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from ..functional import get_activation
 from ..nn import Highway
+from ..nn._signature import keyword_settings, settings_repr
 
 __all__ = ["HighwayMLP", "PlainMLP", "he_init"]
 
@@ -46,21 +47,27 @@ class HighwayMLP(nn.Module):
         torch.Size([100, 10])
     """
 
-    def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 50,
+    @keyword_settings(("in_features", "num_classes", "depth", "width", "activation", "gate_bias", "carry", "dropout"))
+    def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 50, *,
                  activation: str | Callable[[Tensor], Tensor] = "relu", gate_bias: float = -2.0,
                  carry: str = "coupled", dropout: float = 0.0) -> None:
         super().__init__()
         if depth < 2:
             raise ValueError(f"a highway MLP needs depth >= 2 (one plain layer, then highway layers), "
                              f"got depth={depth}")
-        self.in_features = in_features
+        self.in_features, self.num_classes, self.depth, self.width = in_features, num_classes, depth, width
         self.activation = get_activation(activation)
         self.input = nn.Linear(in_features, width)
-        self.highway = Highway(width, depth - 1, activation, gate_bias, carry, dropout)
+        self.highway = Highway(width, depth - 1, activation=activation, gate_bias=gate_bias, carry=carry,
+                               dropout=dropout)
         self.classifier = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.classifier(self.highway(self.activation(self.input(_flatten(x, self.in_features)))))
+
+    def extra_repr(self) -> str:
+        return settings_repr(self, gate_bias=self.highway.gate_bias, carry=self.highway.carry,
+                             dropout=self.highway.dropout_p)
 
 
 class PlainMLP(nn.Module):
@@ -71,12 +78,14 @@ class PlainMLP(nn.Module):
     MLP 50 wide.
     """
 
-    def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 71,
+    @keyword_settings(("in_features", "num_classes", "depth", "width", "activation", "dropout"))
+    def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 71, *,
                  activation: str | Callable[[Tensor], Tensor] = "relu", dropout: float = 0.0) -> None:
         super().__init__()
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
-        self.in_features = in_features
+        self.in_features, self.num_classes, self.depth, self.width = in_features, num_classes, depth, width
+        self.dropout_p = dropout
         self.activation = get_activation(activation)
         self.layers = nn.ModuleList(
             nn.Linear(in_features if i == 0 else width, width) for i in range(depth))
@@ -88,6 +97,9 @@ class PlainMLP(nn.Module):
         for layer in self.layers:
             x = self.dropout(self.activation(layer(x)))
         return self.classifier(x)
+
+    def extra_repr(self) -> str:
+        return settings_repr(self, dropout=self.dropout_p)
 
 
 def _flatten(x: Tensor, in_features: int) -> Tensor:

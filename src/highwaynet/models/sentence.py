@@ -7,11 +7,12 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from ..config import ENCODERS
 from ..nn import Highway, HighwayLSTM
+from ..nn._signature import keyword_settings, settings_repr
 
 __all__ = ["ENCODERS", "ENCODER_DESCRIPTIONS", "STACKED_ENCODERS", "SentenceClassifier", "load_word_vectors"]
 
-ENCODERS = ("hbilstm", "bilstm", "cnn", "cnn-highway")
 STACKED_ENCODERS = ("hbilstm", "bilstm")  # the encoders whose depth is a setting (num_layers); the CNNs have none
 ENCODER_DESCRIPTIONS = {
     "hbilstm": "a stack of highway BiLSTM blocks",
@@ -60,7 +61,9 @@ class SentenceClassifier(nn.Module):
         torch.Size([2, 2])
     """
 
-    def __init__(self, vocab_size: int, num_classes: int, encoder: str = "hbilstm", embed_dim: int = 300,
+    @keyword_settings(("vocab_size", "num_classes", "encoder", "embed_dim", "hidden_size", "num_layers", "dropout",
+                       "resize", "gate_bias", "highway_layers", "kernel_sizes", "feature_maps", "embed_dropout"))
+    def __init__(self, vocab_size: int, num_classes: int, *, encoder: str = "hbilstm", embed_dim: int = 300,
                  hidden_size: int = 150, num_layers: int = 1, dropout: float = 0.5, resize: str = "projection",
                  gate_bias: float = -2.0, highway_layers: int = 2, kernel_sizes: tuple[int, ...] = (3, 4, 5),
                  feature_maps: int = 100, embed_dropout: float = 0.0) -> None:
@@ -68,19 +71,23 @@ class SentenceClassifier(nn.Module):
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
         self.encoder = encoder
+        self.vocab_size, self.num_classes, self.embed_dim, self.hidden_size = vocab_size, num_classes, embed_dim, \
+            hidden_size
+        self.num_layers, self.dropout_p, self.resize, self.gate_bias = num_layers, dropout, resize, gate_bias
+        self.highway_layers, self.feature_maps, self.embed_dropout_p = highway_layers, feature_maps, embed_dropout
         self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         nn.init.uniform_(self.embedding.weight, -0.25, 0.25)  # Kim's random initialisation
         with torch.no_grad():
             self.embedding.weight[0].zero_()
         self.dropout = nn.Dropout(dropout)
         self.embed_dropout = nn.Dropout(embed_dropout)
+        self.kernel_sizes = tuple(kernel_sizes)
         if encoder in STACKED_ENCODERS:
             self.lstm = HighwayLSTM(embed_dim, hidden_size, num_layers, bidirectional=True, batch_first=True,
                                     dropout=dropout, resize=resize, gate_bias=gate_bias,
                                     highway=encoder == "hbilstm")
             features = 2 * hidden_size
         else:
-            self.kernel_sizes = tuple(kernel_sizes)
             self.convs = nn.ModuleList(nn.Conv1d(embed_dim, feature_maps, k) for k in self.kernel_sizes)
             features = feature_maps * len(self.kernel_sizes)
             self.highway = Highway(features, highway_layers, gate_bias=gate_bias) if encoder == "cnn-highway" else None
@@ -89,7 +96,10 @@ class SentenceClassifier(nn.Module):
     @property
     def min_length(self) -> int:
         """The shortest padded batch the encoder accepts (the widest filter for a CNN)."""
-        return max(self.kernel_sizes) if hasattr(self, "kernel_sizes") else 1
+        return 1 if self.encoder in STACKED_ENCODERS else max(self.kernel_sizes)
+
+    def extra_repr(self) -> str:
+        return settings_repr(self, dropout=self.dropout_p, embed_dropout=self.embed_dropout_p)
 
     def encode(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """The sentence vectors ``(B, features)`` before dropout and the classifier."""

@@ -1,5 +1,6 @@
 """Highway layers in ``torch.nn`` style, one family a file."""
 
+from .char import CharCNNHighway, CharVocab
 from .conv import HighwayConv1d, HighwayConv2d
 from .gate import TransformGate
 from .highway import Highway
@@ -8,6 +9,8 @@ from .resize import Projection, ZeroPad, make_resize
 from .rhn import RHN, RHNCell
 
 __all__ = [
+    "CharCNNHighway",
+    "CharVocab",
     "Highway",
     "HighwayConv1d",
     "HighwayConv2d",

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..functional import get_activation
+from ._signature import keyword_settings, settings_repr
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
 
@@ -20,10 +21,13 @@ class _HighwayConvNd(nn.Module):
     _conv: Callable[..., nn.Conv1d | nn.Conv2d]
     _spatial: int
 
+    @keyword_settings(("channels", "kernel_size", "activation", "gate_bias", "carry", "dropout", "dilation", "device",
+                       "dtype"))
     def __init__(
         self,
         channels: int,
         kernel_size: int | tuple[int, ...],
+        *,
         activation: str | Callable[[Tensor], Tensor] = "relu",
         gate_bias: float = -2.0,
         carry: str = "coupled",
@@ -39,6 +43,7 @@ class _HighwayConvNd(nn.Module):
         self.carry = check_carry(carry)
         self.gate_bias = gate_bias
         self.activation = get_activation(activation)
+        self.dropout_p, self.dilation = dropout, dilation
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         parts = 2 if carry == "coupled" else 3
         # 'same' padding: an even kernel needs one more zero on the right/bottom than on the
@@ -58,7 +63,7 @@ class _HighwayConvNd(nn.Module):
             padding = tuple(t // 2 for t in total)
         self.conv = self._conv(channels, parts * channels, ks, padding=padding, dilation=dilation, device=device,
                                dtype=dtype)
-        self.gate = TransformGate(carry)
+        self.gate = TransformGate(carry=carry)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -82,8 +87,9 @@ class _HighwayConvNd(nn.Module):
         return self.gate(self.dropout(self.activation(h)), t, x, c)
 
     def extra_repr(self) -> str:
-        return (f"channels={self.channels}, kernel_size={self.conv.kernel_size}, "
-                f"gate_bias={self.gate_bias}, carry={self.carry!r}")
+        kernel_size = self.conv.kernel_size
+        return settings_repr(self, kernel_size=kernel_size[0] if len(set(kernel_size)) == 1 else kernel_size,
+                             dropout=self.dropout_p)
 
 
 class HighwayConv1d(_HighwayConvNd):

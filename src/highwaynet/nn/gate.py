@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import highway_combine, highway_combine_independent
+from ._signature import keyword_settings, settings_repr
 
 __all__ = ["TransformGate", "CARRY_MODES"]
 
@@ -65,7 +66,8 @@ class TransformGate(nn.Module):
                 [0.5000, 0.5000, 0.5000]])
     """
 
-    def __init__(self, carry: str = "coupled") -> None:
+    @keyword_settings(("carry",))
+    def __init__(self, *, carry: str = "coupled") -> None:
         super().__init__()
         self.carry = check_carry(carry)
         self.lesioned = False
@@ -105,4 +107,4 @@ class TransformGate(nn.Module):
         return highway_combine_independent(t, c, h, x)
 
     def extra_repr(self) -> str:
-        return f"carry={self.carry!r}" + (", lesioned=True" if self.lesioned else "")
+        return ", ".join(filter(None, [settings_repr(self), "lesioned=True" if self.lesioned else ""]))

@@ -9,8 +9,10 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import get_activation
-from ..kernels.dense_highway import highway_layer
-from ..kernels.gating import activation_code, transforms_active, triton_available
+from ..kernels.dense_highway import DensePath, choose_path, highway_layer
+from ..kernels.dispatch import note
+from ..kernels.gating import Activation, activation_code
+from ._signature import keyword_settings, settings_repr
 from .gate import TransformGate, check_carry
 
 __all__ = ["Highway"]
@@ -59,9 +61,11 @@ class Highway(nn.Module):
             the matrix products) where it applies: coupled carry, an activation the kernels know
             (relu, tanh, sigmoid, identity), no dropout in training, gates not recorded or
             lesioned, not under ``torch.compile`` (which fuses the reference itself), nor under
-            ``torch.func``'s transforms or forward-mode AD (which need more than a backward). Same values
-            as the unfused layers; gradients of first order only (``fused=False`` for gradients of
-            gradients). On the CPU the unfused path is the faster and always runs. Default: True.
+            ``torch.func``'s transforms or forward-mode AD (which need more than a backward)
+            (:func:`highwaynet.kernels.dense_highway.choose_path` decides; :func:`highwaynet.kernels.explain`
+            says which ran and why). Same values as the unfused layers; gradients of first order only
+            (``fused=False`` for gradients of gradients). On the CPU the unfused path is the faster and
+            always runs. Default: True.
         device, dtype: where and in what type the parameters are made, as for ``nn.Linear``.
 
     Shape:
@@ -82,10 +86,12 @@ class Highway(nn.Module):
         torch.Size([8, 10, 64])
     """
 
+    @keyword_settings(("dim", "num_layers", "activation", "gate_bias", "carry", "dropout", "fused", "device", "dtype"))
     def __init__(
         self,
         dim: int,
         num_layers: int = 1,
+        *,
         activation: str | Callable[[Tensor], Tensor] = "relu",
         gate_bias: float = -2.0,
         carry: str = "coupled",
@@ -104,10 +110,11 @@ class Highway(nn.Module):
         self.activation = get_activation(activation)
         self.fused = fused
         self._code = activation_code(self.activation)
+        self.dropout_p = dropout
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         parts = 2 if carry == "coupled" else 3
         self.layers = nn.ModuleList(nn.Linear(dim, parts * dim, device=device, dtype=dtype) for _ in range(num_layers))
-        self.gates = nn.ModuleList(TransformGate(carry) for _ in range(num_layers))
+        self.gates = nn.ModuleList(TransformGate(carry=carry) for _ in range(num_layers))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -125,9 +132,12 @@ class Highway(nn.Module):
         if x.dim() == 0 or x.shape[-1] != self.dim:
             raise ValueError(f"Highway expects inputs of shape (..., {self.dim}), "
                              f"got {tuple(x.shape)}")
-        if self._can_fuse(x):
+        choice = note(self, choose_path(x, fused=self.fused, activation=self._code, carry=self.carry,
+                                        dropout_in_training=self.training and isinstance(self.dropout, nn.Dropout),
+                                        gates_plain=all(g.is_plain for g in self.gates)))
+        if choice.path is DensePath.FUSED:
             for proj in self._projections():
-                x = highway_layer(x, proj.weight, proj.bias, cast(int, self._code))
+                x = highway_layer(x, proj.weight, proj.bias, cast(Activation, self._code))
             return x
         for proj, gate in zip(self._projections(), self.gates, strict=True):
             z = proj(x)
@@ -139,13 +149,5 @@ class Highway(nn.Module):
             x = gate(self.dropout(self.activation(h)), t, x, c)
         return x
 
-    def _can_fuse(self, x: Tensor) -> bool:
-        return (self.fused and self._code is not None and self.carry == "coupled" and triton_available(x)
-                and not (self.training and isinstance(self.dropout, nn.Dropout))
-                and not torch.compiler.is_compiling() and all(g.is_plain for g in self.gates)
-                and not transforms_active())
-
     def extra_repr(self) -> str:
-        act = getattr(self.activation, "__name__", type(self.activation).__name__)
-        return (f"dim={self.dim}, num_layers={self.num_layers}, activation={act}, "
-                f"gate_bias={self.gate_bias}, carry={self.carry!r}")
+        return settings_repr(self, dropout=self.dropout_p)

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ._signature import keyword_settings, settings_repr
 from .gate import TransformGate
 from .resize import make_resize
 from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
@@ -26,6 +27,60 @@ from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_se
 __all__ = ["HighwayLSTM", "HighwayLSTMBlock"]
 
 LSTMState = tuple[Tensor, Tensor]
+
+
+def exporting() -> bool:
+    """Whether ``torch.export`` or ONNX export is tracing the caller."""
+    is_exporting = getattr(torch.compiler, "is_exporting", None)  # (torch >= 2.5)
+    return torch.onnx.is_in_onnx_export() or (is_exporting is not None and is_exporting())
+
+
+def unpacked_lstm(lstm: nn.LSTM, x: Tensor, lengths: Tensor, mask: Tensor,
+                  state: LSTMState | None) -> tuple[Tensor, LSTMState]:
+    """A one-layer, batch-first ``nn.LSTM`` over a padded batch without packing: what the block runs
+    while being exported, where a packed sequence's shapes depend on the lengths' values.
+
+    ``x`` ``(B, T, F)`` with zeros past each length, ``mask`` ``(B, T, 1)`` the steps within it. Each
+    direction runs over the whole padded batch (``torch.lstm``, with that direction's weights), the
+    backward one over each sequence reversed within its length, so that every valid step's output is
+    ``nn.LSTM``'s. The final ``h`` is the output at each sequence's last step; the final ``c``, which
+    no output shows, is the cell's linear recurrence ``c_t = f_t c_{t-1} + i_t g_t`` summed in closed
+    form from the gates, which the outputs determine (``c_L = (∏ f) c_0 + Σ_k (∏_{j>k} f_j) i_k g_k``,
+    the steps past the length taken as ``f = 1``, ``i g = 0``): no loop over steps, so that the
+    exported graph stays the size of the LSTM's own. (``nn.LSTM``'s export fixes the sequence length:
+    the program takes batches padded to the length it was traced with.)
+    """
+    batch, steps, _ = x.shape
+    hidden, directions = lstm.hidden_size, 2 if lstm.bidirectional else 1
+    valid = mask[..., 0]
+    time = torch.arange(steps, device=x.device)[None, :]
+    reverse = torch.where(valid, lengths.to(x.device)[:, None] - 1 - time, time)  # (B, T), padding in place
+    last = (lengths.to(x.device) - 1).clamp(min=0).view(batch, 1, 1).expand(batch, 1, hidden)
+    h0, c0 = state if state is not None else (x.new_zeros(directions, batch, hidden),) * 2
+    outputs, finals_h, finals_c = [], [], []
+    for d in range(directions):
+        suffix = "_reverse" if d else ""
+        weights = [getattr(lstm, f"{name}_l0{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        seq = x if d == 0 else x.gather(1, reverse.unsqueeze(-1).expand_as(x))
+        out = torch.lstm(seq, (h0[d:d + 1], c0[d:d + 1]), weights, True, 1, 0.0, lstm.training, False, True)[0]
+        finals_h.append(out.gather(1, last)[:, 0])
+        finals_c.append(_final_cell(seq, out, h0[d], c0[d], weights, mask))
+        outputs.append(out if d == 0 else out.gather(1, reverse.unsqueeze(-1).expand_as(out)))
+    return torch.cat(outputs, dim=-1) * mask, (torch.stack(finals_h), torch.stack(finals_c))
+
+
+def _final_cell(seq: Tensor, out: Tensor, h0: Tensor, c0: Tensor, weights: list[Tensor], mask: Tensor) -> Tensor:
+    """The cell state after each sequence's last step, from its inputs and outputs (see :func:`unpacked_lstm`)."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    h_prev = torch.cat([h0.unsqueeze(1), out[:, :-1]], dim=1)
+    i, f, g, _ = (seq @ w_ih.t() + b_ih + h_prev @ w_hh.t() + b_hh).chunk(4, dim=-1)
+    f = torch.where(mask, torch.sigmoid(f), 1.0)
+    u = torch.where(mask, torch.sigmoid(i) * torch.tanh(g), 0.0)
+    # ∏_{j >= k} f_j and ∏_{j > k} f_j, as sums of logarithms (ONNX has a cumulative sum, no product)
+    log_f = torch.log(f)
+    after_k = log_f.sum(1, keepdim=True) - log_f.cumsum(1)
+    from_k, after_k = torch.exp(after_k + log_f), torch.exp(after_k)
+    return from_k[:, 0] * c0 + (after_k * u).sum(1)
 
 
 class HighwayLSTMBlock(nn.Module):
@@ -56,11 +111,14 @@ class HighwayLSTMBlock(nn.Module):
         (torch.Size([4, 12, 300]), torch.Size([2, 4, 150]))
     """
 
-    def __init__(self, input_size: int, hidden_size: int, bidirectional: bool = True, resize: str = "projection",
+    @keyword_settings(("input_size", "hidden_size", "bidirectional", "resize", "gate_bias", "highway", "dropout",
+                       "device", "dtype"))
+    def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, resize: str = "projection",
                  gate_bias: float = -2.0, highway: bool = True, dropout: float = 0.0,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
+        self.bidirectional, self.resize_kind, self.dropout_p = bidirectional, resize, dropout
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.output_size = hidden_size * (2 if bidirectional else 1)
         self.highway = highway
@@ -95,33 +153,42 @@ class HighwayLSTMBlock(nn.Module):
             h, state = self.lstm(x, state)
             mask = None
         else:
-            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            h, state = self.lstm(packed, state)
-            h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
             mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
             # The gate reads every step of x: padding of any value, NaN included, becomes zeros first
             # (masking a non-finite result afterwards, times 0, would leave NaN in outputs and gradients).
             x = torch.where(mask, x, 0.0)
+            if exporting():
+                h, state = unpacked_lstm(self.lstm, x, lengths, mask, state)
+            else:
+                packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+                h, state = self.lstm(packed, state)
+                h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
         if not self.highway:
             return h, state
         y = self.gate(self.dropout(h), self.transform(x), self.resize(x))
         return (y if mask is None else y * mask), state
 
+    def extra_repr(self) -> str:
+        return settings_repr(self, resize=self.resize_kind, dropout=self.dropout_p)
+
 
 class HighwayLSTM(nn.Module):
     r"""A stack of highway-gated (Bi)LSTM blocks with an ``nn.LSTM``-like API.
 
+    Sizes are positional and the settings keyword-only, in ``nn.LSTM``'s order where they are its own.
+
     Args:
         input_size: features of the input.
         hidden_size: LSTM state size per direction, in every block.
-        num_layers: blocks in the stack.
-        bidirectional: BiLSTM blocks. Default: True.
+        num_layers: blocks in the stack. Default: 1.
         batch_first: ``(B, T, F)`` instead of ``(T, B, F)``. Default: False.
         dropout: for every block but the last, as ``nn.LSTM``'s: on the block's output in the plain
             stack; in the highway stack on the block's transform ``H`` only, so that the carried
             input is never dropped (dropping it at every block removes the identity path that lets
             a deep stack train: measured, a 10-block HBiLSTM with 0.5 dropout on block outputs
             stayed at chance on SST-2). Default: 0.
+        bidirectional: BiLSTM blocks. Default: True (the highway BiLSTM of the sentence papers;
+            ``nn.LSTM``'s default is False).
         resize: ``"projection"`` or ``"zeropad"``: how the first block's input reaches the
             stack's width. Default: ``"projection"``.
         gate_bias: initial transform-gate bias. Default: -2.0.
@@ -146,8 +213,10 @@ class HighwayLSTM(nn.Module):
         (torch.Size([8, 20, 300]), torch.Size([8, 8, 150]))
     """
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bidirectional: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, resize: str = "projection",
+    @keyword_settings(("input_size", "hidden_size", "num_layers", "bidirectional", "batch_first", "dropout", "resize",
+                       "gate_bias", "highway", "device", "dtype"))
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, *, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = True, resize: str = "projection",
                  gate_bias: float = -2.0, highway: bool = True, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
@@ -155,11 +224,13 @@ class HighwayLSTM(nn.Module):
             raise ValueError(f"num_layers must be positive, got {num_layers}")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.directions = 2 if bidirectional else 1
-        self.batch_first = batch_first
+        self.batch_first, self.bidirectional, self.dropout_p = batch_first, bidirectional, dropout
+        self.resize_kind, self.gate_bias, self.highway = resize, gate_bias, highway
         width = hidden_size * self.directions
         self.blocks = nn.ModuleList(
-            HighwayLSTMBlock(input_size if i == 0 else width, hidden_size, bidirectional, resize, gate_bias, highway,
-                             dropout if highway and i < num_layers - 1 else 0.0, device=device, dtype=dtype)
+            HighwayLSTMBlock(input_size if i == 0 else width, hidden_size, bidirectional=bidirectional, resize=resize,
+                             gate_bias=gate_bias, highway=highway,
+                             dropout=dropout if highway and i < num_layers - 1 else 0.0, device=device, dtype=dtype)
             for i in range(num_layers))
         self.dropout = nn.Dropout(dropout) if dropout > 0 and not highway else nn.Identity()
 
@@ -200,3 +271,6 @@ class HighwayLSTM(nn.Module):
         if packed and lengths is not None:
             return pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False), final
         return unbatch_sequence(x, final, unbatched, self.batch_first, time_major=False)
+
+    def extra_repr(self) -> str:
+        return settings_repr(self, resize=self.resize_kind, dropout=self.dropout_p)

@@ -10,9 +10,9 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from ..functional import get_activation
-from ..kernels import rhn_recurrence
-from ..kernels.gating import transforms_active
-from ..kernels.rhn_recurrence import OPAQUE_TO_COMPILE
+from ..kernels.dispatch import note
+from ..kernels.rhn_recurrence import choose_path, rhn_recurrence
+from ._signature import keyword_settings, settings_repr
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
 from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
@@ -61,7 +61,7 @@ class RHNCell(nn.Module):
     Args:
         input_size: features of ``x_t``.
         hidden_size: features of the state.
-        depth: recurrence depth ``L`` (micro-layers per time step).
+        depth: recurrence depth ``L`` (micro-layers per time step). Default: 4.
         carry: ``"coupled"`` or ``"independent"``. Default: ``"coupled"``.
         gate_bias: initial transform-gate bias of every micro-layer. Default: -2.0.
         activation: the transform's nonlinearity. Default: ``"tanh"``.
@@ -86,7 +86,8 @@ class RHNCell(nn.Module):
         torch.Size([8, 20])
     """
 
-    def __init__(self, input_size: int, hidden_size: int, depth: int, carry: str = "coupled",
+    @keyword_settings(("input_size", "hidden_size", "depth", "carry", "gate_bias", "activation", "device", "dtype"))
+    def __init__(self, input_size: int, hidden_size: int, *, depth: int = 4, carry: str = "coupled",
                  gate_bias: float = -2.0, activation: str | Callable[[Tensor], Tensor] = "tanh",
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
@@ -102,7 +103,7 @@ class RHNCell(nn.Module):
         self.input_proj = nn.Linear(input_size, self.parts * hidden_size, bias=False, **factory)
         self.hidden_proj = nn.ModuleList(nn.Linear(hidden_size, self.parts * hidden_size, **factory)
                                          for _ in range(depth))
-        self.gates = nn.ModuleList(TransformGate(carry) for _ in range(depth))
+        self.gates = nn.ModuleList(TransformGate(carry=carry) for _ in range(depth))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -141,8 +142,7 @@ class RHNCell(nn.Module):
         return self.step(self.input_proj(input), state)
 
     def extra_repr(self) -> str:
-        return (f"{self.input_size}, {self.hidden_size}, depth={self.depth}, carry={self.carry!r}, "
-                f"gate_bias={self.gate_bias}")
+        return settings_repr(self)
 
 
 class RHN(nn.Module):
@@ -156,8 +156,8 @@ class RHN(nn.Module):
     Args:
         input_size: features of the input.
         hidden_size: features of the state of every layer.
-        depth: recurrence depth (micro-layers per time step).
         num_layers: stacked RHN layers. Default: 1.
+        depth: recurrence depth (micro-layers per time step), keyword-only. Default: 4.
         dropout: variational dropout on the outputs of every layer but the last (as ``nn.LSTM``'s
             ``dropout``, but one mask per sequence). Default: 0.
         batch_first: inputs and outputs are ``(B, T, F)`` instead of ``(T, B, F)``. Default: False.
@@ -170,8 +170,10 @@ class RHN(nn.Module):
             gradients in one product per micro-layer) where it applies: coupled carry, gates not
             recorded or lesioned (padded batches and packed sequences too), not under ``torch.func``'s
             transforms (``grad``, ``vmap``, ``jvp``, ...) or forward-mode AD, which need more than a
-            backward, and under torch 2.3 not while being compiled or exported. Same values as the
-            reference loop; gradients of first order only (``fused=False`` for gradients of
+            backward, not while ONNX export traces it, and under torch 2.3 not while being compiled or
+            exported (:func:`highwaynet.kernels.rhn_recurrence.choose_path` decides;
+            :func:`highwaynet.kernels.explain` says which path each layer took, and why). Same values
+            as the reference loop; gradients of first order only (``fused=False`` for gradients of
             gradients, as with cuDNN's ``nn.LSTM``). Default: True.
         bidirectional: add a second RHN per layer that reads each sequence backward, from its
             last valid step (as ``nn.LSTM``'s). Default: False.
@@ -197,14 +199,22 @@ class RHN(nn.Module):
 
     Example::
 
-        >>> rhn = RHN(32, 64, depth=3, num_layers=2)
+        >>> rhn = RHN(32, 64, num_layers=2, depth=3)
         >>> out, state = rhn(torch.randn(35, 8, 32))
         >>> out.shape, state.shape
         (torch.Size([35, 8, 64]), torch.Size([2, 8, 64]))
+        >>> rhn
+        RHN(
+          32, 64, num_layers=2, depth=3
+          (cells): ModuleList(...)
+        )
     """
 
-    def __init__(self, input_size: int, hidden_size: int, depth: int, num_layers: int = 1, dropout: float = 0.0,
-                 batch_first: bool = False, carry: str = "coupled", gate_bias: float = -2.0,
+    @keyword_settings(("input_size", "hidden_size", "depth", "num_layers", "dropout", "batch_first", "carry",
+                       "gate_bias", "input_dropout", "state_dropout", "fused", "bidirectional", "device", "dtype"),
+                      moved="depth")
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, *, depth: int = 4,
+                 dropout: float = 0.0, batch_first: bool = False, carry: str = "coupled", gate_bias: float = -2.0,
                  input_dropout: float = 0.0, state_dropout: float = 0.0, fused: bool = True,
                  bidirectional: bool = False, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
@@ -216,13 +226,14 @@ class RHN(nn.Module):
                 raise ValueError(f"{name} must be in [0, 1), got {p}")
         self.input_size, self.hidden_size, self.depth, self.num_layers = input_size, hidden_size, depth, num_layers
         self.batch_first, self.bidirectional = batch_first, bidirectional
+        self.carry, self.gate_bias = carry, gate_bias
         self.directions = 2 if bidirectional else 1
         self.fused = fused
         self.dropout, self.input_dropout, self.state_dropout = dropout, input_dropout, state_dropout
         # cells[layer * directions + direction], the order of the state's rows (nn.LSTM's).
         self.cells = nn.ModuleList(
-            RHNCell(input_size if layer == 0 else self.directions * hidden_size, hidden_size, depth, carry,
-                    gate_bias, device=device, dtype=dtype)
+            RHNCell(input_size if layer == 0 else self.directions * hidden_size, hidden_size, depth=depth,
+                    carry=carry, gate_bias=gate_bias, device=device, dtype=dtype)
             for layer in range(num_layers) for _ in range(self.directions))
 
     def reset_parameters(self) -> None:
@@ -294,9 +305,12 @@ class RHN(nn.Module):
         # Every time step's input projection in one product. The loop iterates with unbind, not
         # x_proj[t]: indexing's backward would write a full-size zero gradient at every step.
         x_proj = cell.input_proj(x)
-        if self._can_fuse(cell):
-            out = rhn_recurrence(x_proj, s, [p.weight for p in cell.projections()],
-                                 [p.bias for p in cell.projections()], state_mask)
+        weights, biases = [p.weight for p in cell.projections()], [p.bias for p in cell.projections()]
+        choice = note(cell, choose_path(x_proj, s, state_mask, (*weights, *biases), fused=self.fused,
+                                        carry=cell.carry, activation=cell.activation,
+                                        gates_plain=all(g.is_plain for g in cell.gates)))
+        if choice.path.fused:
+            out = rhn_recurrence(x_proj, s, weights, biases, state_mask, path=choice.path)
             if valid is None:
                 return out, out[-1]
             # The steps past a sequence's length never reach its earlier ones: the recurrence runs over
@@ -311,11 +325,6 @@ class RHN(nn.Module):
             outputs.append(s_new if valid is None else s_new * valid[t])
         return torch.stack(outputs), s
 
-    def _can_fuse(self, cell: RHNCell) -> bool:
-        return (self.fused and cell.carry == "coupled" and cell.activation is torch.tanh
-                and all(g.is_plain for g in cell.gates)
-                and (OPAQUE_TO_COMPILE or not torch.compiler.is_compiling()) and not transforms_active())
-
     def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> None:
         """The state's and the lengths' shapes against the input's batch ``x`` ``(T, B, F)``."""
         expected = (self.directions * self.num_layers, x.shape[1], self.hidden_size)
@@ -325,6 +334,4 @@ class RHN(nn.Module):
         check_lengths("RHN", lengths, x.shape[1], x.shape[0], shortest=0)
 
     def extra_repr(self) -> str:
-        return (f"{self.input_size}, {self.hidden_size}, depth={self.depth}, num_layers={self.num_layers}, "
-                f"batch_first={self.batch_first}, dropout={self.dropout}, input_dropout={self.input_dropout}, "
-                f"state_dropout={self.state_dropout}" + (", bidirectional=True" if self.bidirectional else ""))
+        return settings_repr(self)

@@ -17,40 +17,20 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ..config import DepthConfig
 from ..data import load_image_data
 from ..training import TrainConfig, read_metrics
 from ..training.cuda_graph import use_cuda_graphs
-from ..training.run_dir import finish_sweep, mean_std, run_once, start_sweep, write_text
+from ..training.run_dir import SweepProgress, finish_sweep, mean_std, run_once, start_sweep, write_text
 from . import mlp
 
 __all__ = ["DepthConfig", "run"]
 
 
-@dataclass
-class DepthConfig:
-    data: str = "mnist5k"
-    depths: list[int] = field(default_factory=lambda: [10, 20, 50, 100])
-    highway_width: int = 50
-    plain_width: int = 71
-    lrs: list[float] = field(default_factory=lambda: [0.01, 0.03, 0.1])
-    epochs: int = 6
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    gate_bias: float = -4.0
-    batch_size: int = 100
-    max_train: int | None = None
-    grad_clip: float | None = 1.0
-    device: str = "auto"
-    cuda_graph: bool | None = None
-
-    def __post_init__(self) -> None:
-        if min(self.depths) < 2:
-            raise ValueError(f"depths must be at least 2, got {self.depths}")
-        if not self.lrs or not self.seeds:
-            raise ValueError("the learning-rate search needs at least one rate, and training at least one seed")
 
 
 def _mlp_config(config: DepthConfig, depth: int, plain: bool, lr: float, epochs: int, seed: int) -> mlp.MLPConfig:
@@ -59,7 +39,8 @@ def _mlp_config(config: DepthConfig, depth: int, plain: bool, lr: float, epochs:
                          init="he",
                          batch_size=config.batch_size, max_train=config.max_train,
                          train=TrainConfig(epochs=epochs, lr=lr, momentum=0.9, seed=seed, device=config.device,
-                                           grad_clip=config.grad_clip, cuda_graph=_use_graphs(config)))
+                                           grad_clip=config.grad_clip, cuda_graph=_use_graphs(config),
+                                           nonfinite="record"))
 
 
 def _use_graphs(config: DepthConfig) -> bool:
@@ -78,9 +59,12 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
     start = time.perf_counter()
     data = load_image_data(config.data, data_dir, download=download, max_train=config.max_train)
 
+    sweep = SweepProgress(len(config.depths) * 2 * (len(config.lrs) + len(config.seeds) - 1))
+
     def train(cfg: mlp.MLPConfig, run_dir: Path, what: str) -> dict[str, Any]:
-        return run_once(run_dir, lambda resume: mlp.run(cfg, run_dir, resume=resume, data=data, log=log,
-                                                        progress=progress), log, what, config=cfg)
+        return cast(dict, run_once(run_dir, lambda resume: mlp.run(cfg, run_dir, resume=resume, data=data, log=log,
+                                                                   progress=progress),
+                                   log, what, config=cfg, progress=sweep, required=True))
 
     nets = []
     for depth in config.depths:
@@ -88,6 +72,7 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
             kind = "plain" if plain else "highway"
             folder = out / f"{kind}-{depth}"
             first = config.seeds[0]
+            # A rate that diverges ends its run there (nonfinite="record"): its loss is NaN, and it loses.
             search = {lr: train(_mlp_config(config, depth, plain, lr, config.epochs, first),
                                 folder / f"lr{lr:g}-seed{first}", f"{kind} {depth}: lr {lr:g}, seed {first}")
                       for lr in config.lrs}

@@ -8,53 +8,23 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..config import LMConfig
 from ..data.corpora import Corpus, load_corpus
-from ..models.lm import LSTMLanguageModel, RHNLanguageModel, count_parameters, generate
-from ..training import LanguageModelTask, TrainConfig, Trainer
-from ..training.run_dir import load_best_weights, load_run_config, prepare_run_dir, write_text
+from ..models.lm import LSTMLanguageModel, RHNLanguageModel, count_parameters, sample_tokens
+from ..training import LanguageModelTask, Trainer
+from ..training.run_dir import load_best_weights, load_run_config, open_run, write_text
 from ..training.trainer import seed_everything
 
-__all__ = ["LMConfig", "build_model", "load_trained", "run", "sample"]
+__all__ = ["LMConfig", "build_model", "load_trained", "run", "sample", "stream"]
 
 
-@dataclass
-class LMConfig:
-    """A language-modelling experiment. ``hidden`` is the state size of the RHN or the LSTM."""
-
-    corpus: str = "tinyshakespeare"
-    level: str = "char"
-    model: str = "rhn"
-    depth: int = 4
-    hidden: int = 256
-    layers: int = 1
-    tie_weights: bool = True
-    input_dropout: float = 0.1
-    state_dropout: float = 0.1
-    output_dropout: float = 0.1
-    gate_bias: float = -2.0
-    max_vocab: int | None = None
-    batch_size: int = 32
-    bptt: int = 50
-    steps_per_epoch: int | None = 200
-    eval_batch_size: int = 64
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        epochs=10, optimizer="adam", lr=2e-3, grad_clip=1.0, schedule="cosine", monitor="val_loss"))
-
-    def __post_init__(self) -> None:
-        if isinstance(self.train, dict):
-            self.train = TrainConfig(**self.train)
-        if self.model not in ("rhn", "lstm"):
-            raise ValueError(f"model must be 'rhn' or 'lstm', got {self.model!r}")
-        if self.level not in ("char", "word"):
-            raise ValueError(f"level must be 'char' or 'word', got {self.level!r}")
-        if self.depth < 1:
-            raise ValueError(f"depth must be at least 1, got {self.depth}")
 
 
 def build_model(config: LMConfig, vocab_size: int,
@@ -63,7 +33,7 @@ def build_model(config: LMConfig, vocab_size: int,
     seed_everything(config.train.seed)
     with torch.device(device or "cpu"):
         if config.model == "rhn":
-            return RHNLanguageModel(vocab_size, config.hidden, config.depth, config.layers,
+            return RHNLanguageModel(vocab_size, config.hidden, config.layers, depth=config.depth,
                                     tie_weights=config.tie_weights, input_dropout=config.input_dropout,
                                     state_dropout=config.state_dropout, output_dropout=config.output_dropout,
                                     gate_bias=config.gate_bias)
@@ -89,11 +59,20 @@ def hidden_for_budget(config: LMConfig, vocab_size: int, budget: int) -> int:
     return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab_size, h) - budget))
 
 
-def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-        download: bool = False, corpus: Corpus | None = None, max_time: float | None = None, log=None,
-        progress: bool = True) -> dict[str, Any]:
-    """Train, evaluate on the test split, write ``results.json`` (and a generated sample) in ``out``."""
-    config = LMConfig(**prepare_run_dir(out, "lm", asdict(config), resume))
+def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
+        data_dir: str | Path | None = None, download: bool = False, corpus: Corpus | None = None,
+        max_time: float | None = None, log=None, progress: bool = True) -> dict[str, Any]:
+    """Train, evaluate on the test split, write ``results.json`` (and a generated sample) in ``out``.
+
+    ``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`; ``max_time``: stop after the
+    first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`)."""
+    with open_run(out, "lm", asdict(config), resume=resume, restart=restart) as saved:
+        return _train(LMConfig(**saved), out, resume=resume, data_dir=data_dir, download=download, corpus=corpus,
+                      max_time=max_time, log=log, progress=progress)
+
+
+def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | Path | None, download: bool,
+           corpus: Corpus | None, max_time: float | None, log, progress: bool) -> dict[str, Any]:
     start = time.perf_counter()
     corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
                                    max_vocab=config.max_vocab)
@@ -112,7 +91,7 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: st
         "hidden": config.hidden, "parameters": count_parameters(model),
         "epochs": len(history), "best_val": min(m["val_loss"] for m in history), "final": history[-1],
         "test": test, "train_seconds": round(sum(m["time"] for m in history), 1),
-        "seconds": round(time.perf_counter() - start, 1), "device": str(trainer.device),
+        "seconds": round(time.perf_counter() - start + trainer.earlier_seconds, 1), "device": str(trainer.device),
         "unigram_bits": corpus.unigram_entropy_bits("test"),
     }
     prompt = "\n" if config.level == "char" else "the"
@@ -124,10 +103,19 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, data_dir: st
 def sample(model: RHNLanguageModel | LSTMLanguageModel, corpus: Corpus, prompt: str, length: int, temperature: float,
            seed: int = 0) -> str:
     """``prompt`` followed by ``length`` sampled tokens, as text."""
-    ids = corpus.encode(prompt)
-    new = generate(model, ids, length, temperature, torch.Generator().manual_seed(seed))
-    sep = "" if corpus.level == "char" else " "
-    return prompt + sep + corpus.decode(new)
+    return prompt + "".join(stream(model, corpus, prompt, length, temperature, seed))
+
+
+def stream(model: RHNLanguageModel | LSTMLanguageModel, corpus: Corpus, prompt: str, length: int,
+           temperature: float, seed: int = 0) -> Iterator[str]:
+    """The text :func:`sample` adds after ``prompt``, piece by piece as each token is drawn (a word
+    comes with the space or paragraph break before it), for a command that shows it as it comes."""
+    previous = corpus.encode(prompt)[-1:].tolist()
+    for token in sample_tokens(model, corpus.encode(prompt), length, temperature,
+                               torch.Generator().manual_seed(seed)):
+        yield corpus.decode(previous + [token])[len(corpus.decode(previous)):] if corpus.level == "word" \
+            else corpus.decode([token])
+        previous = [token]
 
 
 def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,

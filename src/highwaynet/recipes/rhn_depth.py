@@ -12,41 +12,19 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ..config import RHNDepthConfig
 from ..data.corpora import load_corpus
-from ..training import TrainConfig
 from ..training.cuda_graph import use_cuda_graphs
-from ..training.run_dir import finish_sweep, run_once, start_sweep, write_text
+from ..training.run_dir import SweepProgress, finish_sweep, run_once, start_sweep, write_text
 from . import lm
 
 __all__ = ["RHNDepthConfig", "run"]
 
 
-@dataclass
-class RHNDepthConfig:
-    """The sweep. ``corpora`` entries are ``name:level``; ``base`` sets everything but depth and size."""
-
-    corpora: list[str] = field(default_factory=lambda: ["tinyshakespeare:char"])
-    depths: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 10])
-    budget: int = 200_000
-    lstm: bool = True
-    #: Replay each training step as a CUDA graph (``None``: on a GPU). The RHN's many small
-    #: micro-steps are launch-bound (``benchmarks/rhn.py``: 62.1 ms eager, 17.1 ms replayed at the
-    #: PTB shape on an H100), and an equal-time comparison should not be decided by launch overhead.
-    cuda_graph: bool | None = None
-    base: lm.LMConfig = field(default_factory=lambda: lm.LMConfig(
-        batch_size=128, bptt=50, steps_per_epoch=50, input_dropout=0.0, state_dropout=0.0, output_dropout=0.0,
-        train=TrainConfig(epochs=8, optimizer="adam", lr=3e-3, grad_clip=1.0, schedule="cosine")))
-
-    def __post_init__(self) -> None:
-        if isinstance(self.base, dict):
-            self.base = lm.LMConfig(**self.base)
-        for entry in self.corpora:
-            if entry.count(":") != 1 or entry.split(":")[1] not in ("char", "word"):
-                raise ValueError(f"corpora entries are 'name:level' with level char or word, got {entry!r}")
 
 
 def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
@@ -59,6 +37,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
     summary: dict[str, Any] = {"config": asdict(config), "corpora": {}}
     start = time.perf_counter()
     graphs = summary["cuda_graph"] = use_cuda_graphs(config.cuda_graph, config.base.train.device)
+    sweep = SweepProgress(len(config.corpora) * (len(config.depths) + config.lstm))
     for entry in config.corpora:
         name, level = entry.split(":")
         corpus = load_corpus(name, level, data_dir, download=download, max_vocab=config.base.max_vocab)
@@ -68,7 +47,8 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
                                    "depth": depth})
             probe.train.cuda_graph = graphs
             probe.hidden = lm.hidden_for_budget(probe, len(corpus.vocab), config.budget)
-            rows.append(_run_one(probe, out / f"{name}-{level}" / f"rhn-depth{depth}", corpus, None, log, progress))
+            rows.append(_run_one(probe, out / f"{name}-{level}" / f"rhn-depth{depth}", corpus, None, log, progress,
+                                 sweep))
         result: dict[str, Any] = {"level": level, "vocab": len(corpus.vocab), "rhn": rows}
         if config.lstm:
             best = min(rows, key=lambda r: r["best_val"])
@@ -78,14 +58,16 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
             # Same time as the best RHN: many epochs allowed, cut by the time limit.
             lstm_config.train.epochs = config.base.train.epochs * 20
             result["lstm"] = _run_one(lstm_config, out / f"{name}-{level}" / "lstm", corpus,
-                                      best["train_seconds"], log, progress)
+                                      best["train_seconds"], log, progress, sweep)
             result["lstm"]["time_of"] = f"rhn depth {best['depth']}"
         summary["corpora"][entry] = result
     summary["seconds"] = round(time.perf_counter() - start, 1)
     return finish_sweep(out, summary, write_rhn_depth_report)
 
 
-def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress) -> dict[str, Any]:
+def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress,
+             sweep: SweepProgress) -> dict[str, Any]:
     what = (f"rhn depth {config.depth}" if config.model == "rhn" else "lstm") + f", hidden {config.hidden}"
-    return run_once(run_dir, lambda resume: lm.run(config, run_dir, resume=resume, corpus=corpus, max_time=max_time,
-                                                   log=log, progress=progress), log, what, config=config)
+    return cast(dict, run_once(run_dir, lambda resume: lm.run(config, run_dir, resume=resume, corpus=corpus,
+                                                              max_time=max_time, log=log, progress=progress),
+                               log, what, config=config, progress=sweep, required=True))

@@ -9,23 +9,25 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..config import SentenceConfig, SweepConfig
 from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_sentences
-from ..models.sentence import ENCODERS, STACKED_ENCODERS, SentenceClassifier, load_word_vectors
-from ..training import SentenceTask, TrainConfig, Trainer
+from ..models.sentence import STACKED_ENCODERS, SentenceClassifier, load_word_vectors
+from ..training import SentenceTask, Trainer
 from ..training.run_dir import (
+    SweepProgress,
     finish_sweep,
     flat_settings,
     load_best_weights,
     load_run_config,
     mean_std,
-    prepare_run_dir,
+    open_run,
     run_once,
     start_sweep,
     write_text,
@@ -53,45 +55,13 @@ def task_name(task: str) -> str:
     return task if task in SENTENCE_TASKS else Path(task).name
 
 
-@dataclass
-class SentenceConfig:
-    """One sentence-classification run."""
-
-    task: str = "sst2"
-    encoder: str = "hbilstm"
-    layers: int = 1
-    hidden: int = 150
-    embed_dim: int = 300
-    dropout: float = 0.5
-    embed_dropout: float = 0.0
-    resize: str = "projection"
-    gate_bias: float = -2.0
-    min_count: int = 1
-    batch_size: int = 50
-    fold: int = 0
-    vectors: str | None = None
-    adversarial: float = 0.0
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        epochs=10, optimizer="adam", lr=1e-3, monitor="val_acc", grad_clip=5.0))
-
-    def __post_init__(self) -> None:
-        if isinstance(self.train, dict):
-            self.train = TrainConfig(**self.train)
-        if self.encoder not in ENCODERS:
-            raise ValueError(f"unknown encoder {self.encoder!r}; expected one of {ENCODERS}")
-        if self.layers < 1:
-            raise ValueError(f"layers must be at least 1, got {self.layers}")
-        if self.adversarial < 0:
-            raise ValueError(f"adversarial is a step length >= 0 (0: off), got {self.adversarial}")
-        if self.adversarial and self.train.compile:
-            raise ValueError("adversarial training does not combine with compile (see highwaynet.training.adversarial)")
 
 
 def build_model(config: SentenceConfig, vocab: list[str], num_classes: int) -> SentenceClassifier:
     seed_everything(config.train.seed)
-    model = SentenceClassifier(len(vocab), num_classes, config.encoder, config.embed_dim, config.hidden,
-                               config.layers, config.dropout, config.resize, config.gate_bias,
-                               embed_dropout=config.embed_dropout)
+    model = SentenceClassifier(len(vocab), num_classes, encoder=config.encoder, embed_dim=config.embed_dim,
+                               hidden_size=config.hidden, num_layers=config.layers, dropout=config.dropout,
+                               resize=config.resize, gate_bias=config.gate_bias, embed_dropout=config.embed_dropout)
     if config.vectors:
         load_word_vectors(config.vectors, vocab, model.embedding)
     return model
@@ -102,10 +72,18 @@ def load_data(config: SentenceConfig, data_dir: str | Path | None, download: boo
     return load_sentences(config.task, data_dir, fold=config.fold, min_count=config.min_count, download=download)
 
 
-def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-        download: bool = False, data: SentenceData | None = None, log=None, progress: bool = True) -> dict[str, Any]:
-    """Train, test the best weights by validation accuracy, write ``results.json`` and ``vocab.json``."""
-    config = SentenceConfig(**prepare_run_dir(out, "sentences", asdict(config), resume))
+def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
+        data_dir: str | Path | None = None, download: bool = False, data: SentenceData | None = None, log=None,
+        progress: bool = True) -> dict[str, Any]:
+    """Train, test the best weights by validation accuracy, write ``results.json`` and ``vocab.json``
+    (``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`)."""
+    with open_run(out, "sentences", asdict(config), resume=resume, restart=restart) as saved:
+        return _train(SentenceConfig(**saved), out, resume=resume, data_dir=data_dir, download=download, data=data,
+                      log=log, progress=progress)
+
+
+def _train(config: SentenceConfig, out: str | Path, *, resume: bool, data_dir: str | Path | None, download: bool,
+           data: SentenceData | None, log, progress: bool) -> dict[str, Any]:
     start = time.perf_counter()
     data = data or load_data(config, data_dir, download)
     write_text(Path(out, "vocab.json"), json.dumps({"vocab": data.vocab, "num_classes": data.num_classes}))
@@ -118,7 +96,8 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, data_d
     results = {"task": task_name(config.task), "encoder": config.encoder, "layers": config.layers,
                "seed": config.train.seed, "fold": config.fold, "parameters": sum(p.numel() for p in model.parameters()),
                "best_val_acc": max(m["val_acc"] for m in history), "test": trainer.evaluate("test"),
-               "seconds": round(time.perf_counter() - start, 1), "device": str(trainer.device)}
+               "seconds": round(time.perf_counter() - start + trainer.earlier_seconds, 1),
+               "device": str(trainer.device)}
     write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
     return results
 
@@ -147,27 +126,6 @@ def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, dict[s
     return [(names[int(p.argmax())], dict(zip(names, p.tolist(), strict=True))) for p in probs]
 
 
-@dataclass
-class SweepConfig:
-    """Tasks x encoders x layer counts x seeds (x folds for MR and Subj)."""
-
-    tasks: list[str] = field(default_factory=lambda: ["sst2"])
-    encoders: list[str] = field(default_factory=lambda: ["bilstm", "hbilstm"])
-    layers: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 10, 15, 20])
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    folds: int = 10
-    base: SentenceConfig = field(default_factory=SentenceConfig)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.base, dict):
-            self.base = SentenceConfig(**self.base)
-        for task in self.tasks:
-            if task not in SENTENCE_TASKS and not Path(task).is_dir():
-                raise ValueError(f"unknown task {task!r}; expected one of {', '.join(SENTENCE_TASKS)}, or a folder "
-                                 f"of your own set (files train, test and optionally dev; 'LABEL sentence' lines)")
-        for encoder in self.encoders:
-            if encoder not in ENCODERS:
-                raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
 
 
 def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
@@ -184,6 +142,9 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
     out = start_sweep(out, resume or report_only)
     start = time.perf_counter()
     results, settings = [], []
+    stacked = sum(len(config.layers) if e in STACKED_ENCODERS else 1 for e in config.encoders)
+    sweep = SweepProgress(stacked * sum(config.folds if t in CROSS_VALIDATED else len(config.seeds)
+                                        for t in config.tasks))
     for task in config.tasks:
         # Cross-validated sets: one run per fold (seed 0); the others: one run per seed.
         repeats = [("fold", f) for f in range(config.folds)] if task in CROSS_VALIDATED else \
@@ -200,10 +161,12 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
                     one = SentenceConfig(**{**asdict(base), "encoder": encoder, "layers": layers})
                     if data is None and not (run_dir / "results.json").is_file():
                         data = load_data(base, data_dir, download)
-                    results.append(run_once(
-                        run_dir, partial(run, one, run_dir, data=data, log=log, progress=progress),
-                        log, f"{task} {encoder} {layers} layer(s), {kind} {k}",
-                        config=None if report_only else one))
+                    result = run_once(run_dir, partial(run, one, run_dir, data=data, log=log, progress=progress),
+                                      log, f"{task} {encoder} {layers} layer(s), {kind} {k}",
+                                      config=None if report_only else one, progress=None if report_only else sweep)
+                    if result is None:  # (another process of a split sweep is training it)
+                        continue
+                    results.append(result)
                     # The report gives each run's own settings (a finished run keeps those it was trained with).
                     settings.append(run_settings(load_run_config(run_dir)["config"]))
     if not results:

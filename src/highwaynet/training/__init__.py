@@ -3,15 +3,17 @@
 from .classification import ClassificationTask
 from .language_model import LanguageModelTask
 from .sentences import SentenceTask
-from .trainer import Task, TrainConfig, Trainer, pick_device, read_metrics
+from .trainer import CorruptCheckpoint, Task, TrainConfig, Trainer, TrainingDiverged, pick_device, read_metrics
 
 __all__ = [
     "ClassificationTask",
+    "CorruptCheckpoint",
     "LanguageModelTask",
     "SentenceTask",
     "Task",
     "TrainConfig",
     "Trainer",
+    "TrainingDiverged",
     "pick_device",
     "read_metrics",
 ]

@@ -1,26 +1,46 @@
-"""The run folder: what a run was (``config.json``), alongside what it did (metrics, checkpoints)."""
+"""The run folder: what a run was (``config.json``), alongside what it did (metrics, checkpoints).
+
+A run folder has one writer: :func:`open_run` (and the Trainer) hold an exclusive lock on its
+``.lock`` file while they write (an OS lock, ``fcntl.flock``, which the OS releases when the process
+dies however it dies), and a second process is told who holds it. Every state an interruption can
+leave has a way forward: a folder killed before its first checkpoint starts over, stray temporary
+files are removed, and the checkpoint before the last is kept (``checkpoint.prev.pt``) for a last
+one that was damaged.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import platform
+import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
+
+try:  # the run-folder lock: POSIX only (elsewhere a folder is not locked)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 import numpy as np
 import torch
 
 from .distributed import barrier, is_main_process
 
-__all__ = ["cpu_model", "environment", "finished_an_epoch", "finish_sweep", "flat_settings", "load_best_weights",
-           "load_run_config", "format_mean_std", "mean_std", "prepare_run_dir", "run_once", "settings_differ",
-           "start_sweep", "write_text"]
+__all__ = ["RUN_FILES", "RunFolderBusy", "SweepProgress", "cpu_model", "environment", "finished_an_epoch",
+           "finish_sweep", "flat_settings", "hold_run_dir", "load_best_weights", "load_run_config", "format_mean_std",
+           "mean_std", "open_run", "prepare_run_dir", "run_once", "settings_differ", "start_sweep", "write_text"]
+
+#: What a run writes in its folder (a fresh start or ``--restart`` removes these, and nothing else).
+RUN_FILES = ("config.json", "metrics.jsonl", "checkpoint.pt", "checkpoint.prev.pt", "model.pt", "results.json",
+             "vocab.json", "report.md", "report.html", "curves.png")
 
 
 def environment() -> dict[str, Any]:
@@ -94,37 +114,125 @@ def _runs_inside(folder: Path, recipe: str | None) -> list[str]:
 
 
 def finished_an_epoch(run_dir: str | Path) -> bool:
-    """Whether a run in ``run_dir`` has saved anything: what a run writes once its first epoch has
-    finished (a folder without it holds nothing to lose, and a new run may start over it)."""
-    return any((Path(run_dir) / f).exists() for f in ("metrics.jsonl", "checkpoint.pt", "results.json"))
+    """Whether a run in ``run_dir`` has something to lose: a checkpoint (an epoch finished and saved)
+    or its results. A folder without either (a run killed before its first checkpoint) holds
+    nothing a new run or ``--resume`` could go on from: either starts it over."""
+    return any((Path(run_dir) / f).exists() for f in ("checkpoint.pt", "checkpoint.prev.pt", "results.json"))
 
 
-def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool) -> dict[str, Any]:
+class RunFolderBusy(FileExistsError):
+    """Another process is writing the run folder (it holds the folder's lock)."""
+
+
+# Locks this process holds, by resolved folder: [the lock file's descriptor, how many holders inside]
+_held: dict[Path, list[int]] = {}
+
+
+@contextmanager
+def hold_run_dir(run_dir: str | Path | None) -> Iterator[None]:
+    """Hold the run folder's lock while the block runs: its one writer. Re-entrant within a process
+    (a recipe holds it, and its Trainer again); under torchrun rank 0 alone holds it (it alone
+    writes). A second process gets :class:`RunFolderBusy`, naming the holder's process and host.
+    The OS releases the lock when the holder dies, however it dies."""
+    if run_dir is None or fcntl is None or not is_main_process():
+        yield
+        return
+    folder = Path(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = folder.resolve()
+    if key in _held:
+        _held[key][1] += 1
+        try:
+            yield
+        finally:
+            _held[key][1] -= 1
+        return
+    path = folder / ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunFolderBusy(f"{folder} is being written by {holder} (it holds {path}): wait for that run to end, "
+                            f"or pass another --out") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
+    _held[key] = [fd, 1]
+    try:
+        yield
+    finally:
+        del _held[key]
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def remove_stray_files(run_dir: str | Path) -> list[str]:
+    """Remove the temporary files a killed writer can leave (``*.tmp``); returns their names. Call
+    with the folder's lock held: then nobody is writing them."""
+    stray = sorted(Path(run_dir).glob("*.tmp"))
+    for path in stray:
+        path.unlink(missing_ok=True)
+    return [p.name for p in stray]
+
+
+def _clear(run_dir: Path) -> None:
+    """Remove what a run wrote (:data:`RUN_FILES`, its TensorBoard events), nothing else."""
+    import shutil
+
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "tensorboard", ignore_errors=True)
+
+
+def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool,
+                    restart: bool = False) -> dict[str, Any]:
     """Create ``run_dir`` for a new run, or check it for a resumed one; returns the config to use.
 
-    A new run refuses a folder that already holds a run (nothing is overwritten), but not one whose
-    run never finished an epoch (it saved nothing to lose: it is started over, as a sweep does). A
-    resumed run takes the configuration saved in the folder, so that it continues exactly as it started.
+    A new run refuses a folder that already holds a run (nothing is overwritten) unless ``restart``
+    says to start it over, but not one whose run never saved a checkpoint (it holds nothing to lose:
+    it is started over, as a sweep does). A resumed run takes the configuration saved in the folder,
+    so that it continues exactly as it started. Take the folder's lock first (:func:`open_run`).
     """
     run_dir = Path(run_dir)
+    if resume and restart:
+        raise ValueError("--resume continues the run in a folder and --restart starts it over: pass one of them")
     if resume:
-        return load_run_config(run_dir, recipe)["config"]
+        saved = load_run_config(run_dir, recipe)["config"]
+        if is_main_process():
+            remove_stray_files(run_dir)
+        return saved
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
         return config
-    if (run_dir / "config.json").exists() and finished_an_epoch(run_dir):
-        raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, or pass "
-                              f"another --out")
+    if (run_dir / "config.json").exists() and finished_an_epoch(run_dir) and not restart:
+        raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, start it over with "
+                              f"--restart, or pass another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
+    _clear(run_dir)
+    remove_stray_files(run_dir)
     record = {"recipe": recipe, "config": config, "environment": environment(),
               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    (run_dir / "config.json").write_text(json.dumps(record, indent=2) + "\n")
+    write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n")
     return config
 
 
+@contextmanager
+def open_run(run_dir: str | Path, recipe: str, config: dict[str, Any], *, resume: bool = False,
+             restart: bool = False) -> Iterator[dict[str, Any]]:
+    """Hold ``run_dir``'s lock (:func:`hold_run_dir`) and prepare it (:func:`prepare_run_dir`) for the
+    block, which gets the configuration to run: what a recipe's ``run`` does around its training."""
+    with hold_run_dir(run_dir):
+        yield prepare_run_dir(run_dir, recipe, config, resume, restart)
+
+
 def write_text(path: str | Path, text: str) -> None:
-    """Write a file of a run or a sweep folder; under torchrun rank 0 alone writes, the others read."""
+    """Write a file of a run or a sweep folder in one step (a reader, or a kill, never meets half of
+    it); under torchrun rank 0 alone writes, the others read."""
     if is_main_process():
-        Path(path).write_text(text)
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
 
 
 def start_sweep(out: str | Path, resume: bool) -> Path:
@@ -146,7 +254,7 @@ def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Pat
                  ) -> dict[str, Any]:
     """Write a sweep's ``summary.json`` and its report (rank 0 alone under torchrun); returns ``summary``."""
     if is_main_process():
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
         write_report(out, summary)
     return summary
 
@@ -187,16 +295,18 @@ class Train(Protocol):
     def __call__(self, *, resume: bool) -> dict[str, Any]: ...
 
 
-def run_once(run_dir: Path, train: Train, log: Callable[[str], None],
-             what: str, config: Any = None) -> dict[str, Any]:
+def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str, config: Any = None,
+             progress: SweepProgress | None = None, required: bool = False) -> dict[str, Any] | None:
     """One run of a sweep: skipped when finished, resumed when it has a checkpoint, else started anew.
 
     ``train(resume=...)`` runs it into ``run_dir`` and returns its results (also in ``results.json``).
-    A run that was started but never finished an epoch is started over. A finished or resumed run
+    A run that was started but never saved a checkpoint is started over. A finished or resumed run
     keeps the settings it was started with: given the ``config`` asked for, each setting where they
-    differ is logged.
+    differ is logged. A run another process is writing (a sweep split over several) is left to it:
+    logged, and None returned, unless the sweep needs its result to go on (``required``: then
+    :class:`RunFolderBusy` says so). ``progress`` counts the sweep's runs and says what is left.
     """
-    done, resume = (run_dir / "results.json").is_file(), (run_dir / "checkpoint.pt").is_file()
+    done, resume = (run_dir / "results.json").is_file(), finished_an_epoch(run_dir)
     if config is not None and (done or resume):
         differ = settings_differ(load_run_config(run_dir)["config"], config)
         if differ:
@@ -204,12 +314,47 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None],
     barrier()  # under torchrun every process has decided, from the same files, before rank 0 changes them
     if done:
         log(f"{run_dir}: done, skipped")
+        if progress is not None:
+            progress.finished(None)
         return json.loads((run_dir / "results.json").read_text())
-    if is_main_process() and (run_dir / "config.json").is_file() and not resume:
-        for f in run_dir.iterdir():
-            f.unlink()
+    if progress is not None:
+        log(progress.line())
     log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))
-    return train(resume=resume)
+    start = time.perf_counter()
+    try:
+        results = train(resume=resume)
+    except RunFolderBusy as busy:
+        if required:
+            raise RunFolderBusy(f"{busy}; this sweep needs its result to go on: run the sweep again with --resume "
+                                f"once that process has finished") from None
+        log(f"{run_dir}: skipped: {busy}")
+        results = None
+    if progress is not None:
+        progress.finished(None if results is None else time.perf_counter() - start)
+    return results
+
+
+class SweepProgress:
+    """A sweep's overall progress: runs done and left, and an estimate of the time left from the
+    runs trained so far in this session (finished runs skipped on a resume do not count)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.seconds, self.timed = total, 0, 0.0, 0
+
+    def finished(self, seconds: float | None) -> None:
+        """One more run done (``seconds`` it took to train, or None where it was skipped)."""
+        self.done += 1
+        if seconds is not None:
+            self.seconds += seconds
+            self.timed += 1
+
+    def line(self) -> str:
+        left = self.total - self.done
+        eta = ""
+        if self.timed:
+            minutes = left * self.seconds / self.timed / 60
+            eta = f"; about {minutes:.0f} min left" if minutes >= 1 else f"; about {60 * minutes:.0f} s left"
+        return f"run {self.done + 1} of {self.total} ({self.done} done, {left} to go{eta})"
 
 
 def load_best_weights(model: torch.nn.Module, run_dir: str | Path) -> torch.nn.Module:

@@ -9,6 +9,10 @@ resumption.
 Resuming is exact: a checkpoint holds the model, optimiser and schedule states and every random
 number generator's state, and a task's training order is a function of ``(seed, epoch)`` alone, so
 a run interrupted and resumed writes the same metrics as one that never stopped.
+
+A run whose numbers stop being finite does not pass for a finished one: by default it stops with
+:class:`TrainingDiverged` (the last good checkpoint kept); ``TrainConfig.nonfinite`` can skip such
+steps instead, or end the run there as a result (for a search that expects some settings to diverge).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -32,6 +36,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from .._versions import release
+from ..config import TrainConfig
 from .cuda_graph import GraphedStep
 from .distributed import (
     all_reduce_sums,
@@ -42,9 +47,17 @@ from .distributed import (
     shard_batch,
     shard_weight,
 )
-from .run_dir import finished_an_epoch
+from .run_dir import finished_an_epoch, hold_run_dir
 
-__all__ = ["Task", "TrainConfig", "Trainer", "pick_device"]
+__all__ = ["CorruptCheckpoint", "Task", "TrainConfig", "Trainer", "TrainingDiverged", "pick_device"]
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss (or a metric) stopped being a finite number: the run stopped, its last good checkpoint kept."""
+
+
+class CorruptCheckpoint(ValueError):
+    """A run folder's checkpoint cannot be read; the message says which file and how to go on."""
 
 # The optimisers' fused CPU kernels came with torch 2.4 (torch 2.3 has them for CUDA only).
 _FUSED_ON_CPU = release(torch.__version__) >= (2, 4)
@@ -71,62 +84,6 @@ class Task(Protocol):
         """Metrics of a split from its summed statistics (for example loss and accuracy)."""
 
 
-@dataclass
-class TrainConfig:
-    """How to train. Everything here is written to the run folder.
-
-    Attributes:
-        epochs: passes over the training split.
-        optimizer: ``"sgd"`` (with ``momentum``, Nesterov off), ``"adam"`` or ``"adamw"``.
-        lr: the peak learning rate.
-        momentum: SGD momentum.
-        weight_decay: L2 penalty (decoupled for AdamW).
-        schedule: ``"constant"``, ``"cosine"`` (to 0 over the epochs) or ``"step"`` (x ``gamma``
-            every ``step_epochs``); a schedule steps once per epoch.
-        warmup_epochs: linear warm-up epochs before the schedule.
-        grad_clip: clip the gradients' global norm to this (None: no clipping).
-        seed: seeds the model's initialisation (through the recipe), dropout and the data order.
-        device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string.
-        amp: train under bfloat16 autocast.
-        compile: run the model through ``torch.compile``.
-        cuda_graph: replay each training step (forward, backward, clipping, optimiser) as a CUDA
-            graph (:class:`~highwaynet.training.cuda_graph.GraphedStep`): for small deep nets whose
-            steps are launch-bound. CUDA only, one process, tasks with ``graph_safe = True``.
-        monitor: the validation metric that picks the best weights (``model.pt``); lower is better
-            unless it ends in ``acc``.
-        ema: the decay of an exponential moving average of the weights (and buffers), updated
-            after every step (``torch.optim.swa_utils.AveragedModel``; 0.99-0.999 are usual). The
-            average, not the last weights, is validated, saved as ``model.pt`` and held by the
-            model when ``fit`` returns; the checkpoint keeps both. 0: off.
-    """
-
-    epochs: int = 10
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    schedule: str = "constant"
-    warmup_epochs: int = 0
-    gamma: float = 0.1
-    step_epochs: int = 10
-    grad_clip: float | None = None
-    seed: int = 0
-    device: str = "auto"
-    amp: bool = False
-    compile: bool = False
-    cuda_graph: bool = False
-    monitor: str = "val_loss"
-    ema: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in ("sgd", "adam", "adamw"):
-            raise ValueError(f"optimizer must be 'sgd', 'adam' or 'adamw', got {self.optimizer!r}")
-        if self.schedule not in ("constant", "cosine", "step"):
-            raise ValueError(f"schedule must be 'constant', 'cosine' or 'step', got {self.schedule!r}")
-        if self.epochs < 1 or self.lr <= 0:
-            raise ValueError(f"epochs and lr must be positive, got epochs={self.epochs}, lr={self.lr}")
-        if not 0 <= self.ema < 1:
-            raise ValueError(f"ema is a decay in [0, 1) (0: off), got {self.ema}")
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -200,6 +157,13 @@ class Trainer:
         log: where the one line per epoch goes (default: printed above the progress bars).
         progress: show tqdm progress bars (they hide themselves when output is not a terminal).
 
+    Attributes:
+        seconds: wall seconds :meth:`fit` has spent on this run, its earlier sessions included.
+        earlier_seconds: the part of ``seconds`` spent before this session (0 unless resumed): a
+            recipe adds it to its own session's time to report the whole run's.
+        diverged: the epoch at which the run ended because its numbers stopped being finite
+            (``TrainConfig(nonfinite="record")``), else None.
+
     Example::
 
         trainer = Trainer(model, ClassificationTask(data, batch_size=100), TrainConfig(epochs=5), "runs/x")
@@ -232,12 +196,17 @@ class Trainer:
         self.epoch = 0  # epochs finished
         self.best: float | None = None
         self.history: list[dict[str, float]] = []
+        self.seconds = self.earlier_seconds = 0.0
+        self.diverged: int | None = None
+        self._board: Any = None  # the TensorBoard log while fit runs, if asked for
         forward = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
         # (torch.compile gives an nn.Module for a module, typed as any callable)
         self._forward_model = cast(nn.Module, torch.compile(forward)) if config.compile else forward
         # Evaluation needs no gradient synchronisation: the bare model (compiled once if asked).
         self._eval_model = self._forward_model if self.world_size == 1 else self.model
-        self._graphed = GraphedStep(self._train_step, self.optimizer) if config.cuda_graph else None
+        # (under a graph nonfinite is never "skip": _check_graphable refuses it, so every step gives its statistics)
+        self._graphed = GraphedStep(cast(Callable[[Any], dict[str, Tensor]], self._train_step),
+                                    self.optimizer) if config.cuda_graph else None
         # The average is a copy of the model beside it, updated after each step (outside a CUDA graph).
         self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(config.ema),
                                  use_buffers=True) if config.ema else None
@@ -254,6 +223,9 @@ class Trainer:
         if self.config.compile:
             raise ValueError("cuda_graph: it does not combine with compile (torch.compile's "
                              "mode='reduce-overhead' uses graphs itself)")
+        if self.config.nonfinite == "skip":
+            raise ValueError("cuda_graph: it does not combine with nonfinite='skip', which decides on the host "
+                             "after each step whether to apply it")
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
@@ -280,36 +252,84 @@ class Trainer:
         ``max_time`` (seconds) stops after the first epoch at which the epochs' summed time reaches
         it, to compare models trained for the same time (such a run depends on the machine's speed).
         Returns the metrics of every epoch (those of earlier sessions included when resuming). With
-        ``config.ema`` the model then holds the averaged weights.
+        ``config.ema`` the model then holds the averaged weights. While it runs, it holds the run
+        folder's lock (:func:`~highwaynet.training.run_dir.hold_run_dir`).
+
+        Raises:
+            TrainingDiverged: an epoch's loss or metrics were not finite (``config.nonfinite="stop"``).
+            CorruptCheckpoint: resuming, the checkpoint could not be read.
         """
-        if resume:
-            self.load_checkpoint()
-        elif self._out is not None and finished_an_epoch(self._out):
+        with hold_run_dir(self._out):
+            return self._fit(resume, max_time)
+
+    def _fit(self, resume: bool, max_time: float | None) -> list[dict[str, float]]:
+        if not resume and self._out is not None and finished_an_epoch(self._out):
             raise FileExistsError(f"{self.run_dir} already holds a run; resume it (--resume) or choose "
                                   f"another run folder")
-        else:
+        if not (resume and self.load_checkpoint()):
             seed_everything(self.config.seed)
-        for epoch in range(self.epoch, self.config.epochs):
-            try:
-                metrics = self._run_epoch(epoch)
-            except KeyboardInterrupt:
-                self.log(f"interrupted in epoch {epoch + 1}; " + self._resume_hint())
-                raise
-            self.epoch = epoch + 1
-            self.history.append(metrics)
-            self.log(format_metrics(metrics, self.config.epochs))
-            self._save(metrics)
-            if max_time is not None and rank_zero_decides(sum(m["time"] for m in self.history) >= max_time):
-                break
+            if self._out is not None:  # what a run stopped before its first checkpoint wrote
+                for name in ("metrics.jsonl", "model.pt"):
+                    (self._out / name).unlink(missing_ok=True)
+        start, before = time.perf_counter(), self.seconds
+        self._board = self._open_tensorboard()
+        try:
+            for epoch in range(self.epoch, self.config.epochs):
+                try:
+                    metrics = self._run_epoch(epoch)
+                except KeyboardInterrupt:
+                    self.log(f"interrupted in epoch {epoch + 1}; " + self._resume_hint())
+                    raise
+                self.log(format_metrics(metrics, self.config.epochs))
+                self.seconds = before + time.perf_counter() - start
+                if not all(math.isfinite(v) for v in metrics.values()):
+                    self._diverged(epoch, metrics)
+                    break
+                self.epoch = epoch + 1
+                self.history.append(metrics)
+                self._save(metrics)
+                if self._board is not None:
+                    self._board.epoch(metrics)
+                if max_time is not None and rank_zero_decides(sum(m["time"] for m in self.history) >= max_time):
+                    break
+        finally:
+            if self._board is not None:
+                self._board.close()
         barrier()  # under torchrun: the run folder is complete (rank 0 writes it) when fit returns, on every rank
         if self.ema is not None:
             self.model.load_state_dict(self.ema.module.state_dict())
         return self.history
 
+    def _diverged(self, epoch: int, metrics: dict[str, float]) -> None:
+        """Epoch ``epoch`` (from 0) ended with non-finite numbers: stop, or record it as the run's end."""
+        bad = ", ".join(f"{k} {v}" for k, v in metrics.items() if not math.isfinite(v))
+        if self.config.nonfinite == "record":
+            self.diverged = epoch + 1
+            self.history.append(metrics)
+            if self._out is not None:  # its metrics line, not its weights: the last checkpoint stays the last good one
+                with open(self._out / "metrics.jsonl", "a") as f:
+                    f.write(json.dumps(metrics) + "\n")
+            self.log(f"epoch {epoch + 1} ended with {bad}: the run ends here (nonfinite='record')")
+            return
+        kept = (f"{self._out / 'checkpoint.pt'} holds epoch {self.epoch}, the last good one"
+                if self._out is not None and self.epoch else "no epoch before it was saved")
+        raise TrainingDiverged(f"epoch {epoch + 1} ended with {bad}: training diverged, and the run stopped ({kept}). "
+                               f"Try a lower learning rate (--lr), clipping the gradients (--grad-clip), or skipping "
+                               f"such steps (--nonfinite skip)")
+
+    def _open_tensorboard(self) -> Any:
+        if not self.config.tensorboard or self._out is None:
+            return None
+        from .tensorboard import TensorBoardLog
+
+        # (purge_step: a resumed run's events replace those a killed session wrote past its checkpoint)
+        return TensorBoardLog(self._out / "tensorboard", purge_step=self.epoch + 1)
+
     def _run_epoch(self, epoch: int) -> dict[str, float]:
         start = time.perf_counter()
         self.model.train()
         sums: dict[str, Tensor] = {}
+        skipped = 0
         batches = tqdm(self.task.batches("train", epoch), desc=f"epoch {epoch + 1}", leave=False,
                        disable=None if self.progress else True)
         for batch in batches:
@@ -320,34 +340,58 @@ class Trainer:
                     continue  # every process takes part in a step, which one without an example cannot
                 weight = shard_weight(n, self.rank, self.world_size)
             batch = to_device(self._shard(batch), self.device)
-            _accumulate(sums, self._graphed(batch) if self._graphed else self._train_step(batch, weight))
+            stats = self._graphed(batch) if self._graphed else self._train_step(batch, weight)
+            if stats is None:  # (nonfinite="skip": a step left out)
+                skipped += 1
+                continue
+            _accumulate(sums, stats)
             if self.ema is not None:
                 self.ema.update_parameters(self.model)
+        if not sums and skipped:
+            raise TrainingDiverged(f"every step of epoch {epoch + 1} ({skipped}) had non-finite gradients: skipping "
+                                   f"them cannot go on. Try a lower learning rate (--lr) or clipping the gradients "
+                                   f"(--grad-clip)")
         if not sums:
             raise RuntimeError("the training split gave no batches: is it empty, or smaller than a batch?")
         lr = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         train = self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
-        val = self.evaluate("val", self.ema.module if self.ema is not None else None)
-        return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
-                **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
+        validated = self.ema.module if self.ema is not None else self._eval_model
+        if self.config.tensorboard:
+            from .tensorboard import GateHistograms
 
-    def _train_step(self, batch: Any, weight: float = 1.0) -> dict[str, Tensor]:
+            with GateHistograms(validated) as histograms:
+                val = self.evaluate("val", validated)
+            if self._board is not None:
+                self._board.gates(histograms.reduced(), epoch + 1)
+        else:
+            val = self.evaluate("val", validated)
+        return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
+                **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()},
+                **({"skipped": skipped} if self.config.nonfinite == "skip" else {})}
+
+    def _train_step(self, batch: Any, weight: float = 1.0) -> dict[str, Tensor] | None:
+        """One optimiser step; its statistics, or None where ``nonfinite="skip"`` left it out."""
         with self._autocast():
             loss, stats = self.task.step(self._forward_model, batch)
         if weight != 1.0:  # under torchrun, a slice of a batch that the processes split unevenly
             loss = loss * weight
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if self.config.grad_clip:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        skip = self.config.nonfinite == "skip"
+        if self.config.grad_clip or skip:
+            # (the norm of the gradients, summed over the processes by DDP already: every one decides alike)
+            norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip or math.inf)
+            if skip and not bool(torch.isfinite(norm)):
+                self.optimizer.zero_grad(set_to_none=True)
+                return None
         self.optimizer.step()
         return stats
 
     @torch.no_grad()
     def evaluate(self, split: str = "val", model: nn.Module | None = None) -> dict[str, float]:
         """The task's metrics on ``split``, in evaluation mode (no dropout): of the model, or of ``model``."""
-        model = model or self._eval_model
+        model = model if model is not None else self._eval_model
         was_training = self.model.training, model.training
         self.model.eval()
         model.eval()
@@ -405,31 +449,56 @@ class Trainer:
             self.best = value
             validated = self.ema.module if self.ema is not None else self.model
             _atomic_save(validated.state_dict(), self._out / "model.pt")
-        _atomic_save({
+        checkpoint = {
             "epoch": self.epoch,
             "best": self.best,
+            "seconds": self.seconds,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "rng": _rng_state(),
             "config": asdict(self.config),
             **({"ema": self.ema.state_dict()} if self.ema is not None else {}),
-        }, self._out / "checkpoint.pt")
+        }
+        # The one before is kept as checkpoint.prev.pt: the way on if the last is ever damaged.
+        path = self._out / "checkpoint.pt"
+        _write_atomically(path, lambda tmp: torch.save(checkpoint, tmp),
+                          keep_previous=self._out / "checkpoint.prev.pt")
 
-    def load_checkpoint(self) -> None:
-        """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume)."""
+    def load_checkpoint(self) -> bool:
+        """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume).
+
+        Returns False, having said so, where the folder holds no checkpoint yet (its run was stopped
+        before its first epoch was saved): the run then starts from scratch. Where a run was killed
+        between putting the previous checkpoint aside and the new one in place, it resumes from
+        ``checkpoint.prev.pt``.
+
+        Raises:
+            CorruptCheckpoint: the checkpoint cannot be read (the message names the ways on).
+        """
         if self.run_dir is None:
             raise ValueError("resuming needs a run folder")
-        path = self.run_dir / "checkpoint.pt"
+        path, previous = self.run_dir / "checkpoint.pt", self.run_dir / "checkpoint.prev.pt"
         if not path.is_file():
-            raise FileNotFoundError(f"nothing to resume: {path} does not exist (was the run started "
-                                    f"with this folder, and did it finish an epoch?)")
-        # weights_only=True: a checkpoint is data, never code to run.
-        state = torch.load(path, map_location=self.device, weights_only=True)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"]))
-        self.scheduler.load_state_dict(state["scheduler"])
-        _set_rng_state(state["rng"])
+            if not previous.is_file():
+                self.log(f"{self.run_dir} holds no checkpoint yet (its run stopped before an epoch was saved): "
+                         f"starting it from scratch")
+                return False
+            self.log(f"{path.name} is missing (its run was stopped while saving it): resuming from {previous.name}")
+            path = previous
+        try:
+            # weights_only=True: a checkpoint is data, never code to run.
+            state = torch.load(path, map_location=self.device, weights_only=True)
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"]))
+            self.scheduler.load_state_dict(state["scheduler"])
+            _set_rng_state(state["rng"])
+        except Exception as error:  # (a damaged file fails in many ways: zip, pickle, missing or wrong keys)
+            why = str(error).splitlines()[0] if str(error) else type(error).__name__
+            way_back = (f"go on from the epoch before with `mv {previous} {path}` and resume again, or "
+                        if path != previous and previous.is_file() else "")
+            raise CorruptCheckpoint(f"{path} cannot be read ({why}): it is damaged or not a highwaynet checkpoint. "
+                                    f"To go on, {way_back}start the run over with --restart") from error
         if self.ema is not None:
             if "ema" not in state:
                 raise ValueError(f"{path} holds no average of the weights: its run was started without ema, "
@@ -437,12 +506,14 @@ class Trainer:
             self.ema.load_state_dict(state["ema"])
         self.epoch, self.best = state["epoch"], state["best"]
         self.history = read_metrics(self.run_dir)[: self.epoch]
+        self.seconds = self.earlier_seconds = state.get("seconds", sum(m["time"] for m in self.history))
         if self._out is not None:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold; in one
             # step, as the other processes under torchrun may be reading them (above).
             lines = "".join(json.dumps(m) + "\n" for m in self.history)
             _write_atomically(self._out / "metrics.jsonl", lambda tmp: tmp.write_text(lines))
         self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
+        return True
 
 
 # How an optimiser runs its update, which belongs to the machine that resumes, not to the checkpoint.
@@ -470,10 +541,13 @@ def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
         sums[k] = sums[k] + v if k in sums else v
 
 
-def _write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
-    """``write`` a file beside ``path``, then put it in place: a reader (or a kill) never sees half of it."""
+def _write_atomically(path: Path, write: Callable[[Path], Any], keep_previous: Path | None = None) -> None:
+    """``write`` a file beside ``path``, then put it in place: a reader (or a kill) never sees half
+    of it. With ``keep_previous``, the file it replaces is moved there first."""
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
+    if keep_previous is not None and path.exists():
+        os.replace(path, keep_previous)
     os.replace(tmp, path)
 
 
@@ -482,11 +556,19 @@ def _atomic_save(obj: Any, path: Path) -> None:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
-    """The per-epoch metrics of a run folder, in order."""
+    """The per-epoch metrics of a run folder, in order (a last line cut short by a kill is left out)."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    metrics = []
+    for number, line in enumerate(lines, 1):
+        try:
+            metrics.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise ValueError(f"{path}, line {number}: not a line of metrics ({line[:60]!r})") from None
+    return metrics
 
 
 def format_metrics(metrics: dict[str, float], epochs: int) -> str:
@@ -495,4 +577,6 @@ def format_metrics(metrics: dict[str, float], epochs: int) -> str:
     for k, v in metrics.items():
         if k.startswith(("train_", "val_")):
             parts.append(f"{k} {v:.4f}")
+    if metrics.get("skipped"):
+        parts.append(f"skipped {metrics['skipped']} non-finite steps")
     return "  ".join(parts)

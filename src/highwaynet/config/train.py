@@ -1,0 +1,81 @@
+"""How to train: the :class:`TrainConfig` every recipe nests, and the Trainer reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._fields import check_settings, setting
+
+__all__ = ["TrainConfig"]
+
+
+@dataclass
+class TrainConfig:
+    """How to train. Everything here is written to the run folder.
+
+    Attributes:
+        epochs: passes over the training split.
+        optimizer: ``"sgd"`` (with ``momentum``, Nesterov off), ``"adam"`` or ``"adamw"``.
+        lr: the peak learning rate.
+        momentum: SGD momentum.
+        weight_decay: L2 penalty (decoupled for AdamW).
+        schedule: ``"constant"``, ``"cosine"`` (to 0 over the epochs) or ``"step"`` (x ``gamma``
+            every ``step_epochs``); a schedule steps once per epoch.
+        warmup_epochs: linear warm-up epochs before the schedule.
+        grad_clip: clip the gradients' global norm to this (None or 0: no clipping).
+        seed: seeds the model's initialisation (through the recipe), dropout and the data order.
+        device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string.
+        amp: train under bfloat16 autocast.
+        compile: run the model through ``torch.compile``.
+        cuda_graph: replay each training step (forward, backward, clipping, optimiser) as a CUDA
+            graph (:class:`~highwaynet.training.cuda_graph.GraphedStep`): for small deep nets whose
+            steps are launch-bound. CUDA only, one process, tasks with ``graph_safe = True``.
+        monitor: the validation metric that picks the best weights (``model.pt``); lower is better
+            unless it ends in ``acc``.
+        ema: the decay of an exponential moving average of the weights (and buffers), updated
+            after every step (``torch.optim.swa_utils.AveragedModel``; 0.99-0.999 are usual). The
+            average, not the last weights, is validated, saved as ``model.pt`` and held by the
+            model when ``fit`` returns; the checkpoint keeps both. 0: off.
+        nonfinite: what numbers that stop being finite do: ``"stop"`` the run at the end of the
+            epoch with :class:`~highwaynet.training.TrainingDiverged` (the last good checkpoint kept);
+            ``"skip"`` each step whose gradients are not finite, as AMP's gradient scaler does
+            (counted in the epoch's metrics as ``skipped``); or ``"record"``: end the run at that
+            epoch as its result, its metrics NaN (for a search that expects some settings to diverge).
+        tensorboard: also write TensorBoard event files (``RUN_DIR/tensorboard``): the epoch
+            metrics and, for models with highway gates, a histogram of each gate's activity on the
+            validation set every epoch.
+    """
+
+    epochs: int = setting(10, help="passes over the training data", minimum=1)
+    optimizer: str = setting("sgd", help="the optimiser", choices=("sgd", "adam", "adamw"))
+    lr: float = setting(0.01, help="the (peak) learning rate", minimum=0.0)
+    momentum: float = setting(0.9, help="SGD's momentum", minimum=0.0, below=1.0)
+    weight_decay: float = setting(0.0, help="L2 penalty (decoupled for AdamW)", minimum=0.0)
+    schedule: str = setting("constant", help="the learning rate over the epochs",
+                            choices=("constant", "cosine", "step"))
+    warmup_epochs: int = setting(0, help="linear warm-up epochs before the schedule", minimum=0)
+    gamma: float = setting(0.1, help="the step schedule's factor", minimum=0.0)
+    step_epochs: int = setting(10, help="epochs between the step schedule's steps", minimum=1)
+    grad_clip: float | None = setting(None, help="clip the gradients' global norm to this (0: no clipping)",
+                                      minimum=0.0)
+    seed: int = setting(0, help="seeds initialisation, dropout and data order")
+    device: str = setting("auto", help="auto (CUDA, MPS, then CPU), cpu, cuda, cuda:1, ...")
+    amp: bool = setting(False, help="train under bfloat16 autocast")
+    compile: bool = setting(False, help="run the model through torch.compile")
+    cuda_graph: bool = setting(False, help="replay each training step as a CUDA graph (launch-bound models on a "
+                                           "GPU: small deep nets, RHNs)")
+    monitor: str = setting("val_loss", help="the validation metric that picks the best weights (lower is better "
+                                            "unless it ends in acc)")
+    ema: float = setting(0.0, help="validate and keep an exponential moving average of the weights with this "
+                                   "decay, updated every step (e.g. 0.995; 0: off)", minimum=0.0, below=1.0,
+                         metavar="DECAY")
+    nonfinite: str = setting("stop", help="numbers that stop being finite stop the run (the last good checkpoint "
+                                          "kept); or each such step is skipped; or the run ends there as its result",
+                             choices=("stop", "skip", "record"))
+    tensorboard: bool = setting(False, help="also write TensorBoard event files (RUN_DIR/tensorboard): metrics, "
+                                            "and each highway gate's activity on the validation set")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.lr == 0:
+            raise ValueError("TrainConfig.lr must be positive, got 0")

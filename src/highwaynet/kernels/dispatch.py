@@ -1,0 +1,92 @@
+"""Which path a layer runs, and why: each fused layer's choice is a typed value made by one function.
+
+The layers with fast paths (:class:`~highwaynet.nn.Highway`, :class:`~highwaynet.nn.RHN`) each call
+one function per forward that returns a :class:`Choice`: the path (a member of the layer's own
+``Enum``, :class:`~highwaynet.kernels.dense_highway.DensePath` or
+:class:`~highwaynet.kernels.rhn_recurrence.RHNPath`) and, in words, why. :func:`explain` runs a
+model once and collects those choices, so that a user can see which path each layer took and what
+kept it off a faster one::
+
+    >>> for decision in explain(RHN(8, 16, depth=3), torch.randn(5, 2, 8)):
+    ...     print(decision)                                          # doctest: +SKIP
+    cells.0: C++ loops, halves (no Triton or no CUDA tensor: ...)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import torch
+from torch import nn
+
+__all__ = ["Choice", "Decision", "explain"]
+
+
+PathT = TypeVar("PathT", bound=enum.Enum)
+
+
+@dataclass(frozen=True)
+class Choice(Generic[PathT]):
+    """A layer's path for one call (a member of the layer's ``Enum`` of paths), and why it was taken
+    (a sentence a user can act on)."""
+
+    path: PathT
+    why: str
+
+
+class Decision(NamedTuple):
+    """What :func:`explain` reports for one layer: its qualified name in the model, the path it ran and why."""
+
+    layer: str
+    path: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.layer or '(the model itself)'}: {self.path} ({self.why})"
+
+
+# The layers' choices during explain(), else None. A list read and appended in eager mode only.
+_recorded: list[tuple[nn.Module, Choice[Any]]] | None = None
+
+
+def note(layer: nn.Module, choice: Choice[PathT]) -> Choice[PathT]:
+    """Called by a layer with the choice it just made; returns it. Records it while :func:`explain` runs."""
+    if _recorded is not None and not torch.compiler.is_compiling():
+        _recorded.append((layer, choice))
+    return choice
+
+
+@contextmanager
+def _recording() -> Iterator[list[tuple[nn.Module, Choice[Any]]]]:
+    global _recorded
+    previous, _recorded = _recorded, []
+    try:
+        yield _recorded
+    finally:
+        _recorded = previous
+
+
+def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
+    """Run ``model(*args, **kwargs)`` once without gradients and report each fused-capable layer's path.
+
+    Returns one :class:`Decision` per layer and distinct choice, in the order the layers ran: an
+    RHN reports each of its cells (layer and direction), a :class:`~highwaynet.nn.Highway` stack
+    itself. Layers without a fast path (convolutions, the highway LSTM) do not appear. The path
+    depends on the input (its device and dtype), the layer's settings, and on what is active
+    around the call (``torch.func`` transforms, gate recording, ONNX export), as the reasons say.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"explain takes an nn.Module and its inputs, got {type(model).__name__}")
+    names = {id(module): name for name, module in model.named_modules()}
+    with _recording() as recorded, torch.no_grad():
+        model(*args, **kwargs)
+    decisions = []
+    for layer, choice in recorded:
+        decision = Decision(names.get(id(layer), type(layer).__name__), str(choice.path.value), choice.why)
+        if decision not in decisions:
+            decisions.append(decision)
+    return decisions

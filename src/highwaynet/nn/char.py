@@ -1,0 +1,221 @@
+r"""Word vectors from characters, with highway layers: the character-level word encoder of
+character-aware language models (Kim, Jernite, Sontag & Rush, AAAI 2016), ELMo and BiDAF.
+
+Each word, a row of character ids, is embedded character by character, convolved with filters of
+several widths, max-pooled over its valid positions, and passed through highway layers:
+
+.. math::
+    e_j = E[c_j], \qquad f^{(w)}_k = \max_{p} \; g\big(\textstyle\sum_{i<w} K^{(w)}_{k,i} e_{p+i} + b^{(w)}_k\big),
+    \qquad y = \mathrm{Highway}([f^{(w_1)}; f^{(w_2)}; \dots])
+
+(``g``: tanh in Kim et al., relu in ELMo). :class:`CharVocab` turns words into the padded id rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..functional import get_activation
+from ._signature import keyword_settings, settings_repr
+from .highway import Highway
+
+__all__ = ["PRESETS", "CharCNNHighway", "CharVocab"]
+
+#: The published encoders: filter widths with their filter counts, highway layers, character
+#: embedding size, the convolutions' nonlinearity, and a projection (ELMo's, to its LSTM's width).
+PRESETS: dict[str, dict[str, Any]] = {
+    # Kim et al. (2016), LSTM-CharCNN-Small: widths 1-6, 25 filters per unit of width, one highway layer
+    "kim-small": {"filters": tuple((w, 25 * w) for w in range(1, 7)), "num_highway": 1, "char_dim": 15,
+                  "activation": "tanh", "projection": None},
+    # LSTM-CharCNN-Large: widths 1-7, min(200, 50 w) filters, two highway layers
+    "kim-large": {"filters": tuple((w, min(200, 50 * w)) for w in range(1, 8)), "num_highway": 2, "char_dim": 15,
+                  "activation": "tanh", "projection": None},
+    # ELMo (Peters et al., 2018): 2,048 filters, two highway layers, a projection to 512
+    "elmo": {"filters": ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024)), "num_highway": 2,
+             "char_dim": 16, "activation": "relu", "projection": 512},
+}
+
+
+class CharCNNHighway(nn.Module):
+    r"""A word's vector from its characters: character embeddings, convolutions of several widths
+    max-pooled over the word, then highway layers (Kim et al., 2016; ELMo; BiDAF).
+
+    Args:
+        num_chars: the character vocabulary's size (:class:`CharVocab`'s ``len``), id ``padding_idx``
+            being padding.
+        filters: ``(width, count)`` for each convolution. Default: Kim et al.'s small model's.
+        num_highway: highway layers on the pooled features. Default: 1.
+        char_dim: character embedding size. Default: 15.
+        activation: the convolutions' nonlinearity. Default: ``"tanh"``.
+        highway_activation: the highway layers' transform. Default: ``"relu"``.
+        gate_bias: the highway layers' initial transform-gate bias. Default: -2.0.
+        highway: False puts plain MLP layers (``Linear`` and ``highway_activation``) of the same width
+            in the highway layers' place, for the paper's comparison. Default: True.
+        projection: a final linear map to this width (ELMo's), or None. Default: None.
+        padding_idx: the padding character's id. Default: 0.
+        device, dtype: where and in what type the parameters are made.
+
+    Shape:
+        - Input: character ids ``(*, L)``, each word's characters then padding (``padding_idx``); a
+          word shorter than the widest filter is padded as needed.
+        - Output: ``(*, F)``, ``F`` the filters' total (or ``projection``).
+
+    Padding never reaches a word's features: each filter's maximum is over the windows that lie
+    within the word (the first window alone for a word shorter than the filter, its padding
+    embedded as zeros), so a word's vector does not depend on how much padding its batch has.
+
+    Example::
+
+        >>> vocab = CharVocab.from_words(["the", "cat", "sat"])
+        >>> encoder = CharCNNHighway.preset("kim-small", len(vocab))
+        >>> encoder(vocab.encode(["the", "mat"])).shape          # 'm' is an unknown character
+        torch.Size([2, 525])
+    """
+
+    @keyword_settings(("num_chars", "filters", "num_highway", "char_dim", "activation", "highway_activation",
+                       "gate_bias", "highway", "projection", "padding_idx", "device", "dtype"))
+    def __init__(self, num_chars: int, *, filters: Sequence[tuple[int, int]] = PRESETS["kim-small"]["filters"],
+                 num_highway: int = 1, char_dim: int = 15, activation: str | Callable[[Tensor], Tensor] = "tanh",
+                 highway_activation: str = "relu", gate_bias: float = -2.0, highway: bool = True,
+                 projection: int | None = None, padding_idx: int = 0, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        filters = tuple((int(w), int(n)) for w, n in filters)
+        if num_chars < 1 or not filters or min(min(f) for f in filters) < 1 or num_highway < 0 or char_dim < 1:
+            raise ValueError(f"CharCNNHighway needs num_chars, filter widths and counts, and char_dim positive "
+                             f"and num_highway >= 0; got num_chars={num_chars}, filters={filters}, "
+                             f"num_highway={num_highway}, char_dim={char_dim}")
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        self.num_chars, self.filters, self.num_highway, self.char_dim = num_chars, filters, num_highway, char_dim
+        self.activation, self.highway_activation = get_activation(activation), highway_activation
+        self.gate_bias, self.highway, self.padding_idx = gate_bias, highway, padding_idx
+        self.projection_size = projection
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=padding_idx, **factory)
+        self.convs = nn.ModuleList(nn.Conv1d(char_dim, count, width, **factory) for width, count in filters)
+        width = sum(count for _, count in filters)
+        self.layers: nn.Module
+        if num_highway == 0:
+            self.layers = nn.Identity()
+        elif highway:
+            self.layers = Highway(width, num_highway, activation=highway_activation, gate_bias=gate_bias, **factory)
+        else:
+            act = get_activation(highway_activation)
+            self.layers = nn.Sequential(*(_Apply(nn.Linear(width, width, **factory), act) for _ in range(num_highway)))
+        self.projection = nn.Linear(width, projection, **factory) if projection else None
+        self.output_size = projection or width
+
+    @classmethod
+    def preset(cls, name: str, num_chars: int, **overrides: Any) -> CharCNNHighway:
+        """A published encoder by name (:data:`PRESETS`: ``"kim-small"``, ``"kim-large"``, ``"elmo"``),
+        any of its settings overridden by keyword."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+        return cls(num_chars, **{**PRESETS[name], **overrides})
+
+    def forward(self, chars: Tensor) -> Tensor:
+        if not isinstance(chars, Tensor) or chars.dim() < 1 or chars.dtype not in (torch.long, torch.int):
+            raise TypeError(f"CharCNNHighway expects character ids, an integer tensor of shape (*, L); got "
+                            f"{type(chars).__name__}" + (f" {chars.dtype}" if isinstance(chars, Tensor) else ""))
+        lead, length = chars.shape[:-1], chars.shape[-1]
+        chars = chars.reshape(-1, length)
+        widest = max(w for w, _ in self.filters)
+        if length < widest:  # (padding, embedded as zeros: what a longer batch would hold)
+            chars = nn.functional.pad(chars, (0, widest - length), value=self.padding_idx)
+        lengths = (chars != self.padding_idx).sum(-1, keepdim=True)  # (N, 1), padding at each row's end
+        x = self.embedding(chars).transpose(1, 2)  # (N, char_dim, L)
+        pooled = []
+        for (width, _), conv in zip(self.filters, self.convs, strict=True):
+            features = self.activation(conv(x))  # (N, count, L - width + 1)
+            position = torch.arange(features.shape[-1], device=chars.device)
+            # windows inside the word, or the first one where the word is shorter than the filter
+            inside = (position[None, :] <= lengths - width) | (position[None, :] == 0)
+            pooled.append(features.masked_fill(~inside[:, None, :], float("-inf")).amax(-1))
+        y = self.layers(torch.cat(pooled, dim=-1))
+        if self.projection is not None:
+            y = self.projection(y)
+        return y.reshape(*lead, y.shape[-1])
+
+    def extra_repr(self) -> str:
+        return settings_repr(self, projection=self.projection_size)
+
+
+class _Apply(nn.Module):
+    """``f(linear(x))``: one MLP layer (the highway layers' plain counterpart)."""
+
+    def __init__(self, linear: nn.Linear, f: Callable[[Tensor], Tensor]) -> None:
+        super().__init__()
+        self.linear, self.f = linear, f
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.f(self.linear(x))
+
+
+class CharVocab:
+    """Characters to ids, and words to padded rows of them (what :class:`CharCNNHighway` reads).
+
+    Ids: 0 padding, 1 an unknown character, 2 and 3 the begin- and end-of-word markers, then the
+    characters by frequency. A word becomes ``[BOW, c_1, ..., c_n, EOW]``, its characters cut to
+    ``max_word_length - 2`` (a word is a string of Unicode code points: any script is taken as it is).
+
+    Example::
+
+        >>> vocab = CharVocab.from_words(["a", "bb"])
+        >>> vocab.encode(["bb", "a", "c"])
+        tensor([[2, 4, 4, 3],
+                [2, 5, 3, 0],
+                [2, 1, 3, 0]])
+    """
+
+    PAD, UNK, BOW, EOW = 0, 1, 2, 3
+    SPECIALS = ("<pad>", "<unk>", "<bow>", "<eow>")
+
+    def __init__(self, chars: Iterable[str], max_word_length: int = 50) -> None:
+        if max_word_length < 3:
+            raise ValueError(f"max_word_length must be at least 3 (the two markers and a character), "
+                             f"got {max_word_length}")
+        self.chars = list(chars)
+        if any(len(c) != 1 for c in self.chars) or len(set(self.chars)) != len(self.chars):
+            raise ValueError("CharVocab takes distinct single characters")
+        self.max_word_length = max_word_length
+        self.index = {c: i + len(self.SPECIALS) for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def from_words(cls, words: Iterable[str], max_word_length: int = 50, min_count: int = 1) -> CharVocab:
+        """The characters of ``words`` seen at least ``min_count`` times, most frequent first."""
+        counts = Counter(c for word in words for c in word)
+        return cls(sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c)),
+                   max_word_length)
+
+    def __len__(self) -> int:
+        return len(self.SPECIALS) + len(self.chars)
+
+    def word_ids(self, word: str) -> list[int]:
+        """``[BOW, ids of the word's characters (cut to fit), EOW]``."""
+        body = [self.index.get(c, self.UNK) for c in word[: self.max_word_length - 2]]
+        return [self.BOW, *body, self.EOW]
+
+    def encode(self, words: Sequence[str], length: int | None = None) -> Tensor:
+        """The words as a ``(len(words), L)`` int64 tensor, rows padded to the longest (or ``length``)."""
+        rows = [self.word_ids(w) for w in words]
+        width = length if length is not None else max((len(r) for r in rows), default=2)
+        out = torch.full((len(rows), width), self.PAD, dtype=torch.long)
+        for i, row in enumerate(rows):
+            row = row[:width]
+            out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """What :meth:`from_state_dict` makes the same vocabulary from (JSON-safe)."""
+        return {"chars": self.chars, "max_word_length": self.max_word_length}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> CharVocab:
+        return cls(state["chars"], state["max_word_length"])
+
+    def __repr__(self) -> str:
+        return f"CharVocab({len(self.chars)} characters, max_word_length={self.max_word_length})"

@@ -1,0 +1,284 @@
+"""Nothing lost, nothing silently wrong: a run folder has one writer, every interrupted state has a
+way on, a killed run resumes to the uninterrupted result, and a diverged run does not pass for one
+that finished."""
+
+import json
+import math
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import process_timeout
+
+from highwaynet.cli import main
+from highwaynet.training.run_dir import RunFolderBusy, hold_run_dir
+
+pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the data extra)")
+
+HERE = Path(__file__).resolve().parent
+# A small run on the 8x8 digits: six epochs of a few steps each.
+TRAIN = ["train", "mlp", "--data", "digits", "--depth", "3", "--width", "16", "--epochs", "6", "--max-train", "300",
+         "--batch-size", "50", "--device", "cpu"]
+
+
+def _metrics(run: Path) -> list[dict]:
+    """The metrics lines, without their wall times (the one thing two runs may differ in)."""
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in m.items() if k != "time"} for m in lines]
+
+
+def test_a_second_process_is_refused_and_told_who_writes(tmp_path, capsys):
+    run = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from highwaynet.training.run_dir import hold_run_dir\n"
+                               f"with hold_run_dir({str(run)!r}):\n"
+                               "    print('holding', flush=True)\n    time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        assert main([*TRAIN, "--out", str(run)]) == 2
+        error = capsys.readouterr().err
+        assert f"is being written by process {holder.pid} on {socket.gethostname()}" in error
+        assert not (run / "config.json").exists()  # nothing written before the lock
+    finally:
+        holder.kill()
+        holder.wait()
+    # the OS released the lock with the process: the folder is free
+    assert main([*TRAIN, "--epochs", "1", "--out", str(run)]) == 0
+
+
+def test_the_lock_is_reentrant_in_one_process_and_released(tmp_path):
+    with hold_run_dir(tmp_path), hold_run_dir(tmp_path):  # a recipe holds it, and its Trainer again
+        pass
+    with hold_run_dir(tmp_path):
+        child = subprocess.run([sys.executable, "-c", "from highwaynet.training.run_dir import hold_run_dir\n"
+                                f"with hold_run_dir({str(tmp_path)!r}): pass"], capture_output=True, text=True)
+        assert child.returncode != 0 and RunFolderBusy.__name__ in child.stderr
+    with hold_run_dir(tmp_path):
+        pass
+
+
+def test_a_folder_killed_before_its_first_checkpoint_starts_over(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*TRAIN, "--epochs", "1", "--out", str(run)]) == 0
+    # What a kill during the first checkpoint's write leaves: the config, a metrics line, half a file.
+    (run / "checkpoint.pt").unlink()
+    (run / "results.json").unlink()
+    (run / "checkpoint.pt.tmp").write_bytes(b"PK\x03\x04 half a zip")
+    assert main([*TRAIN, "--epochs", "1", "--out", str(run), "--resume"]) == 0
+    printed = "".join(capsys.readouterr())
+    assert "holds no checkpoint yet" in printed and "starting it from scratch" in printed
+    assert not (run / "checkpoint.pt.tmp").exists()
+    assert [m["epoch"] for m in _metrics(run)] == [1]
+    # and a fresh start over such a folder needs no --restart either
+    (run / "checkpoint.pt").unlink()
+    (run / "results.json").unlink()
+    assert main([*TRAIN, "--epochs", "1", "--out", str(run)]) == 0
+
+
+def test_a_damaged_checkpoint_names_the_file_and_the_ways_on(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*TRAIN, "--epochs", "3", "--out", str(run)]) == 0
+    (run / "results.json").unlink()
+    checkpoint = run / "checkpoint.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # truncated
+    assert main([*TRAIN, "--out", str(run), "--resume"]) == 2
+    error = capsys.readouterr().err
+    assert f"{checkpoint} cannot be read" in error and "--restart" in error
+    assert f"mv {run / 'checkpoint.prev.pt'} {checkpoint}" in error
+    # the way on it names: the previous checkpoint (epoch 2), then the run resumes to its end
+    (run / "checkpoint.prev.pt").rename(checkpoint)
+    assert main([*TRAIN, "--epochs", "3", "--out", str(run), "--resume"]) == 0
+    assert [m["epoch"] for m in _metrics(run)] == [1, 2, 3]
+    # --restart starts it over; a folder with a run is otherwise never overwritten
+    assert main([*TRAIN, "--epochs", "1", "--out", str(run)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main([*TRAIN, "--epochs", "1", "--out", str(run), "--restart"]) == 0
+    assert [m["epoch"] for m in _metrics(run)] == [1]
+
+
+def test_killed_at_random_moments_every_run_resumes_to_the_uninterrupted_result(tmp_path):
+    """SIGKILL at random moments and in the middle of the first and later writes of checkpoints and
+    files (tests/kill_worker.py slows every write), then resume until the run finishes: the metrics and
+    the best weights are those of a run never interrupted."""
+    def attempt(run: Path, kill_at: int) -> subprocess.Popen:
+        resume = ["--resume"] if (run / "config.json").is_file() else []
+        return subprocess.Popen([sys.executable, str(HERE / "kill_worker.py"), str(kill_at), *TRAIN, "--out", str(run),
+                                 *resume], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    reference = tmp_path / "reference"
+    assert attempt(reference, 0).wait(timeout=process_timeout(120)) == 0
+    rng = random.Random(0)
+    kills = 0
+    # the first attempt kills itself inside its 1st, 2nd (the first checkpoint), 5th or 9th write, or is
+    # killed at a random moment; the next ones are killed at random moments, twice, then run to the end
+    plans = [(k, None) for k in (1, 2, 5, 9)] + [(0, rng.uniform(0.5, 4.0)) for _ in range(4)]
+    for number, (kill_at, delay) in enumerate(plans):
+        run, later = tmp_path / f"run{number}", [rng.uniform(0.5, 4.0) for _ in range(2)]
+        while True:
+            process = attempt(run, kill_at)
+            try:
+                code = process.wait(timeout=delay or process_timeout(120))
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+                code = process.wait()
+            if code == 0:
+                break
+            assert code == -signal.SIGKILL, process.stderr.read()[-2000:]
+            kills += 1
+            kill_at, delay = 0, later.pop(0) if later else None
+        assert _metrics(run) == _metrics(reference), number
+        assert (run / "model.pt").read_bytes() == (reference / "model.pt").read_bytes(), number
+        assert not list(run.glob("*.tmp"))
+    assert kills >= len(plans)  # every plan killed at least once
+
+
+def test_a_run_that_diverges_from_the_start_exits_with_an_error_and_no_results(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*TRAIN, "--lr", "1e6", "--epochs", "3", "--out", str(run)]) == 1
+    error = capsys.readouterr().err
+    assert "epoch 1 ended with" in error and "training diverged" in error and "no epoch before it was saved" in error
+    assert "--lr" in error and "--nonfinite skip" in error
+    assert not (run / "results.json").exists() and not (run / "checkpoint.pt").exists()
+
+
+class Poisoned:
+    """A classification task whose training loss turns NaN in the chosen epochs (every step, or every
+    third), as a run that diverges does."""
+
+    def __new__(cls, data, epochs, every=1):
+        from highwaynet.training import ClassificationTask
+
+        class Task(ClassificationTask):
+            epoch, calls = 0, 0
+
+            def batches(self, split, epoch):
+                if split == "train":
+                    Task.epoch = epoch + 1
+                return super().batches(split, epoch)
+
+            def step(self, model, batch):
+                loss, stats = super().step(model, batch)
+                if model.training and Task.epoch in epochs:
+                    Task.calls += 1
+                    if Task.calls % every == 0:
+                        loss = loss * float("nan")
+                return loss, stats
+
+        return Task(data, 50)
+
+
+def _digits():
+    from highwaynet.data import load_digits
+    from highwaynet.models import HighwayMLP
+
+    data = load_digits(max_train=300)
+    return data, HighwayMLP(data.in_features, 10, 3, 16)
+
+
+def test_a_run_that_diverges_stops_and_keeps_its_last_good_checkpoint(tmp_path):
+    from highwaynet.config import TrainConfig
+    from highwaynet.training import Trainer, TrainingDiverged
+
+    data, model = _digits()
+    trainer = Trainer(model, Poisoned(data, {3}), TrainConfig(epochs=4, lr=0.1), tmp_path, progress=False)
+    with pytest.raises(TrainingDiverged, match=r"epoch 3 ended with train_loss nan.*holds epoch 2, the last good one"):
+        trainer.fit()
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["epoch"] == 2
+    assert [m["epoch"] for m in _metrics(tmp_path)] == [1, 2]
+
+
+def test_skipping_non_finite_steps_leaves_them_out_and_counts_them(tmp_path):
+    """nonfinite="skip": a step whose gradients are not finite is not applied (the weights stay finite),
+    and each epoch's metrics count such steps."""
+    from highwaynet.config import TrainConfig
+    from highwaynet.training import Trainer
+
+    data, model = _digits()
+    history = Trainer(model, Poisoned(data, {1, 2}, every=3), TrainConfig(epochs=2, lr=0.1, nonfinite="skip"),
+                      tmp_path, progress=False).fit()
+    assert [m["skipped"] for m in history] == [2, 2]  # 6 steps an epoch, every third poisoned
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    with pytest.raises(ValueError, match="must be one of 'stop', 'skip', 'record'"):
+        TrainConfig(nonfinite="ignore")
+
+
+def test_a_diverged_rate_in_the_depth_search_ends_its_run_and_loses(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["reproduce", "depth", "--data", "digits", "--depths", "3", "--lrs", "1e30,0.1", "--seeds", "0",
+                 "--epochs", "2", "--max-train", "200", "--device", "cpu", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(net["lr"] == 0.1 for net in summary["nets"])
+    diverged = json.loads((out / "highway-3" / "lr1e+30-seed0" / "results.json").read_text())
+    assert diverged["diverged"] == 1 and not math.isfinite(diverged["final"]["train_loss"])
+    assert "run 2 of 4 (1 done, 3 to go" in capsys.readouterr().out  # the sweep's overall progress
+
+
+def test_a_resumed_run_counts_the_time_of_its_earlier_sessions(tmp_path):
+    run = tmp_path / "run"
+    assert main([*TRAIN, "--epochs", "2", "--out", str(run)]) == 0
+    results = json.loads((run / "results.json").read_text())
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    (run / "results.json").unlink()
+    time.sleep(0.1)
+    assert main([*TRAIN, "--out", str(run), "--resume"]) == 0  # nothing left to train: the time stays
+    again = json.loads((run / "results.json").read_text())
+    assert again["seconds"] >= state["seconds"] > 0
+    assert again["seconds"] >= 0.5 * results["seconds"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("--lr nan", "--lr must be a finite number, got nan"),
+    ("--lr inf", "--lr must be a finite number, got inf"),
+    ("--data-dir /nonexistent", "the data folder /nonexistent does not exist"),
+])
+def test_bad_options_are_refused_before_anything_runs(tmp_path, capsys, bad, message):
+    assert main([*TRAIN, "--out", str(tmp_path / "run"), *bad.split()]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_a_label_only_the_test_file_has_is_refused_before_training(tmp_path, capsys):
+    data = tmp_path / "mine"
+    data.mkdir()
+    (data / "train").write_text("".join(f"{i % 2} word{i} other\n" for i in range(40)))
+    (data / "test").write_text("0 word1\n1 word2\n4 word3 other\n")
+    assert main(["reproduce", "sentences", "--task", str(data), "--encoder", "cnn", "--seeds", "0",
+                 "--out", str(tmp_path / "out")]) == 2
+    assert f"{data / 'test'}, line 3: label 4 is not one of the training data's labels 0..1" in capsys.readouterr().err
+
+
+def test_a_corpus_that_is_not_utf8_names_the_file_and_the_byte(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in ("train", "valid", "test"):
+        (corpus / f"{name}.txt").write_bytes(b"the cat sat\non the mat\n" * 20)
+    (corpus / "valid.txt").write_bytes(b"the cat\nsat on the m\xe4t\n")
+    assert main(["train", "lm", "--corpus", str(corpus), "--level", "word", "--out", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err
+    assert f"{corpus / 'valid.txt'} is not UTF-8 text: byte 20 (line 2)" in error
+
+
+def test_data_files_found_on_disk_are_checked_once(shared_data, tmp_path, monkeypatch):
+    from highwaynet.data import download, load_sentences
+
+    folder = tmp_path / "sentence"
+    folder.mkdir()
+    for name in ("TREC.train.all", "TREC.test.all"):
+        (folder / name).write_bytes((shared_data / "sentence" / name).read_bytes())
+    calls = []
+    real = download.check_sha256
+    monkeypatch.setattr(download, "check_sha256", lambda *a, **k: calls.append(a[0].name) or real(*a, **k))
+    load_sentences("trec", folder)
+    load_sentences("trec", folder)
+    assert sorted(calls) == ["TREC.test.all", "TREC.train.all"]  # the second load remembered them
+    with open(folder / "TREC.test.all", "a") as f:
+        f.write("0 an extra line\n")  # changed: checked again, and refused
+    with pytest.raises(OSError, match=r"TREC.test.all does not match its sha256"):
+        load_sentences("trec", folder)
