@@ -12,8 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from highwaynet.models import HighwayCNN, HighwayMLP, LSTMLanguageModel, PlainMLP, RHNLanguageModel, SentenceClassifier
-from highwaynet.nn import RHN, Highway, HighwayConv1d, HighwayConv2d, HighwayLSTM
+from highwaynet.models import (
+    CharAwareLanguageModel,
+    HighwayCNN,
+    HighwayMLP,
+    LSTMLanguageModel,
+    PlainMLP,
+    RHNLanguageModel,
+    SentenceClassifier,
+)
+from highwaynet.nn import RHN, CharCNNHighway, CharVocab, Highway, HighwayConv1d, HighwayConv2d, HighwayLSTM
 
 ort = pytest.importorskip("onnxruntime", reason="the export extra: pip install 'highwaynet[export]'")
 pytest.importorskip("onnxscript", reason="the export extra: pip install 'highwaynet[export]'")
@@ -84,6 +92,13 @@ CASES = {
                          [(3, 6), (5, 6)]),
     "LSTMLanguageModel": (lambda: LSTMLanguageModel(20, 16, 2), _tokens(20), {"tokens": {1: BATCH}},
                           [(3, 6), (5, 6)]),
+    "CharCNNHighway": (lambda: CharCNNHighway.preset("compact", 12),
+                       lambda b, t: {"chars": torch.randint(0, 12, (b, t, 9))}, {"chars": {0: BATCH, 1: STEPS}},
+                       [(3, 4), (6, 7)]),
+    "CharAwareLanguageModel": (
+        lambda: CharAwareLanguageModel(CharVocab("abcdefg").encode(["<pad>", "<unk>", "a", "bad", "cafe", "deg"]),
+                                       len(CharVocab("abcdefg")), 16, 1),
+        _tokens(6), {"tokens": {1: BATCH}}, [(3, 6), (5, 6)]),
     **{f"SentenceClassifier {encoder}": (
         lambda encoder=encoder: SentenceClassifier(30, 3, encoder=encoder, embed_dim=8, hidden_size=4, num_layers=2,
                                                    feature_maps=4),

@@ -42,11 +42,12 @@ def test_models_shapes_tying_and_equal_budget():
         rhn(torch.randint(0, 50, (7,)))
     # hidden_for_budget finds sizes of about the same parameter count for both cells.
     base = lm.LMConfig(model="rhn", depth=4)
-    sizes = {m: lm.hidden_for_budget(lm.LMConfig(model=m, depth=4), 66, 100_000) for m in ("rhn", "lstm")}
-    counts = {m: lm.parameters_for(lm.LMConfig(model=m, depth=4), 66, h) for m, h in sizes.items()}
+    vocab = [chr(ord("a") + i) for i in range(66)]
+    sizes = {m: lm.hidden_for_budget(lm.LMConfig(model=m, depth=4), vocab, 100_000) for m in ("rhn", "lstm")}
+    counts = {m: lm.parameters_for(lm.LMConfig(model=m, depth=4), vocab, h) for m, h in sizes.items()}
     assert all(abs(c - 100_000) < 2_000 for c in counts.values()), counts
-    assert lm.parameters_for(base, 66, 64) == count_parameters(lm.build_model(
-        lm.LMConfig(model="rhn", depth=4, hidden=64), 66))
+    assert lm.parameters_for(base, vocab, 64) == count_parameters(lm.build_model(
+        lm.LMConfig(model="rhn", depth=4, hidden=64), vocab))
 
 
 def test_generate_is_seeded_and_checks_arguments():
@@ -214,7 +215,7 @@ def test_cuda_graph_lm_training_equals_eager(model_name):
                              output_dropout=0.0,
                              train=TrainConfig(epochs=3, optimizer="adam", lr=3e-3, grad_clip=1.0, schedule="cosine",
                                                device="cuda", cuda_graph=graphed))
-        model = lm.build_model(config, 50)
+        model = lm.build_model(config, [str(i) for i in range(50)])
         # 2000 tokens in 4 streams of windows of 30: a shorter last window, a second graph shape
         task = LanguageModelTask(_Streams(), batch_size=4, bptt=30, eval_batch_size=2)
         trainer = Trainer(model, task, config.train, log=lambda s: None, progress=False)

@@ -185,3 +185,34 @@ def test_sweep_downloads_missing_files_when_asked(shared_data, tmp_path, monkeyp
     assert main(args + ["--download"]) == 0  # (the failed call left nothing that needs --resume)
     assert sorted(p.name for p in data_dir.iterdir()) == ["TREC.test.all", "TREC.train.all"]
     assert json.loads((out / "trec" / "cnn-L1" / "seed0" / "results.json").read_text())["test"]["acc"] > 0.3
+
+
+def test_character_features_spell_words_the_training_split_lacks(shared_data, tmp_path):
+    """``word_features`` chars and words+chars: every word id has a spelling, words only the test split
+    has keep theirs (a words-only model reads them as <unk>), the results give the accuracy on the
+    sentences holding one, and ``predict`` spells a word it has never seen."""
+    data = load_sentences("trec", shared_data / "sentence", spellings=True)
+    train_ids = torch.cat(data.train[0])
+    assert int(train_ids.max()) < data.num_words < len(data.vocab)
+    unseen = sorted({int(i) for ids in data.test[0] for i in ids if i >= data.num_words})
+    assert unseen, "TREC's test questions hold words its training questions lack"
+
+    def features(word_features: str) -> torch.Tensor:
+        config = sentences.SentenceConfig(task="trec", word_features=word_features, embed_dim=16, hidden=8)
+        model = sentences.build_model(config, data.vocab, 6, data.num_words)
+        return model.embed(torch.tensor([[unseen[0], unseen[1], 1]])).detach()[0]
+
+    words, chars, both = features("words"), features("chars"), features("words+chars")
+    torch.testing.assert_close(words[0], words[2])  # an unseen word is <unk> to a words-only model...
+    assert not torch.allclose(chars[0], chars[1])    # ...and spelt by a model that reads characters
+    assert both.shape[-1] == words.shape[-1] + chars.shape[-1]
+
+    config = sentences.SentenceConfig(task="trec", word_features="words+chars", encoder="hbilstm", hidden=16,
+                                      embed_dim=32, train=TrainConfig(epochs=1, optimizer="adam", lr=3e-3))
+    results = sentences.run(config, tmp_path / "run", data=data, log=lambda s: None, progress=False)
+    assert results["test_unseen"]["n"] == sum(1 for ids in data.test[0] if bool((ids >= data.num_words).any())
+                                              or bool((ids == 1).any()))
+    assert 0.0 <= results["test_unseen"]["acc"] <= 1.0 and results["word_features"] == "words+chars"
+    (label, probs), (label2, probs2) = sentences.predict(tmp_path / "run", ["What is a qwertyzoid ?",
+                                                                            "What is a zzzzzzzzzzzzzz ?"])
+    assert abs(sum(probs.values()) - 1) < 1e-5 and probs != probs2  # the two new words read differently

@@ -161,7 +161,19 @@ def _reproduce_rhn_depth(args: argparse.Namespace, config: Any) -> None:
     from .recipes import rhn_depth
 
     summary = rhn_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir, download=args.download)
-    print(f"wrote {args.out}/report.md and {args.out}/depth.png ({summary['seconds']:.0f}s)")
+    figure = "tuning.png" if config.tune else "depth.png"
+    print(f"wrote {args.out}/report.md and {args.out}/{figure} ({summary['seconds']:.0f}s)")
+
+
+def _reproduce_char_lm(args: argparse.Namespace, config: Any) -> None:
+    from .recipes import char_lm
+    from .training.run_dir import format_mean_std
+
+    summary = char_lm.run(config, args.out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    for row in summary["rows"]:
+        print(f"{row['model']:18} {row['parameters']:>10,} parameters  test perplexity "
+              f"{format_mean_std(row['test_ppl'], len(row['test_ppl']['values']))}")
+    print(f"wrote {args.out}/report.md and {args.out}/char-lm.png ({summary['seconds']:.0f}s)")
 
 
 def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
@@ -223,6 +235,18 @@ REPRODUCE_RECIPES = (
            config=config.RHNDepthConfig, run=_reproduce_rhn_depth, out="runs/rhn-depth",
            titles={"": "experiment", "base": "every model", **TRAINING},
            hide=("base.corpus", "base.level", "base.model", "base.depth", "base.hidden", "base.train.cuda_graph"),
+           shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.state_dropout", "base.output_dropout"),
+                                 "set the three variational dropouts at once (each own option wins)"),),
+           resume_help="skip finished runs, resume unfinished ones", restart=False),
+    Recipe("char-lm", help="character-aware language models: highway vs MLP layers vs words (Kim et al., 2016)",
+           description="Word-level language models that read each word by its characters (a CNN, then 0, 1 or 2 "
+                       "highway layers, or MLP layers in their place) against a word-level LSTM, all of about the "
+                       "same parameters, several seeds. Writes char-lm.png and report.md.",
+           epilog="example: highwaynet reproduce char-lm --data-dir ../shared/data/text",
+           config=config.CharLMConfig, run=_reproduce_char_lm, out="runs/char-lm",
+           titles={"": "experiment", "base": "every model", **TRAINING},
+           hide=("base.corpus", "base.level", "base.input", "base.char_layers", "base.char_mlp", "base.hidden",
+                 "base.train.seed", "base.tie_weights"),
            shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.state_dropout", "base.output_dropout"),
                                  "set the three variational dropouts at once (each own option wins)"),),
            resume_help="skip finished runs, resume unfinished ones", restart=False),

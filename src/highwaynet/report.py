@@ -11,8 +11,8 @@ matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-__all__ = ["markdown_table", "write_depth_report", "write_gates_report", "write_lesion_report",
-           "write_html", "write_rhn_depth_report", "write_run_report", "write_sentences_report",
+__all__ = ["compare", "markdown_table", "write_char_lm_report", "write_depth_report", "write_gates_report",
+           "write_lesion_report", "write_html", "write_rhn_depth_report", "write_run_report", "write_sentences_report",
            "plot_sentence_depth"]
 
 
@@ -28,6 +28,7 @@ def _whole_numbers(axis) -> None:
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table of ``rows`` under ``header`` (floats to three decimals)."""
     def cell(v: Any) -> str:
         return f"{v:.3f}" if isinstance(v, float) else str(v)
 
@@ -41,8 +42,11 @@ def _metric(level: str) -> tuple[str, str]:
 
 
 def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
-    """``depth.png`` (test metric against recurrence depth, LSTM as a line) and ``report.md``."""
+    """``depth.png`` (test metric against recurrence depth, LSTM as a line) and ``report.md``; for a
+    sweep run with ``tune``, ``tuning.png`` (each family's trials) and the equal-tuning tables."""
     corpora = summary["corpora"]
+    if any("tuning" in result for result in corpora.values()):
+        return _write_tuning_report(out, summary)
     fig, axes = plt.subplots(1, len(corpora), figsize=(5 * len(corpora), 3.6), squeeze=False)
     sections = []
     for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
@@ -84,6 +88,127 @@ def write_rhn_depth_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
         "![depth](depth.png)", "", *sections]))
     return report
+
+
+def compare(a: str, a_stat: dict[str, float], b: str, b_stat: dict[str, float], digits: int = 3) -> str:
+    """Which of two results (``mean`` and ``std`` over seeds, lower is better) is ahead, and whether
+    by more than the seeds' spread (the two mean ± std intervals do not overlap)."""
+    (first, one), (second, two) = sorted(((a, a_stat), (b, b_stat)), key=lambda p: p[1]["mean"])
+    gap = two["mean"] - one["mean"]
+    apart = one["mean"] + one["std"] < two["mean"] - two["std"]
+    return f"{first} beats {second} by {gap:.{digits}f}, " + ("beyond the seeds' spread" if apart else
+                                                              "within the seeds' spread")
+
+
+def _tuning_rows(tuned: dict[str, Any]) -> list[list[Any]]:
+    shape = "depth" if "depth" in tuned["trials"][0] else "layers"
+    return [["**best**" if i == tuned["best"] else i + 1, f"{t['lr']:.2g}", f"{t['dropout']:.2f}",
+             f"{shape} {t[shape]}", t["hidden"], f"{t['parameters']:,}", f"{t['best_val']:.4f}",
+             f"{t['train_seconds']:.0f}"]
+            for i, t in enumerate(tuned["trials"])]
+
+
+def _write_tuning_report(out: Path, summary: dict[str, Any]) -> Path:
+    """RHN against LSTM under equal tuning: each family's trials (validation), and the best's test."""
+    from .training.run_dir import format_mean_std
+
+    corpora = summary["corpora"]
+    fig, axes = plt.subplots(1, len(corpora), figsize=(4.5 * len(corpora), 3.6), squeeze=False)
+    sections = []
+    for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
+        key, label = _metric(result["level"])
+        tuning = result["tuning"]
+        for i, (family, tuned) in enumerate(tuning.items()):
+            vals = [t["best_val"] for t in tuned["trials"]]
+            ax.scatter([i] * len(vals), vals, alpha=0.6, label=f"{family.upper()} trials (validation loss)")
+            ax.scatter([i], [vals[tuned["best"]]], marker="*", s=160, color="k")
+        ax.set(xticks=range(len(tuning)), xticklabels=[f.upper() for f in tuning], ylabel="validation loss (nats)",
+               title=f"{entry}: {len(next(iter(tuning.values()))['trials'])} trials each")
+        ax.grid(alpha=0.3)
+        best = {f: t["test"] for f, t in tuning.items()}
+        table = markdown_table(["family (best of its trials)", "settings", f"test {key}, mean ± std over seeds",
+                                "seeds"],
+                               [[f.upper(), ", ".join(f"{k} {v}" for k, v in t["best_settings"].items()
+                                                      if k in ("lr", "dropout", "depth", "layers", "hidden")),
+                                 format_mean_std(t["test"], len(t["test"]["values"]), 3), len(t["test"]["values"])]
+                                for f, t in tuning.items()])
+        (a, a_stat), (b, b_stat) = list(best.items())[:2]
+        verdict = compare(a.upper(), a_stat, b.upper(), b_stat)
+        sections.append("\n".join([f"## {entry}", "", table, "", f"Under equal tuning: {verdict}.", "",
+                                    *[f"### {f.upper()} trials\n\n" + markdown_table(
+                                        ["trial", "lr", "dropout", "shape", "hidden", "parameters",
+                                         "best validation loss", "train time (s)"], _tuning_rows(t)) + "\n"
+                                      for f, t in tuning.items()]]))
+    _save(fig, out / "tuning.png", dpi=120)
+    config = summary["config"]
+    report = out / "report.md"
+    report.write_text("\n".join([
+        "# RHN against LSTM under equal tuning", "",
+        f"Total time {summary['seconds']:.0f} s. Each family (RHN, LSTM) gets {config['tune']} random-search trials "
+        f"at about {config['budget']:,} parameters (Melis, Dyer & Blunsom, 2018): a learning rate, one dropout rate "
+        "and its shape (the RHN's recurrence depth, the LSTM's layers), the state size following from the budget; "
+        f"each trains {config['base']['train']['epochs']} epochs. The best trial on validation is then trained with "
+        f"{config['tune_seeds']} seeds and tested.", "", "![trials](tuning.png)", "", *sections]))
+    return report
+
+
+def write_char_lm_report(out: Path, summary: dict[str, Any]) -> Path:
+    """``char-lm.png`` (test perplexity of each model, error bars over seeds) and ``report.md``."""
+    from .training.run_dir import format_mean_std
+
+    rows, config = summary["rows"], summary["config"]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows)), 3.6))
+    names = [r["model"] for r in rows]
+    colors = ["C1" if "highway" in n else "C0" if "MLP" in n else "C2" for n in names]
+    ax.bar(range(len(rows)), [r["test_ppl"]["mean"] for r in rows], yerr=[r["test_ppl"]["std"] for r in rows],
+           color=colors, capsize=4)
+    ax.set(xticks=range(len(rows)), ylabel="test perplexity (lower is better)",
+           title=f"{config['corpus']}, about {config['budget']:,} parameters each")
+    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    low = min(r["test_ppl"]["mean"] - 2 * r["test_ppl"]["std"] for r in rows)
+    ax.set_ylim(bottom=max(0.0, 0.9 * low))
+    ax.grid(alpha=0.3, axis="y")
+    _save(fig, out / "char-lm.png", dpi=120)
+    table = markdown_table(["model", "LSTM state", "parameters", "test perplexity", "valid perplexity (last epoch)",
+                            "train time (s)"],
+                           [[r["model"], r["hidden"], f"{r['parameters']:,}",
+                             format_mean_std(r["test_ppl"], len(r["test_ppl"]["values"]), 1), f"{r['val_ppl']:.1f}",
+                             f"{r['train_seconds']:.0f}"] for r in rows])
+    base = config["base"]
+    report = out / "report.md"
+    report.write_text("\n".join([
+        "# Character-aware language models: highway layers, MLP layers, or words", "",
+        f"{summary['corpus']}. Total time {summary['seconds']:.0f} s. Each word is read by its characters "
+        f"(Kim et al., 2016: a `{base['char_encoder']}` character CNN, then highway or MLP layers) or by its own "
+        f"vector (the word LSTM); then a {base['layers']}-layer LSTM and a softmax over the "
+        f"{base['max_vocab']:,} words. Every model has about {config['budget']:,} parameters (its LSTM's state "
+        f"size chosen to fit); {base['train']['epochs']} epochs of {base['steps_per_epoch'] or 'all'} windows of "
+        f"{base['bptt']} words x {base['batch_size']} streams; seeds {config['seeds']}"
+        + (f"; each model's learning rate, dropout and layers chosen by {config['tune']} random-search trials"
+           if config.get("tune") else "") + ".", "",
+        "![test perplexity](char-lm.png)", "", table, "", *_char_lm_verdicts(rows), ""]))
+    return report
+
+
+def _char_lm_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """The ablation's comparisons, each against the seeds' spread: highway against MLP layers of the
+    same count, the best highway model against none, the best character model against words."""
+    by_name = {r["model"]: r["test_ppl"] for r in rows}
+    lines = []
+    for name in by_name:
+        if "highway" in name and name.replace("highway", "MLP") in by_name:
+            lines.append(compare(name, by_name[name], name.replace("highway", "MLP"),
+                                 by_name[name.replace("highway", "MLP")], 1))
+    highway = [n for n in by_name if "highway" in n and not n.startswith("chars, 0 ")]
+    if highway and "chars, 0 highway" in by_name:
+        best = min(highway, key=lambda n: by_name[n]["mean"])
+        lines.append(compare(best, by_name[best], "chars, 0 highway", by_name["chars, 0 highway"], 1))
+    chars = [n for n in by_name if n.startswith("chars")]
+    words = [n for n in by_name if n.startswith("words")]
+    if chars and words:
+        best = min(chars, key=lambda n: by_name[n]["mean"])
+        lines.append(compare(best, by_name[best], words[0], by_name[words[0]], 1))
+    return ["Test perplexity, mean ± std over the seeds:", "", *(f"- {line}." for line in lines)] if lines else []
 
 
 def plot_sentence_depth(series: dict[str, list[dict[str, Any]]], task: str, path: Path) -> None:

@@ -186,5 +186,5 @@ def add_config_options(parser: argparse.ArgumentParser, default: Any, *, titles:
         groups[prefix].add_argument(flag, help=f"{help_text} (default: {shown})", **options)
     for shorthand in shorthands:
         parser.add_argument(shorthand.flag, dest=_dest(shorthand.flag), type=_number(float), default=None,
-                            help=shorthand.help)
+                            metavar="P", help=shorthand.help)
     return ConfigOptions(default, flags, tuple(shorthands))

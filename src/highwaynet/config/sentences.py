@@ -36,6 +36,11 @@ class SentenceConfig:
     batch_size: int = setting(50, help="training batch size", minimum=1)
     fold: int = setting(0, help="the cross-validation fold tested (MR, Subj)", minimum=0, below=10)
     vectors: str | None = setting(None, help="word vectors in a text file (GloVe or word2vec text format)")
+    word_features: str = setting("words", help="each word as its own vector, as its characters read by a CNN with "
+                                               "highway layers, or both side by side (as BiDAF)",
+                                 choices=("words", "chars", "words+chars"))
+    char_encoder: str = setting("compact", help="the character encoder's preset (with characters)",
+                                choices=("kim-small", "kim-large", "elmo", "compact"))
     adversarial: float = setting(0.0, help="adversarial training on the word vectors (Miyato et al., 2017): also "
                                            "train on each batch with its word vectors moved EPS times their own "
                                            "scale against the model; twice the time a step (0: off)",
@@ -47,6 +52,8 @@ class SentenceConfig:
         check_settings(self)
         if self.adversarial and self.train.compile:
             raise ValueError("adversarial training does not combine with compile (see highwaynet.training.adversarial)")
+        if self.adversarial and self.word_features != "words":
+            raise ValueError("adversarial training moves the word vectors: it needs word_features 'words'")
 
 
 @dataclass

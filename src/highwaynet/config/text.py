@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ._fields import check_settings, setting
 from .train import TrainConfig
 
-__all__ = ["CORPORA", "LMConfig", "RHNDepthConfig"]
+__all__ = ["CORPORA", "CharLMConfig", "LMConfig", "RHNDepthConfig"]
 
 #: The corpora known by name (any folder with train.txt, valid.txt and test.txt works too).
 CORPORA = ("tinyshakespeare", "austen")
@@ -26,7 +26,15 @@ class LMConfig:
     depth: int = setting(4, help="the RHN's recurrence depth", minimum=1)
     hidden: int = setting(256, help="state size", minimum=1)
     layers: int = setting(1, help="stacked recurrent layers", minimum=1)
-    tie_weights: bool = setting(True, help="tie the embedding and decoder weights")
+    tie_weights: bool = setting(True, help="tie the embedding and decoder weights (word inputs)")
+    input: str = setting("words", help="how a word-level model reads each word: its own vector, or its characters "
+                                       "through a CNN with highway layers (Kim et al., 2016)",
+                         choices=("words", "chars"))
+    char_encoder: str = setting("kim-small", help="the character encoder's preset (--input chars)",
+                                choices=("kim-small", "kim-large", "elmo", "compact"))
+    char_layers: int | None = setting(None, help="highway (or MLP) layers after the character convolutions "
+                                                 "(default: the preset's)", minimum=0)
+    char_mlp: bool = setting(False, help="plain MLP layers in the highway layers' place (the paper's comparison)")
     input_dropout: float = setting(0.1, help="variational dropout on the embeddings", minimum=0.0, below=1.0)
     state_dropout: float = setting(0.1, help="variational dropout on the RHN's states", minimum=0.0, below=1.0)
     output_dropout: float = setting(0.1, help="variational dropout on the recurrent layer's outputs", minimum=0.0,
@@ -46,6 +54,8 @@ class LMConfig:
         check_settings(self)
         if self.steps_per_epoch == 0:  # (the command line's way to say the whole text)
             self.steps_per_epoch = None
+        if self.input == "chars" and self.level != "word":
+            raise ValueError("LMConfig.input 'chars' reads the characters of each word: it needs level 'word'")
 
 
 @dataclass
@@ -63,6 +73,12 @@ class RHNDepthConfig:
     #: micro-steps are launch-bound (``benchmarks/rhn.py``), and an equal-time comparison should not
     #: be decided by launch overhead.
     cuda_graph: bool | None = setting(None, help="replay training steps as CUDA graphs (default: on a GPU)")
+    tune: int = setting(0, help="instead of the depth study, compare RHN and LSTM under equal tuning (Melis et al., "
+                                "2018): this many random-search trials each over learning rate, dropout and shape "
+                                "(the RHN's depth, the LSTM's layers) at the budget, the best on validation tested",
+                        minimum=0, metavar="N")
+    tune_seeds: int = setting(3, help="seeds each family's best trial is trained with (the trial itself the first)",
+                              minimum=1)
     base: LMConfig = setting(help="every model's settings", factory=lambda: LMConfig(
         batch_size=128, bptt=50, steps_per_epoch=50, input_dropout=0.0, state_dropout=0.0, output_dropout=0.0,
         train=TrainConfig(epochs=8, optimizer="adam", lr=3e-3, grad_clip=1.0, schedule="cosine")))
@@ -72,3 +88,47 @@ class RHNDepthConfig:
         for entry in self.corpora:
             if entry.count(":") != 1 or entry.split(":")[1] not in ("char", "word"):
                 raise ValueError(f"corpora entries are 'name:level' with level char or word, got {entry!r}")
+
+
+@dataclass
+class CharLMConfig:
+    """Character-aware language models at word level (Kim et al., 2016) and their ablation: the
+    character CNN with 0, 1, 2 highway layers, the same numbers of MLP layers in their place, and a
+    word-level LSTM; every model at about ``budget`` parameters (its LSTM's size chosen to fit),
+    each trained with ``seeds``. ``base`` sets the rest; ``full`` the paper's sizes, for a GPU."""
+
+    corpus: str = setting("austen", help="austen, or a folder with train.txt, valid.txt and test.txt (PTB format)")
+    highway: list[int] = setting(help="highway-layer counts of the character models", factory=lambda: [0, 1, 2],
+                                 minimum=0)
+    mlp: list[int] = setting(help="MLP-layer counts of the character models with MLP layers in the highway "
+                                  "layers' place (0: none)", factory=lambda: [1, 2], minimum=0)
+    word_lstm: bool = setting(True, help="train the word-level LSTM of the same budget")
+    seeds: list[int] = setting(help="seeds of each model", factory=lambda: [0, 1, 2])
+    budget: int = setting(1_200_000, help="parameters per model", minimum=1)
+    full: bool = setting(False, help="the paper's sizes, for a GPU: kim-large, 10,000 words, 19 M parameters, "
+                                     "whole-text epochs (these replace the same settings of --budget and the base)")
+    tune: int = setting(0, help="random-search trials per model over learning rate, dropout and LSTM layers at the "
+                                "budget, the best on validation then trained with every seed (Melis et al., 2018); "
+                                "0: the base's settings", minimum=0, metavar="N")
+    base: LMConfig = setting(help="every model's settings", factory=lambda: LMConfig(
+        corpus="austen", level="word", model="lstm", input="chars", layers=2, char_encoder="compact",
+        input_dropout=0.1, state_dropout=0.0, output_dropout=0.25, max_vocab=5000, batch_size=20, bptt=35,
+        steps_per_epoch=200, eval_batch_size=64,
+        train=TrainConfig(epochs=3, optimizer="adam", lr=2e-3, grad_clip=1.0, schedule="cosine")))
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.base.level != "word":
+            raise ValueError("CharLMConfig models words: its base needs level 'word'")
+
+    def resolved(self) -> CharLMConfig:
+        """The configuration that runs: with ``full``, the paper's sizes in place of the CPU-sized
+        defaults (Kim et al.'s large model: kim-large, a 2-layer LSTM, 35-word windows of 20 streams,
+        whole-text epochs)."""
+        if not self.full:
+            return self
+        train = replace(self.base.train, epochs=25, lr=1e-3)
+        base = LMConfig(**{**asdict(self.base), "char_encoder": "kim-large", "max_vocab": 10_000,
+                           "steps_per_epoch": None, "input_dropout": 0.5, "output_dropout": 0.5,
+                           "train": asdict(train)})
+        return replace(self, budget=19_000_000, base=base, full=False)

@@ -29,6 +29,7 @@ TINY_SHAKESPEARE = DataFile(
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
 
+#: Which of Austen's six novels make each split of the ``austen`` corpus (whole novels, never cut).
 AUSTEN_NOVELS = {
     "train": ["emma.txt", "mansfield_park.txt", "pride_prejudice.txt", "sense_sensibility.txt"],
     "valid": ["northanger_abbey.txt"],

@@ -183,6 +183,7 @@ def load_digits(data_dir: str | Path | None = None, *, download: bool = False, s
     return _standardise(_limit(_split(x, y, (180, 180), split_seed), max_train, split_seed), "digits", 10, 16.0)
 
 
+#: The image loaders by name, as :func:`load_image_data` and the recipes' ``data`` setting take them.
 IMAGE_DATASETS: dict[str, Callable[..., ImageData]] = {
     "mnist5k": load_mnist5k,
     "fashion-mnist": load_fashion_mnist,

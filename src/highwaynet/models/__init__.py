@@ -1,8 +1,9 @@
 """Whole networks built from the layers, as the recipes use them."""
 
 from .cnn import HighwayCNN
-from .lm import LSTMLanguageModel, RHNLanguageModel
+from .lm import CharAwareLanguageModel, LSTMLanguageModel, RHNLanguageModel
 from .mlp import HighwayMLP, PlainMLP
 from .sentence import SentenceClassifier
 
-__all__ = ["HighwayCNN", "HighwayMLP", "LSTMLanguageModel", "PlainMLP", "RHNLanguageModel", "SentenceClassifier"]
+__all__ = ["CharAwareLanguageModel", "HighwayCNN",
+           "HighwayMLP", "LSTMLanguageModel", "PlainMLP", "RHNLanguageModel", "SentenceClassifier"]

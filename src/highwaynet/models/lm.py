@@ -1,22 +1,26 @@
-"""Language models: an RHN language model and an LSTM baseline built the same way.
+"""Language models: an RHN language model and an LSTM baseline built the same way, and a
+character-aware one that reads each word by its characters.
 
-Both are ``embedding -> (variational dropout) -> recurrent stack -> (variational dropout) ->
-linear decoder`` with optional weight tying (Press & Wolf, 2017; Inan et al., 2017), so that at
-equal parameters they differ only in the recurrent cell.
+The first two are ``embedding -> (variational dropout) -> recurrent stack -> (variational dropout)
+-> linear decoder`` with optional weight tying (Press & Wolf, 2017; Inan et al., 2017), so that at
+equal parameters they differ only in the recurrent cell. :class:`CharAwareLanguageModel` replaces
+the embedding by a character-level word encoder with highway layers (Kim et al., 2016).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
-from ..nn import RHN
+from ..nn import RHN, CharCNNHighway
 from ..nn._signature import keyword_settings, settings_repr
 from ..nn.rhn import variational_dropout
 
-__all__ = ["LSTMLanguageModel", "RHNLanguageModel", "count_parameters", "generate", "sample_tokens"]
+__all__ = ["CharAwareLanguageModel", "LSTMLanguageModel", "LanguageModel", "RHNLanguageModel", "count_parameters",
+           "generate", "sample_tokens"]
 
 State = Tensor | tuple[Tensor, Tensor]
 
@@ -122,12 +126,92 @@ class LSTMLanguageModel(_LanguageModel):
         return self.rnn(x, state)
 
 
+class CharAwareLanguageModel(nn.Module):
+    r"""Words read by their characters (Kim, Jernite, Sontag & Rush, 2016): each word's vector from a
+    :class:`~highwaynet.nn.CharCNNHighway`, then an LSTM (or an RHN), then a softmax over the words.
+
+    The model takes word ids, as the word-level models do: ``word_chars`` holds each vocabulary
+    word's characters (:meth:`CharVocab.encode <highwaynet.nn.CharVocab.encode>` of the vocabulary),
+    kept as a buffer, so that it trains on the same batches and task as they do.
+
+    Args:
+        word_chars: ``(V, L)`` character ids of the ``V`` words.
+        num_chars: the character vocabulary's size.
+        hidden_size: the recurrent layer's state size.
+        num_layers: stacked recurrent layers. Default: 2 (Kim et al.'s LSTMs).
+        rnn: ``"lstm"`` or ``"rhn"``. Default: ``"lstm"``.
+        depth: the RHN's recurrence depth. Default: 4.
+        encoder: the word encoder's :data:`~highwaynet.nn.char.PRESETS` name. Default: ``"kim-small"``.
+        encoder_options: settings of :class:`~highwaynet.nn.CharCNNHighway` that replace the
+            preset's (``{"num_highway": 0}``, ``{"highway": False}`` for MLP layers, ...).
+        input_dropout, state_dropout, output_dropout: variational dropout on the word vectors, the
+            RHN's states and the recurrent outputs (between layers too).
+
+    Shape:
+        ``(T, B)`` word ids, a state -> logits ``(T, B, V)``, the state to pass on.
+
+    Example::
+
+        >>> words = ["<unk>", "the", "cat", "sat"]
+        >>> chars = CharVocab.from_words(words)
+        >>> lm = CharAwareLanguageModel(chars.encode(words), len(chars), 64)
+        >>> logits, state = lm(torch.tensor([[1], [2]]))           # "the cat", a batch of one
+        >>> logits.shape
+        torch.Size([2, 1, 4])
+    """
+
+    @keyword_settings(("word_chars", "num_chars", "hidden_size", "num_layers", "rnn", "depth", "encoder",
+                       "encoder_options", "input_dropout", "state_dropout", "output_dropout"))
+    def __init__(self, word_chars: Tensor, num_chars: int, hidden_size: int, num_layers: int = 2, *,
+                 rnn: str = "lstm", depth: int = 4, encoder: str = "kim-small",
+                 encoder_options: dict[str, Any] | None = None, input_dropout: float = 0.0,
+                 state_dropout: float = 0.0, output_dropout: float = 0.0) -> None:
+        super().__init__()
+        if rnn not in ("lstm", "rhn"):
+            raise ValueError(f"rnn must be 'lstm' or 'rhn', got {rnn!r}")
+        if word_chars.dim() != 2:
+            raise ValueError(f"word_chars must be (V, L) character ids, got shape {tuple(word_chars.shape)}")
+        self.vocab_size, self.num_chars, self.hidden_size, self.num_layers = len(word_chars), num_chars, \
+            hidden_size, num_layers
+        self.rnn_kind, self.depth, self.encoder_name = rnn, depth, encoder
+        self.encoder_options = dict(encoder_options or {})
+        self.input_dropout, self.state_dropout, self.output_dropout = input_dropout, state_dropout, output_dropout
+        self.register_buffer("word_chars", word_chars.long().clone())
+        self.encoder = CharCNNHighway.preset(encoder, num_chars, **self.encoder_options)
+        width = self.encoder.output_size
+        self.rnn: nn.Module
+        if rnn == "lstm":
+            self.rnn = nn.LSTM(width, hidden_size, num_layers, dropout=output_dropout if num_layers > 1 else 0.0)
+        else:
+            self.rnn = RHN(width, hidden_size, num_layers, depth=depth, dropout=output_dropout,
+                           state_dropout=state_dropout)
+        self.decoder = nn.Linear(hidden_size, self.vocab_size)
+
+    def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:
+        """``tokens`` ``(T, B)`` word ids -> logits ``(T, B, V)`` and the state to pass on."""
+        if tokens.dim() != 2:
+            raise ValueError(f"expected word ids of shape (T, B), got {tuple(tokens.shape)}")
+        word_chars = cast(Tensor, self.word_chars)  # (a buffer: typed as any attribute of a Module)
+        x = self.encoder(word_chars[tokens])
+        x = variational_dropout(x, self.input_dropout, self.training)
+        out, state = self.rnn(x, state)
+        out = variational_dropout(out, self.output_dropout, self.training)
+        return self.decoder(out), state
+
+    def extra_repr(self) -> str:
+        return settings_repr(self, rnn=self.rnn_kind, encoder=self.encoder_name)
+
+
+#: Any of the package's language models: ``(T, B)`` ids and a state in, logits and a state out.
+LanguageModel = RHNLanguageModel | LSTMLanguageModel | CharAwareLanguageModel
+
+
 def count_parameters(model: nn.Module) -> int:
     """Trainable parameters, each shared tensor (tied weights) counted once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def generate(model: _LanguageModel, prompt: Tensor, length: int, temperature: float = 1.0,
+def generate(model: nn.Module, prompt: Tensor, length: int, temperature: float = 1.0,
              generator: torch.Generator | None = None) -> Tensor:
     """Sample ``length`` tokens after ``prompt`` (1-D ids); returns only the new ids.
 
@@ -138,7 +222,7 @@ def generate(model: _LanguageModel, prompt: Tensor, length: int, temperature: fl
     return torch.tensor(list(sample_tokens(model, prompt, length, temperature, generator)), dtype=torch.long)
 
 
-def sample_tokens(model: _LanguageModel, prompt: Tensor, length: int, temperature: float = 1.0,
+def sample_tokens(model: nn.Module, prompt: Tensor, length: int, temperature: float = 1.0,
                   generator: torch.Generator | None = None) -> Iterator[int]:
     """The ids :func:`generate` returns, yielded one by one as they are drawn (for text shown as it comes)."""
     if not temperature >= 0:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 
 from ..config import ENCODERS
-from ..nn import Highway, HighwayLSTM
+from ..nn import CharCNNHighway, Highway, HighwayLSTM
 from ..nn._signature import keyword_settings, settings_repr
 
-__all__ = ["ENCODERS", "ENCODER_DESCRIPTIONS", "STACKED_ENCODERS", "SentenceClassifier", "load_word_vectors"]
+__all__ = ["ENCODERS", "ENCODER_DESCRIPTIONS", "STACKED_ENCODERS", "WORD_FEATURES", "SentenceClassifier",
+           "load_word_vectors"]
 
 STACKED_ENCODERS = ("hbilstm", "bilstm")  # the encoders whose depth is a setting (num_layers); the CNNs have none
+WORD_FEATURES = ("words", "chars", "words+chars")  # what each word enters the encoder as
 ENCODER_DESCRIPTIONS = {
     "hbilstm": "a stack of highway BiLSTM blocks",
     "bilstm": "a plain BiLSTM stack of the same depth and width",
@@ -48,6 +51,16 @@ class SentenceClassifier(nn.Module):
         gate_bias: initial transform-gate bias. Default: -2.0.
         highway_layers: dense highway layers after the CNN (``"cnn-highway"``). Default: 2.
         embed_dropout: dropout on the word vectors, before the encoder. Default: 0.0.
+        word_features: each word as its own vector (``"words"``), as its characters read by a
+            :class:`~highwaynet.nn.CharCNNHighway` (``"chars"``), or both side by side
+            (``"words+chars"``, as BiDAF). Default: ``"words"``.
+        word_chars: with characters, ``(V, L)`` character ids of every word id (a buffer); ids from
+            ``num_words`` on are words the embedding does not hold (seen outside the training set):
+            their word vector is ``<unk>``'s (id 1), their characters their own.
+        num_chars: the character vocabulary's size (with characters).
+        char_encoder: the character encoder's preset (:data:`~highwaynet.nn.char.PRESETS`). Default:
+            ``"compact"``.
+        num_words: the embedding's rows (default: ``vocab_size``).
 
     Shape:
         ``tokens`` ``(B, T)`` ids (0 = padding), ``lengths`` ``(B,)`` -> logits ``(B, num_classes)``.
@@ -66,19 +79,37 @@ class SentenceClassifier(nn.Module):
     def __init__(self, vocab_size: int, num_classes: int, *, encoder: str = "hbilstm", embed_dim: int = 300,
                  hidden_size: int = 150, num_layers: int = 1, dropout: float = 0.5, resize: str = "projection",
                  gate_bias: float = -2.0, highway_layers: int = 2, kernel_sizes: tuple[int, ...] = (3, 4, 5),
-                 feature_maps: int = 100, embed_dropout: float = 0.0) -> None:
+                 feature_maps: int = 100, embed_dropout: float = 0.0, word_features: str = "words",
+                 word_chars: Tensor | None = None, num_chars: int | None = None, char_encoder: str = "compact",
+                 num_words: int | None = None) -> None:
         super().__init__()
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
+        if word_features not in WORD_FEATURES:
+            raise ValueError(f"word_features must be one of {WORD_FEATURES}, got {word_features!r}")
+        if word_features != "words" and (word_chars is None or num_chars is None):
+            raise ValueError(f"word_features={word_features!r} needs word_chars and num_chars (CharVocab)")
         self.encoder = encoder
         self.vocab_size, self.num_classes, self.embed_dim, self.hidden_size = vocab_size, num_classes, embed_dim, \
             hidden_size
         self.num_layers, self.dropout_p, self.resize, self.gate_bias = num_layers, dropout, resize, gate_bias
         self.highway_layers, self.feature_maps, self.embed_dropout_p = highway_layers, feature_maps, embed_dropout
-        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
-        nn.init.uniform_(self.embedding.weight, -0.25, 0.25)  # Kim's random initialisation
-        with torch.no_grad():
-            self.embedding.weight[0].zero_()
+        self.word_features, self.num_chars, self.char_encoder = word_features, num_chars, char_encoder
+        self.num_words = num_words or vocab_size
+        if word_features != "chars":
+            self.embedding = nn.Embedding(self.num_words, embed_dim, padding_idx=0)
+            nn.init.uniform_(self.embedding.weight, -0.25, 0.25)  # Kim's random initialisation
+            with torch.no_grad():
+                self.embedding.weight[0].zero_()
+        input_size = 0 if word_features == "chars" else embed_dim
+        if word_features != "words":
+            assert word_chars is not None and num_chars is not None  # (checked above)
+            if len(word_chars) != vocab_size:
+                raise ValueError(f"word_chars must hold one row per word id ({vocab_size}), got {len(word_chars)}")
+            self.register_buffer("word_chars", word_chars.long().clone())
+            self.chars = CharCNNHighway.preset(char_encoder, num_chars)
+            input_size += self.chars.output_size
+        embed_dim = input_size
         self.dropout = nn.Dropout(dropout)
         self.embed_dropout = nn.Dropout(embed_dropout)
         self.kernel_sizes = tuple(kernel_sizes)
@@ -99,13 +130,14 @@ class SentenceClassifier(nn.Module):
         return 1 if self.encoder in STACKED_ENCODERS else max(self.kernel_sizes)
 
     def extra_repr(self) -> str:
-        return settings_repr(self, dropout=self.dropout_p, embed_dropout=self.embed_dropout_p)
+        return settings_repr(self, dropout=self.dropout_p, embed_dropout=self.embed_dropout_p,
+                             num_words=None if self.num_words == self.vocab_size else self.num_words)
 
     def encode(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """The sentence vectors ``(B, features)`` before dropout and the classifier."""
         if tokens.dim() != 2:
             raise ValueError(f"expected token ids of shape (B, T), got {tuple(tokens.shape)}")
-        x = self.embed_dropout(self.embedding(tokens))
+        x = self.embed_dropout(self.embed(tokens))
         steps = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
         lengths = lengths.to(tokens.device)
         if self.encoder in STACKED_ENCODERS:
@@ -120,6 +152,15 @@ class SentenceClassifier(nn.Module):
             pooled.append(_masked_max(feature, valid))
         h = torch.cat(pooled, dim=-1)
         return self.highway(h) if self.highway is not None else h
+
+    def embed(self, tokens: Tensor) -> Tensor:
+        """Each word's input ``(B, T, E)``: its vector, its characters' (:attr:`chars`), or both."""
+        parts = []
+        if self.word_features != "chars":  # (a word the embedding does not hold reads as <unk>)
+            parts.append(self.embedding(torch.where(tokens < self.num_words, tokens, 1)))
+        if self.word_features != "words":
+            parts.append(self.chars(cast(Tensor, self.word_chars)[tokens]))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         return self.classifier(self.dropout(self.encode(tokens, lengths)))

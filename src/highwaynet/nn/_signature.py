@@ -77,6 +77,8 @@ def _public(signature: inspect.Signature) -> str:
 
 
 def _show(value: Any) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # a tensor: its shape, not its values
+        return f"<tensor {tuple(value.shape)}>"
     if callable(value) and not isinstance(value, type):
         return getattr(value, "__name__", type(value).__name__)
     return repr(value)

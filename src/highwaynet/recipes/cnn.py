@@ -23,6 +23,8 @@ __all__ = ["CNNConfig", "build_model", "run"]
 
 
 def build_model(config: CNNConfig, data: ImageData) -> nn.Module:
+    """The :class:`~highwaynet.models.HighwayCNN` (or plain CNN) the config describes for ``data``,
+    initialised from ``config.train.seed``."""
     seed_everything(config.train.seed)
     return HighwayCNN(data.image_shape[0], data.num_classes, channels=tuple(config.channels),
                       layers_per_stage=config.layers_per_stage, plain=config.plain, gate_bias=config.gate_bias,

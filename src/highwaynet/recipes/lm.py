@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,15 @@ import torch
 
 from ..config import LMConfig
 from ..data.corpora import Corpus, load_corpus
-from ..models.lm import LSTMLanguageModel, RHNLanguageModel, count_parameters, sample_tokens
+from ..models.lm import (
+    CharAwareLanguageModel,
+    LanguageModel,
+    LSTMLanguageModel,
+    RHNLanguageModel,
+    count_parameters,
+    sample_tokens,
+)
+from ..nn import CharVocab
 from ..training import LanguageModelTask, Trainer
 from ..training.run_dir import load_best_weights, load_run_config, open_run, write_text
 from ..training.trainer import seed_everything
@@ -27,36 +35,46 @@ __all__ = ["LMConfig", "build_model", "load_trained", "run", "sample", "stream"]
 
 
 
-def build_model(config: LMConfig, vocab_size: int,
-                device: str | torch.device | None = None) -> RHNLanguageModel | LSTMLanguageModel:
-    """The model the config describes, initialised from ``config.train.seed``."""
+def build_model(config: LMConfig, vocab: Sequence[str], device: str | torch.device | None = None) -> LanguageModel:
+    """The model the config describes for a vocabulary (its words, in id order), initialised from
+    ``config.train.seed``: an RHN or LSTM language model, reading words or (``input="chars"``) their
+    characters."""
     seed_everything(config.train.seed)
     with torch.device(device or "cpu"):
+        if config.input == "chars":
+            chars = CharVocab.from_words(vocab)
+            options: dict[str, Any] = {"highway": not config.char_mlp}
+            if config.char_layers is not None:
+                options["num_highway"] = config.char_layers
+            return CharAwareLanguageModel(chars.encode(vocab), len(chars), config.hidden, config.layers,
+                                          rnn=config.model, depth=config.depth, encoder=config.char_encoder,
+                                          encoder_options=options, input_dropout=config.input_dropout,
+                                          state_dropout=config.state_dropout, output_dropout=config.output_dropout)
         if config.model == "rhn":
-            return RHNLanguageModel(vocab_size, config.hidden, config.layers, depth=config.depth,
+            return RHNLanguageModel(len(vocab), config.hidden, config.layers, depth=config.depth,
                                     tie_weights=config.tie_weights, input_dropout=config.input_dropout,
                                     state_dropout=config.state_dropout, output_dropout=config.output_dropout,
                                     gate_bias=config.gate_bias)
-        return LSTMLanguageModel(vocab_size, config.hidden, config.layers, tie_weights=config.tie_weights,
+        return LSTMLanguageModel(len(vocab), config.hidden, config.layers, tie_weights=config.tie_weights,
                                  input_dropout=config.input_dropout, output_dropout=config.output_dropout)
 
 
-def parameters_for(config: LMConfig, vocab_size: int, hidden: int) -> int:
+def parameters_for(config: LMConfig, vocab: Sequence[str], hidden: int) -> int:
     """Parameters of the config's model at state size ``hidden`` (built on the meta device: free)."""
     probe = LMConfig(**{**asdict(config), "hidden": hidden})
-    return count_parameters(build_model(probe, vocab_size, device="meta"))
+    return count_parameters(build_model(probe, vocab, device="meta"))
 
 
-def hidden_for_budget(config: LMConfig, vocab_size: int, budget: int) -> int:
+def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int) -> int:
     """The state size whose model has the parameter count closest to ``budget``."""
     lo, hi = 1, 8192
     while lo < hi:  # the count grows with the state size: the first size at or above the budget
         mid = (lo + hi) // 2
-        if parameters_for(config, vocab_size, mid) < budget:
+        if parameters_for(config, vocab, mid) < budget:
             lo = mid + 1
         else:
             hi = mid
-    return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab_size, h) - budget))
+    return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab, h) - budget))
 
 
 def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
@@ -78,7 +96,7 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
                                    max_vocab=config.max_vocab)
     # The vocabulary in the run folder: generating text then needs no corpus (see load_trained).
     write_text(Path(out, "vocab.json"), json.dumps({"level": corpus.level, "vocab": corpus.vocab}))
-    model = build_model(config, len(corpus.vocab))
+    model = build_model(config, corpus.vocab)
     task = LanguageModelTask(corpus, config.batch_size, config.bptt, seed=config.train.seed,
                              eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
@@ -100,13 +118,13 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
     return results
 
 
-def sample(model: RHNLanguageModel | LSTMLanguageModel, corpus: Corpus, prompt: str, length: int, temperature: float,
+def sample(model: LanguageModel, corpus: Corpus, prompt: str, length: int, temperature: float,
            seed: int = 0) -> str:
     """``prompt`` followed by ``length`` sampled tokens, as text."""
     return prompt + "".join(stream(model, corpus, prompt, length, temperature, seed))
 
 
-def stream(model: RHNLanguageModel | LSTMLanguageModel, corpus: Corpus, prompt: str, length: int,
+def stream(model: LanguageModel, corpus: Corpus, prompt: str, length: int,
            temperature: float, seed: int = 0) -> Iterator[str]:
     """The text :func:`sample` adds after ``prompt``, piece by piece as each token is drawn (a word
     comes with the space or paragraph break before it), for a command that shows it as it comes."""
@@ -119,7 +137,7 @@ def stream(model: RHNLanguageModel | LSTMLanguageModel, corpus: Corpus, prompt: 
 
 
 def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
-                 ) -> tuple[RHNLanguageModel | LSTMLanguageModel, LMConfig, Corpus]:
+                 ) -> tuple[LanguageModel, LMConfig, Corpus]:
     """The best weights of a trained language model, its config and its vocabulary as a
     :class:`Corpus` (with empty splits: the run folder's ``vocab.json``; for a run folder without
     one, written before it was kept, the corpus itself is loaded from ``data_dir``)."""
@@ -131,6 +149,6 @@ def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
         corpus = Corpus(config.corpus, vocab["level"], vocab["vocab"], empty, empty, empty)
     else:
         corpus = load_corpus(config.corpus, config.level, data_dir, max_vocab=config.max_vocab)
-    model = build_model(config, len(corpus.vocab))
+    model = build_model(config, corpus.vocab)
     load_best_weights(model, run_dir)
     return model.eval(), config, corpus

@@ -12,13 +12,14 @@ import time
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from ..config import SentenceConfig, SweepConfig
 from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_sentences
 from ..models.sentence import STACKED_ENCODERS, SentenceClassifier, load_word_vectors
+from ..nn import CharVocab
 from ..training import SentenceTask, Trainer
 from ..training.run_dir import (
     SweepProgress,
@@ -34,11 +35,13 @@ from ..training.run_dir import (
 )
 from ..training.trainer import seed_everything
 
-__all__ = ["KIM_CNN_RAND", "LABEL_NAMES", "SentenceConfig", "SweepConfig", "predict", "run", "sweep"]
+__all__ = ["KIM_CNN_RAND", "LABEL_NAMES", "SentenceConfig", "SweepConfig", "build_model", "predict", "run", "spell",
+           "spelling", "sweep", "unseen_accuracy"]
 
 #: Kim (2014), CNN-rand test accuracy (%).
 KIM_CNN_RAND = {"mr": 76.1, "sst1": 45.0, "sst2": 82.7, "subj": 89.6, "trec": 91.2}
 
+#: Each named set's class names, in label order (what ``predict`` prints).
 LABEL_NAMES = {
     "sst1": ["very negative", "negative", "neutral", "positive", "very positive"],
     "sst2": ["negative", "positive"],
@@ -57,19 +60,60 @@ def task_name(task: str) -> str:
 
 
 
-def build_model(config: SentenceConfig, vocab: list[str], num_classes: int) -> SentenceClassifier:
+def spelling(vocab: list[str], num_words: int | None = None) -> CharVocab:
+    """The characters of the training words (the first ``num_words`` of ``vocab``): a character that
+    only validation or test words have reads as unknown, as it would in a sentence never seen."""
+    return CharVocab.from_words(vocab[2:num_words])  # (<pad> and <unk> are spelt as markers alone)
+
+
+def spell(char_vocab: CharVocab, words: list[str], length: int | None = None) -> torch.Tensor:
+    """``(len(words), L)`` character ids of ``words``; ``<pad>`` (id 0) reads as nothing."""
+    table = char_vocab.encode(words, length)
+    if words and words[0] == "<pad>":
+        table[0] = CharVocab.PAD
+    return table
+
+
+def build_model(config: SentenceConfig, vocab: list[str], num_classes: int,
+                num_words: int | None = None) -> SentenceClassifier:
+    """The classifier the config describes for ``vocab`` (the first ``num_words`` of which have word
+    vectors: :attr:`SentenceData.num_words`), initialised from ``config.train.seed``."""
     seed_everything(config.train.seed)
+    chars: dict[str, Any] = {}
+    if config.word_features != "words":
+        char_vocab = spelling(vocab, num_words)
+        chars = {"word_chars": spell(char_vocab, vocab), "num_chars": len(char_vocab),
+                 "char_encoder": config.char_encoder}
     model = SentenceClassifier(len(vocab), num_classes, encoder=config.encoder, embed_dim=config.embed_dim,
                                hidden_size=config.hidden, num_layers=config.layers, dropout=config.dropout,
-                               resize=config.resize, gate_bias=config.gate_bias, embed_dropout=config.embed_dropout)
+                               resize=config.resize, gate_bias=config.gate_bias, embed_dropout=config.embed_dropout,
+                               word_features=config.word_features, num_words=num_words, **chars)
     if config.vectors:
-        load_word_vectors(config.vectors, vocab, model.embedding)
+        load_word_vectors(config.vectors, vocab[:model.num_words], model.embedding)
     return model
 
 
 def load_data(config: SentenceConfig, data_dir: str | Path | None, download: bool = False) -> SentenceData:
     # Folds and dev splits are drawn from seed 0, so that every seed sees the same split.
-    return load_sentences(config.task, data_dir, fold=config.fold, min_count=config.min_count, download=download)
+    return load_sentences(config.task, data_dir, fold=config.fold, min_count=config.min_count, download=download,
+                          spellings=config.word_features != "words")
+
+
+def unseen_accuracy(model: SentenceClassifier, data: SentenceData, device: torch.device) -> dict[str, float]:
+    """Test accuracy on the sentences with a word the training split does not have, and how many."""
+    from ..training.sentences import pad_batch
+
+    sentences, labels = data.test
+    picked = [i for i, ids in enumerate(sentences) if bool(((ids >= data.num_words) | (ids == 1)).any())]
+    correct = 0
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(picked), 500):
+            part = picked[start:start + 500]
+            tokens, lengths = pad_batch([sentences[i] for i in part], model.min_length)
+            predicted = model(tokens.to(device), lengths.to(device)).argmax(-1).cpu()
+            correct += int((predicted == labels[part]).sum())
+    return {"acc": correct / len(picked) if picked else float("nan"), "n": len(picked)}
 
 
 def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
@@ -86,8 +130,9 @@ def _train(config: SentenceConfig, out: str | Path, *, resume: bool, data_dir: s
            data: SentenceData | None, log, progress: bool) -> dict[str, Any]:
     start = time.perf_counter()
     data = data or load_data(config, data_dir, download)
-    write_text(Path(out, "vocab.json"), json.dumps({"vocab": data.vocab, "num_classes": data.num_classes}))
-    model = build_model(config, data.vocab, data.num_classes)
+    write_text(Path(out, "vocab.json"), json.dumps({"vocab": data.vocab, "num_classes": data.num_classes,
+                                                    "num_words": data.num_words}))
+    model = build_model(config, data.vocab, data.num_classes, data.num_words)
     task = SentenceTask(data, config.batch_size, seed=config.train.seed, min_length=model.min_length,
                         adversarial=config.adversarial)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
@@ -96,6 +141,7 @@ def _train(config: SentenceConfig, out: str | Path, *, resume: bool, data_dir: s
     results = {"task": task_name(config.task), "encoder": config.encoder, "layers": config.layers,
                "seed": config.train.seed, "fold": config.fold, "parameters": sum(p.numel() for p in model.parameters()),
                "best_val_acc": max(m["val_acc"] for m in history), "test": trainer.evaluate("test"),
+               "test_unseen": unseen_accuracy(model, data, trainer.device), "word_features": config.word_features,
                "seconds": round(time.perf_counter() - start + trainer.earlier_seconds, 1),
                "device": str(trainer.device)}
     write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
@@ -105,7 +151,8 @@ def _train(config: SentenceConfig, out: str | Path, *, resume: bool, data_dir: s
 def load_trained(run_dir: str | Path) -> tuple[SentenceClassifier, SentenceConfig, list[str]]:
     config = SentenceConfig(**load_run_config(run_dir, "sentences")["config"])
     saved = json.loads((Path(run_dir) / "vocab.json").read_text())
-    model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"])
+    model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"],
+                        saved.get("num_words"))
     load_best_weights(model, run_dir)
     return model.eval(), config, saved["vocab"]
 
@@ -119,13 +166,18 @@ def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, dict[s
 
     model, config, vocab = load_trained(run_dir)
     index = {w: i for i, w in enumerate(vocab)}
+    if model.word_features != "words":  # a model that reads characters spells a word it has never seen
+        new = list(dict.fromkeys(w for s in sentences for w in s.split() if w not in index and w.lower() not in index))
+        index.update({w: len(vocab) + i for i, w in enumerate(new)})
+        table = cast(torch.Tensor, model.word_chars)
+        model.word_chars = torch.cat([table, spell(spelling(vocab, model.num_words), new, table.shape[1])])
     tokens, lengths = pad_batch([encode_words(s.split(), index, fold_case=True) for s in sentences],
                                 model.min_length)
+    if model.word_features == "words":  # (a word it holds no vector for reads as <unk>)
+        tokens = torch.where(tokens < model.num_words, tokens, 1)
     probs = torch.softmax(model(tokens, lengths), dim=-1)
     names = LABEL_NAMES.get(config.task, [str(i) for i in range(probs.shape[1])])
     return [(names[int(p.argmax())], dict(zip(names, p.tolist(), strict=True))) for p in probs]
-
-
 
 
 def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
