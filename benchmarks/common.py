@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -71,7 +73,10 @@ def report(title: str, results: dict[str, float], baseline: str, device: torch.d
     for name, seconds in results.items():
         cells = "".join(f"{extra[c][name]:14.4g}" for c in extra)
         print(f"{name:{width}}{1e3 * seconds:10.3f}{seconds / base:14.2f}{cells}")
-    record = {"title": title, "settings": settings, "torch": torch.__version__, "device": device_name(device),
+    command = "python " + " ".join([str(Path(sys.argv[0]).relative_to(Path.cwd())) if Path(sys.argv[0]).is_absolute()
+                                     and Path(sys.argv[0]).is_relative_to(Path.cwd()) else sys.argv[0], *sys.argv[1:]])
+    record = {"title": title, "command": command, "settings": settings, "torch": torch.__version__,
+              "device": device_name(device),
               "ms": {k: 1e3 * v for k, v in results.items()},
               f"ratio_to_{baseline.split(' ')[0]}": {k: v / base for k, v in results.items()}, **extra}
     with open(path, "w") as f:

@@ -57,7 +57,8 @@ def main() -> None:
         print(f"{name:{width}}{value:8.3f}{value - torch_s:20.3f}")
     import torch
 
-    record = {"title": "import and help times", "settings": vars(args), "torch": torch.__version__,
+    record = {"title": "import and help times", "command": "python benchmarks/import_time.py " + " ".join(sys.argv[1:]),
+              "settings": vars(args), "torch": torch.__version__,
               "python": platform.python_version(), "device": device, "ms": {k: 1e3 * v for k, v in seconds.items()},
               "minus_import_torch_ms": {k: 1e3 * (v - torch_s) for k, v in seconds.items()}}
     with open(args.json, "w") as f:

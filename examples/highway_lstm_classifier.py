@@ -1,4 +1,6 @@
-"""A highway BiLSTM stack inside your own sentence classifier, on packed sequences; then what its gates do.
+"""
+A highway BiLSTM stack in your own sentence classifier, and what its gates do
+=============================================================================
 
 ``highwaynet.HighwayLSTM`` takes what ``nn.LSTM`` takes, a ``PackedSequence`` included, and returns
 what it returns. Here it sits in a model of your own (word vectors, a 4-block highway BiLSTM stack,
@@ -13,8 +15,13 @@ found for most layers of its deep MLPs: the stack has more depth than TREC needs
 lesioned leave the classifier the word vectors alone, projected (a bag of words), and cost
 8–26 points (seeds 1 and 0).
 
+.. code-block:: bash
+
     python examples/highway_lstm_classifier.py --data-dir FOLDER_WITH_TREC_FILES [--depth 4] [--epochs 5]
     python examples/highway_lstm_classifier.py --download        # fetch TREC (sha256-checked)
+
+Without ``--data-dir`` it reads TREC from ``$HIGHWAYNET_DATA`` or ``~/.cache/highwaynet``, where
+``--download`` puts it.
 
 ``--task`` takes the other sets too (``sst2``, ``sst1``, ``mr``, ``subj``), or a folder of your own
 with ``train`` and ``test`` files of ``LABEL sentence`` lines.
@@ -28,6 +35,9 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from highwaynet import HighwayLSTM, lesion, record_gates
 from highwaynet.data import load_sentences
+
+# (the docstring is the gallery page's text; sphinx-gallery runs the script without it)
+DESCRIPTION = "A highway BiLSTM stack in your own sentence classifier, and what its gates do"
 
 
 class SentenceClassifier(nn.Module):
@@ -64,7 +74,7 @@ def accuracy(model: nn.Module, split: tuple[list[Tensor], Tensor], batch_size: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--task", default="trec", help="trec, sst2, sst1, mr, subj, or a folder of your own")
     parser.add_argument("--data-dir", help="folder holding the set's files (default: $HIGHWAYNET_DATA)")
     parser.add_argument("--download", action="store_true", help="fetch missing files from their public source")

@@ -37,3 +37,21 @@ def process_timeout(seconds: float) -> float:
     up on fewer cores (a busy 2-core machine took ten times a quiet run's time), and by
     ``$HIGHWAYNET_TEST_TIMEOUT_SCALE``. It only stops a process that hangs; speed is for benchmarks."""
     return seconds * max(1.0, 8 / (os.cpu_count() or 1)) * float(os.environ.get("HIGHWAYNET_TEST_TIMEOUT_SCALE", "1"))
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    """The documentation site, built once per test session as ``sphinx-build -W`` builds it (a warning
+    fails the build), gallery run included; the TREC example runs where ../shared/data is."""
+    pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]'")
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("site") / "html"
+    env = {**os.environ, "HIGHWAYNET_DATA": str(SHARED_DATA / "sentence") if SHARED_DATA.is_dir()
+           else str(tmp_path_factory.mktemp("no-data"))}
+    build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", str(out)],
+                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+                           timeout=process_timeout(900))
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
+    return out

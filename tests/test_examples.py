@@ -19,7 +19,7 @@ def run_example(name: str, *args: str) -> str:
 
 def test_highway_in_your_model_trains_where_the_plain_stack_does_not():
     pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the data extra)")
-    out = run_example("highway_in_your_model.py", "--steps", "300")
+    out = run_example("highway_in_your_model.py", "--steps", "300", "--no-plot")
     accuracy = {name: float(acc) for name, acc in re.findall(r"(\w+) +30 layers: test accuracy ([\d.]+)%", out)}
     assert set(accuracy) == {"plain", "highway"}, out
     assert accuracy["highway"] > 85 and accuracy["plain"] < 30, accuracy  # 10 classes: chance is 10%

@@ -1,0 +1,118 @@
+"""The site and a run's report as a reader sees them: opened in a browser (Debian's chromium, driven
+by Playwright), every page loads its figures, typesets its maths, raises no script error and asks
+nothing of any other host. Skipped, saying why, without Playwright or chromium."""
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import process_timeout
+
+playwright = pytest.importorskip("playwright.sync_api", reason="the dev extra: pip install -e '.[dev]'")
+CHROMIUM = os.environ.get("HIGHWAYNET_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium: apt-get install chromium (.ci/run does)")
+
+PAGES = ["index.html", "getting-started.html", "guide/dense.html", "guide/rhn.html", "api/nn.html",
+         "api/config.html", "gallery/index.html", "gallery/highway_in_your_model.html", "results/index.html",
+         "results/depth.html", "results/gates.html", "results/sentences.html", "results/rhn.html",
+         "results/char-lm.html", "performance.html", "design.html", "changelog.html"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    """The built site over HTTP on localhost, as a reader's browser gets it."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def visit(browser, url: str, *, allowed: str):
+    """Open ``url``; return the page and what went wrong: script errors, failed or outside requests."""
+    page = browser.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+    page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+    page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    page.on("request", lambda r: None if r.url.startswith((allowed, "data:", "blob:")) else
+            problems.append(f"outside request: {r.url}"))
+    page.goto(url, wait_until="networkidle")
+    return page, problems
+
+
+def broken_images(page) -> list[str]:
+    return page.evaluate("""() => Array.from(document.images)
+        .filter(img => !img.complete || img.naturalWidth === 0).map(img => img.src)""")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_loads_whole_and_alone(browser, served, path):
+    page, problems = visit(browser, served + path, allowed=served)
+    assert "highwaynet" in page.title()
+    assert not broken_images(page), broken_images(page)
+    assert not problems, problems
+    page.close()
+
+
+def test_maths_is_typeset_without_a_cdn(browser, served):
+    page, problems = visit(browser, served + "index.html", allowed=served)
+    page.wait_for_selector("mjx-container", timeout=20_000)  # MathJax, served with the site
+    assert not problems, problems
+    page.close()
+
+
+def test_reference_anchor_and_search(browser, served):
+    page, _ = visit(browser, served + "api/nn.html#highwaynet.nn.Highway", allowed=served)
+    assert page.locator("[id='highwaynet.nn.Highway']").is_visible()
+    page.close()
+    page, problems = visit(browser, served + "search.html?q=RecurrentHighway+RHN", allowed=served)
+    page.wait_for_selector("#search-results li", timeout=20_000)
+    assert page.locator("#search-results li").count() > 0
+    assert not problems, problems
+    page.close()
+
+
+def test_results_page_tables_come_from_the_stored_json(browser, served):
+    page, _ = visit(browser, served + "results/index.html", allowed=served)
+    rows = page.locator("table tbody tr")
+    assert rows.count() >= 1
+    page.locator("a", has_text="depth").first.click()
+    page.wait_for_load_state("networkidle")
+    assert page.url.endswith("results/depth.html")
+    page.close()
+
+
+def test_a_run_report_opens_on_its_own(browser, tmp_path):
+    """``highwaynet report`` writes one self-contained page: figures inlined, nothing fetched."""
+    pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the data extra)")
+    run = tmp_path / "run"
+    cli = [sys.executable, "-m", "highwaynet"]
+    for argv in (["train", "mlp", "--data", "digits", "--depth", "3", "--epochs", "1", "--out", str(run)],
+                 ["report", str(run)]):
+        done = subprocess.run(cli + argv, capture_output=True, text=True, timeout=process_timeout(120))
+        assert done.returncode == 0, done.stderr[-2000:]
+    page, problems = visit(browser, (run / "report.html").as_uri(), allowed="file://")
+    assert not [p for p in problems if "outside" in p or "error" in p], problems
+    assert page.evaluate("document.images.length") >= 1 and not broken_images(page)
+    assert page.locator("table").count() >= 1
+    page.close()
