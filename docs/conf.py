@@ -39,7 +39,8 @@ myst_heading_anchors = 3
 
 html_theme = "furo"
 html_title = f"highwaynet {release}"
-html_static_path = []
+html_static_path = ["_static"]
+html_favicon = "_static/favicon.svg"  # (a browser asks for one on every site; without it, a 404)
 
 # The docstrings: Google style (Args:, Returns:) with PyTorch's own sections.
 napoleon_google_docstring = True

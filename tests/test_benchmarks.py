@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import interpreter_runs_micro_steps
+from conftest import interpreter_runs_micro_steps, process_timeout
 
 from highwaynet.training.trainer import _FUSED_ON_CPU
 
@@ -27,7 +27,7 @@ def run_script(script: str, args: list[str], out: Path, interpret: bool = False)
     said where it wrote its JSON, and return that JSON's times by row."""
     env = {**os.environ, "TRITON_INTERPRET": "1"} if interpret else None
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=process_timeout(600))
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"wrote {out}" in run.stdout
     return json.loads(out.read_text())["ms"]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import process_timeout
 
 from highwaynet import cli, config
 
@@ -89,6 +90,6 @@ def test_help_imports_no_pytorch():
             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
             "        cli.main(argv)\n"
             "print('torch' in sys.modules)")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=process_timeout(120))
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import process_timeout
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 SLOW_RANK0_CLI = Path(__file__).with_name("slow_rank0_cli.py")
@@ -25,7 +26,7 @@ def launch(arguments: list[str], processes: int) -> str:
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
                    *arguments]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=process_timeout(300))
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 

@@ -6,13 +6,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import process_timeout
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def run_example(name: str, *args: str) -> str:
     run = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=process_timeout(120))
     assert run.returncode == 0, run.stderr[-3000:]
     return run.stdout
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import process_timeout
 
 import highwaynet
 
@@ -15,14 +16,14 @@ ON_FIRST_USE = ["triton", "torch._dynamo", "torch._inductor", "matplotlib", "skl
 
 def _loaded_after(code: str) -> list[str]:
     check = f"{code}\nimport sys\nprint(' '.join(m for m in {ON_FIRST_USE!r} if m in sys.modules))"
-    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=process_timeout(120))
     assert run.returncode == 0, run.stderr
     return run.stdout.split()
 
 
 def test_import_highwaynet_loads_nothing_heavy_not_even_torch():
     run = subprocess.run([sys.executable, "-c", "import sys, highwaynet; print('torch' in sys.modules)"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=process_timeout(120))
     assert run.stdout.split() == ["False"], run.stderr
 
 

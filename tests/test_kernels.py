@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import interpreter_runs_micro_steps
+from conftest import interpreter_runs_micro_steps, process_timeout
 
 from highwaynet.kernels import explain, gating, highway_layer, rhn_layout
 from highwaynet.kernels.gating import ACTIVATION_CODES, activation_code
@@ -458,7 +458,7 @@ def test_triton_kernels_under_the_interpreter():
     so that every other CPU test takes the PyTorch reference, as a CPU user's code does."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "triton", __file__],
-                         env=env, capture_output=True, text=True, timeout=600)
+                         env=env, capture_output=True, text=True, timeout=process_timeout(600))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     summary = run.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
@@ -473,7 +473,8 @@ def test_highwaynet_triton_switch_is_read_at_import(switch, expected):
     code = ("import os, torch; from highwaynet.kernels import gating; "
             "os.environ['HIGHWAYNET_TRITON'] = '0' if os.environ['HIGHWAYNET_TRITON'] == '1' else '1'; "
             "print(gating.triton_available(torch.zeros(1)))")
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=process_timeout(120))
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == [str(expected)]
 

@@ -83,7 +83,12 @@ def test_tuning_picks_on_validation_and_reruns_the_best_with_every_seed(small_co
     vals = [t["best_val"] for t in tuned["trials"]]
     assert tuned["best"] == vals.index(min(vals))  # validation alone decides
     assert len(tuned["test"]["values"]) == 2 and tuned["test"]["values"][0] == tuned["trials"][tuned["best"]]["test"]
-    assert (tmp_path / "lstm" / "best-seed1" / "checkpoint.pt").is_file()
+    assert (tmp_path / "lstm" / f"trial{tuned['best']}-seed1" / "checkpoint.pt").is_file()
+
+    # More trials, resumed: the first three are found done; the seeds follow the best, whichever it is.
+    more = tune_family("lstm", base, corpus, 100_000, 5, [0, 1], tmp_path / "lstm", lambda s: None, False)
+    assert more["trials"][:3] == tuned["trials"]
+    assert (tmp_path / "lstm" / f"trial{more['best']}-seed1" / "checkpoint.pt").is_file()
     assert all(abs(t["parameters"] - 100_000) < 5_000 for t in tuned["trials"])
     torch.testing.assert_close(torch.tensor(tuned["test"]["mean"]), torch.tensor(vals and
                                sum(tuned["test"]["values"]) / 2))

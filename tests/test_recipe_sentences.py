@@ -88,7 +88,8 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert "Encoders: `bilstm`, a plain BiLSTM stack of the same depth and width; `cnn`, Kim's CNN " in report
     assert "\n5 runs, " in report
     assert (out / "depth-trec.png").stat().st_size > 10_000
-    assert len(json.loads((out / "summary.json").read_text())["runs"]) == 5
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["recipe"] == "sentences" and len(summary["runs"]) == 5  # (docs/results/store.py reads the recipe)
     config = load_run_config(out / "trec" / "hbilstm-L2" / "seed0")["config"]
     assert config["batch_size"] == 25 and config["gate_bias"] == -1
     assert "`hidden=8`" in report and "`gate_bias=-1.0`" in report and "`batch_size=25`" in report

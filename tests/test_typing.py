@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import process_timeout
 
 TYPING = Path(__file__).resolve().parent / "typecheck"
 
@@ -15,7 +16,7 @@ TYPING = Path(__file__).resolve().parent / "typecheck"
 def test_public_api_type_checks_strictly(tmp_path):
     pytest.importorskip("mypy", reason="mypy is in the dev extra")
     run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path),
-                          str(TYPING / "api_usage.py")], capture_output=True, text=True, timeout=600)
+                          str(TYPING / "api_usage.py")], capture_output=True, text=True, timeout=process_timeout(600))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 
@@ -26,7 +27,7 @@ def test_package_type_checks(tmp_path):
     if not (root / "src" / "highwaynet").is_dir():
         pytest.skip("needs the source tree")
     run = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path)], cwd=root,
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=process_timeout(600))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 

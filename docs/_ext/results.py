@@ -19,6 +19,7 @@ from typing import Any
 DOCS = Path(__file__).resolve().parents[1]
 GENERATED = DOCS / "_generated"
 BENCHMARKS = DOCS.parent / "benchmarks"
+DATA_NAMES = {"mnist5k": "MNIST 5k", "fashion-mnist": "Fashion-MNIST"}
 NOT_RUN = "*Not stored yet: run the command above and store its folder with docs/results/store.py.*\n"
 
 
@@ -120,7 +121,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             deepest = max(n["depth"] for n in nets)
             by_kind = {n["kind"]: n for n in nets if n["depth"] == deepest}
             data = records[name]["result"]["config"]["data"]
-            rows.append([f"plain vs highway, {deepest} layers, {data}",
+            rows.append([f"plain vs highway, {deepest} layers, {DATA_NAMES.get(data, data)}",
                          "test accuracy: " + ", ".join(f"{kind} {by_kind[kind]['test_acc']['mean']:.1f} ± "
                                                        f"{by_kind[kind]['test_acc']['std']:.1f}%"
                                                        for kind in ("highway", "plain")), "{doc}`/results/depth`"])
@@ -168,9 +169,11 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             for entry, result in records[name]["result"]["corpora"].items():
                 tuned = result["tuning"]
                 metric = next(iter(tuned.values()))["metric"]
-                rows.append([f"RHN vs LSTM under equal tuning ({entry})",
-                             ", ".join(f"{f.upper()} {t['test']['mean']:.3f} ± {t['test']['std']:.3f} {metric}"
-                                       for f, t in tuned.items()), "{doc}`/results/rhn`"])
+                digits = 3 if metric == "bpc" else 0  # bits per character to a thousandth; perplexities whole
+                trials = records[name]["result"]["config"].get("tune")
+                rows.append([f"RHN vs LSTM under equal tuning ({entry}, {trials} trials each)",
+                             ", ".join(f"{f.upper()} {t['test']['mean']:.{digits}f} ± {t['test']['std']:.{digits}f} "
+                                       f"{metric}" for f, t in tuned.items()), "{doc}`/results/rhn`"])
     if "char-lm-austen" in records:
         models = records["char-lm-austen"]["result"]["rows"]
         rows.append(["character-aware LMs (Austen, words)",

@@ -171,7 +171,7 @@ def read_text(path: Path) -> str:
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ValueError(f"{path} is not UTF-8 text: byte {error.start} (line {line}) is "
-                         f"{data[error.start:error.start + 1]!r}, which {error.reason}; convert the file to UTF-8 "
+                         f"{data[error.start:error.start + 1]!r} ({error.reason}); convert the file to UTF-8 "
                          f"(e.g. iconv -f latin1 -t utf-8)") from None
 
 

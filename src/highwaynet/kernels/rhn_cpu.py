@@ -2,16 +2,13 @@
 
 :mod:`.rhn_eager` lays out the buffers and runs the products; what it runs between them, a few
 PyTorch operations a micro-step on a few thousand values, costs mostly the operations' own
-overhead (2–5 µs each at the CPU benchmark's shape, more than their arithmetic). The two loops
-here, forward and the backward walk, run the same products through PyTorch and each micro-step's
-gating as one vectorised pass, forward and back. Measured side by side at that shape (depth 4,
-hidden 256, 35 steps × batch 20, 2 threads, AMD EPYC): a window, forward then backward, 17.2 ms
-instead of 21.7, and 18.1 instead of 22.3 in a second run (``benchmarks/rhn_cpu_parts.py``;
-``benchmarks/rhn.py --cpu-shape`` has the whole layer's rows, and ``docs/performance-cpu-rhn.md``
-other shapes: 0.80–1.00 of the time).
+overhead, more than their arithmetic. The two loops here, forward and the backward walk, run the
+same products through PyTorch and each micro-step's gating as one vectorised pass, forward and
+back, which saves most of that overhead (``benchmarks/rhn_cpu_parts.py`` times a window both ways
+side by side; ``benchmarks/rhn.py --cpu-shape`` the whole layer).
 
 **Built on first use**, once per machine, PyTorch version and highwaynet release, with
-``torch.utils.cpp_extension`` (a C++ compiler and ``ninja``; 10 s on 2 cores), into ``$TORCH_EXTENSIONS_DIR`` (default
+``torch.utils.cpp_extension`` (a C++ compiler and ``ninja``; seconds, once), into ``$TORCH_EXTENSIONS_DIR`` (default
 ``~/.cache/torch_extensions``). Where it cannot be built, a warning says why, and the RHN runs
 :mod:`.rhn_eager`'s loops in PyTorch operations: the same values, a little slower. It is used for
 float32 and float64 on an x86-64 CPU with AVX2, compiled for the instruction set PyTorch's own

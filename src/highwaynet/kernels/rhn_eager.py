@@ -14,11 +14,9 @@ product so that each thread reads only its part of the weights:
   matrices are ``R_d``'s H rows and its T rows; and back, the state's gradient ``(B, H)`` is kept
   as its two column halves ``(2, B, H/2)``, onto which one batched product adds ``dz`` times
   ``R_d``'s two column halves. Split by the product's columns, each of two threads can keep to
-  its half of ``R_d``: at the CPU benchmark's shape a micro-step's product took 43 µs instead of
-  57 forward, and 44 instead of 54 back (``benchmarks/rhn_cpu_parts.py``); one ``(B, 2H)``
-  product gains 1.3x from a second thread, the pair 1.8x. On one thread, where the pair was a
-  little slower (7% forward at hidden size 830), or on a GPU, ``z`` is one ``(B, 2H)`` matrix a
-  micro-step, ``[h | t]``.
+  its half of ``R_d``, where one ``(B, 2H)`` product gains less from a second thread
+  (``benchmarks/rhn_cpu_parts.py`` times both). On one thread, where the pair is a little slower,
+  or on a GPU, ``z`` is one ``(B, 2H)`` matrix a micro-step, ``[h | t]``.
 - **Products that accumulate in place.** ``z`` starts as each micro-step's additive term (the
   input projection plus ``b_0`` for micro-layer 0, ``b_d`` otherwise), written for all steps at
   once, and each micro-step's product adds onto it (``baddbmm`` with ``out=`` would first copy the
@@ -26,12 +24,10 @@ product so that each thread reads only its part of the weights:
   contiguous copy, which would cost a pass over them each call.
 - **Four operations a micro-step forward** (the product, one ``sigmoid_`` over all of ``z``, the
   step that turns ``σ(2a)`` into ``tanh(a)``, ``lerp``) and three backward (below), on views
-  made in bulk before the loop (one made inside it costs an operation's overhead, 1–3 µs, a
-  micro-step). ``tanh(a) = 2σ(2a) − 1``, with H's rows
-  of the weights, biases and input projection doubled before the loop: PyTorch's CPU ``tanh`` on
-  a strided half row costs more than ``sigmoid`` on the whole of ``z`` and the affine step
-  together (at the CPU benchmark's shape the forward took 13.4 ms instead of 15.0, its products
-  alone 8.3). In float32 and float64 only; half precision keeps ``tanh``.
+  made in bulk before the loop (one made inside it costs an operation's overhead a micro-step).
+  ``tanh(a) = 2σ(2a) − 1``, with H's rows of the weights, biases and input projection doubled
+  before the loop: PyTorch's CPU ``tanh`` on a strided half row costs more than ``sigmoid`` on the
+  whole of ``z`` and the affine step together. In float32 and float64 only; half precision keeps ``tanh``.
 - **A factored backward.** What does not depend on the sequential gradient ``g`` is computed for
   every micro-step at once, before the walk, in place in the buffer ``dz`` then takes:
 
@@ -106,7 +102,7 @@ def forward(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: list[Tenso
         u = s_blocks if mask is None else (s * mask).expand(parts, batch, hidden)
         zk.baddbmm_(u, weights_t[k % depth])
         # gating.gate_forward_reference's arithmetic, on views split before the loop (its chunk
-        # per call costs about 10 µs a micro-step here)
+        # per call would cost an operation's overhead each micro-step)
         if via_sigmoid:
             zk.sigmoid_()
             torch.add(minus_one, h, alpha=2, out=h)  # h = tanh(a): z holds [h | t], as backward() reads it

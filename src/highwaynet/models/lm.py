@@ -199,7 +199,8 @@ class CharAwareLanguageModel(nn.Module):
         return self.decoder(out), state
 
     def extra_repr(self) -> str:
-        return settings_repr(self, rnn=self.rnn_kind, encoder=self.encoder_name)
+        return settings_repr(self, rnn=self.rnn_kind, encoder=self.encoder_name,
+                             encoder_options=self.encoder_options or None)
 
 
 #: Any of the package's language models: ``(T, B)`` ids and a state in, logits and a state out.

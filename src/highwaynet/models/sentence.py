@@ -131,6 +131,7 @@ class SentenceClassifier(nn.Module):
 
     def extra_repr(self) -> str:
         return settings_repr(self, dropout=self.dropout_p, embed_dropout=self.embed_dropout_p,
+                             word_chars=getattr(self, "word_chars", None),
                              num_words=None if self.num_words == self.vocab_size else self.num_words)
 
     def encode(self, tokens: Tensor, lengths: Tensor) -> Tensor:

@@ -68,7 +68,8 @@ def run(config: CharLMConfig, out: str | Path = "runs/char-lm", *, resume: bool 
             one.train.seed = seed
             run_dir = folder / f"seed{seed}"
             if config.tune:  # the tuned settings' runs: the search's own for its seed
-                run_dir = folder / ("trial{}".format(tuned["best"]) if seed == config.seeds[0] else f"best-seed{seed}")
+                best = tuned["best"]
+                run_dir = folder / (f"trial{best}" if seed == config.seeds[0] else f"trial{best}-seed{seed}")
             results.append(cast(dict, run_once(
                 run_dir, lambda resume, one=one, run_dir=run_dir: lm.run(one, run_dir, resume=resume, corpus=corpus,
                                                                          log=log, progress=progress),

@@ -44,8 +44,8 @@ def _mlp_config(config: DepthConfig, depth: int, plain: bool, lr: float, epochs:
 
 
 def _use_graphs(config: DepthConfig) -> bool:
-    """CUDA graphs by default on a GPU: these nets are launch-bound there (measured on an H100, a
-    50-layer step: 19.7 ms eager, 1.7 ms replayed; ``benchmarks/mlp_step.py``)."""
+    """CUDA graphs by default on a GPU: these narrow, deep nets are launch-bound there, and a replayed
+    step is an order of magnitude faster than an eager one (``benchmarks/mlp_step.py``)."""
     return use_cuda_graphs(config.cuda_graph, config.device)
 
 

@@ -223,8 +223,9 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
                     settings.append(run_settings(load_run_config(run_dir)["config"]))
     if not results:
         raise RuntimeError(f"no finished runs in {out} match the sweep's tasks, encoders, layers and seeds")
-    summary = {"config": asdict(config), "runs": results, "seconds": round(time.perf_counter() - start, 1),
-               "table": summarize(results), "settings": common_settings(settings)}
+    summary = {"recipe": "sentences", "config": asdict(config), "runs": results,
+               "seconds": round(time.perf_counter() - start, 1), "table": summarize(results),
+               "settings": common_settings(settings)}
     return finish_sweep(out, summary, write_sentences_report)
 
 

@@ -63,7 +63,8 @@ def _train(config: LMConfig, run_dir: Path, corpus: Corpus, what: str, log, prog
 def tune_family(family: str, base: LMConfig, corpus: Corpus, budget: int, trials: int, seeds: Sequence[int],
                 folder: Path, log, progress: bool, sweep: SweepProgress | None = None) -> dict[str, Any]:
     """Tune one family: ``trials`` runs with seed ``seeds[0]`` into ``folder/trialK``, then the best on
-    validation with the other ``seeds`` (``folder/best-seedS``). Returns every trial's settings and
+    validation with the other ``seeds`` (``folder/trialK-seedS``: named by the trial, so that a
+    search resumed with more trials whose best changes trains the new best's seeds). Returns every trial's settings and
     results and the best's, with its test metric over the seeds."""
     metric = "bpc" if base.level == "char" else "ppl"
     rows = []
@@ -81,8 +82,8 @@ def tune_family(family: str, base: LMConfig, corpus: Corpus, budget: int, trials
     for seed in seeds[1:]:
         config = trial_config(base, best, seed=seed)
         config.hidden = best["hidden"]
-        result = _train(config, folder / f"best-seed{seed}", corpus, f"{family}, best trial, seed {seed}", log,
-                        progress, sweep)
+        result = _train(config, folder / f"trial{best_index}-seed{seed}", corpus,
+                        f"{family}, best trial, seed {seed}", log, progress, sweep)
         tests.append(result["test"][metric])
     return {"family": family, "metric": metric, "trials": rows, "best": best_index, "best_settings": best,
             "test": {"mean": statistics.fmean(tests), "std": statistics.stdev(tests) if len(tests) > 1 else 0.0,

@@ -230,9 +230,9 @@ class Trainer:
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, self.model.parameters()
         # On the CPU the fused update (torch >= 2.4) makes one pass over each parameter where the
-        # default makes one per operation: Adam on a sentence model's 5.1 M parameters takes 3.2 ms
-        # instead of 19.4, its training step 0.61 of the time (benchmarks/optimizer_step.py). On a
-        # GPU the default stays, as the GPU figures and the CUDA-graph steps were measured with it.
+        # default makes one per operation, several times faster for a model of millions of
+        # parameters (benchmarks/optimizer_step.py). On a GPU the default stays, as the GPU figures
+        # and the CUDA-graph steps were measured with it.
         fused = True if self.device.type == "cpu" and _FUSED_ON_CPU else None
         if c.optimizer == "sgd":
             return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay, fused=fused)
