@@ -20,6 +20,7 @@ DOCS = Path(__file__).resolve().parents[1]
 GENERATED = DOCS / "_generated"
 BENCHMARKS = DOCS.parent / "benchmarks"
 DATA_NAMES = {"mnist5k": "MNIST 5k", "fashion-mnist": "Fashion-MNIST"}
+TASK_NAMES = {"trec": "TREC", "sst2": "SST-2", "sst1": "SST-1", "mr": "MR", "subj": "Subj"}
 NOT_RUN = "*Not stored yet: run the command above and store its folder with docs/results/store.py.*\n"
 
 
@@ -31,7 +32,7 @@ def _minutes(seconds: float | None) -> str:
 
 def _provenance(record: dict[str, Any]) -> str:
     env = record.get("environment", {})
-    machine = env.get("cuda") or f"{env.get('cpu', 'CPU')}, {env.get('cpu_threads', '?')} threads"
+    machine = env.get("cuda") or f"{env.get('cpu', 'CPU')}, {_threads(env)}"
     lines = ["```{admonition} How this was made", ":class: note", "",
              f"- Command: `{record['command']}`",
              f"- Machine: {machine}; torch {env.get('torch', '?')}, Python {env.get('python', '?')}, "
@@ -81,28 +82,40 @@ def _five_sets(out: Path, record: dict[str, Any]) -> None:
                                               effects, ""]))
 
 
+def _threads(env: dict[str, Any]) -> str:
+    threads = env.get("cpu_threads", "?")
+    return f"{threads} thread" + ("" if threads == 1 else "s")
+
+
+def _runs_by_features(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The ``sentences-features-*`` sweeps' runs, pooled by (task, word features), in table order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for record in records.values():
+        for run in record["result"]["runs"]:
+            groups.setdefault((run["task"], run["word_features"]), []).append(run)
+    order = ["words", "chars", "words+chars"]
+    return dict(sorted(groups.items(), key=lambda item: (TASK_NAMES.get(item[0][0], item[0][0]),
+                                                         order.index(item[0][1]))))
+
+
 def _features(records: dict[str, dict[str, Any]]) -> str:
     """One table from the ``sentences-features-*`` sweeps: accuracy by task and word features."""
     from highwaynet.report import markdown_table
     from highwaynet.training.run_dir import format_mean_std, mean_std
 
-    rows, commands = [], []
-    for name, record in records.items():
-        runs = record["result"]["runs"]
-        commands.append(f"`{record['command']}` ({_minutes(record.get('seconds'))})")
-        for task in dict.fromkeys(r["task"] for r in runs):
-            mine = [r for r in runs if r["task"] == task]
-            test = mean_std([100 * r["test"]["acc"] for r in mine])
-            unseen = mean_std([100 * r["test_unseen"]["acc"] for r in mine])
-            rows.append([task, mine[0].get("word_features", name.rsplit("-", 1)[-1]), len(mine),
-                         format_mean_std(test, len(mine)),
-                         f"{format_mean_std(unseen, len(mine))} ({mine[0]['test_unseen']['n']} sentences)"])
-    rows.sort(key=lambda r: (r[0], ["words", "chars", "words+chars"].index(r[1])))
+    rows = []
+    for (task, features), runs in _runs_by_features(records).items():
+        test = mean_std([100 * r["test"]["acc"] for r in runs])
+        unseen = mean_std([100 * r["test_unseen"]["acc"] for r in runs])
+        rows.append([TASK_NAMES.get(task, task), features, len(runs), format_mean_std(test, len(runs)),
+                     f"{format_mean_std(unseen, len(runs))} ({runs[0]['test_unseen']['n']} sentences)"])
+    commands = [f"`{record['command']}` ({_minutes(record.get('seconds'))} of training, summed over its runs)"
+                for record in records.values()]
     env = next(iter(records.values())).get("environment", {})
     return "\n".join([
         markdown_table(["task", "word features", "seeds", "test accuracy (%)",
                         "test accuracy (%), sentences with a word unseen in training"], rows), "",
-        "Made by " + "; ".join(commands) + f", on {env.get('cpu', 'a CPU')} ({env.get('cpu_threads', '?')} threads), "
+        "Made by " + "; ".join(commands) + f", on {env.get('cpu', 'a CPU')} ({_threads(env)}), "
         f"torch {env.get('torch', '?')}.", ""])
 
 
@@ -157,6 +170,18 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                      ", ".join(f"{name} {best(task)} vs {kim[task]}" for name, task in
                                (("TREC", "trec"), ("SST-2", "sst2"), ("MR", "mr"), ("Subj", "subj"),
                                 ("SST-1", "sst1"))), "{doc}`/results/sentences`"])
+    features = {n: r for n, r in records.items() if n.startswith("sentences-features-")}
+    if features:
+        from highwaynet.training.run_dir import format_mean_std, mean_std
+
+        cells: dict[str, list[str]] = {}
+        for (task, word_features), runs in _runs_by_features(features).items():
+            accuracy = [100 * r["test"]["acc"] for r in runs]
+            cells.setdefault(task, []).append(f"{word_features} {format_mean_std(mean_std(accuracy), len(runs))}%")
+        rows.append(["words, characters or both into a highway BiLSTM",
+                     "; ".join(f"{TASK_NAMES.get(task, task)}: " + ", ".join(c) for task, c in cells.items())
+                     + " test accuracy",
+                     "{doc}`/results/sentences`"])
     if "rhn-depth-tinyshakespeare" in records:
         for entry, result in records["rhn-depth-tinyshakespeare"]["result"]["corpora"].items():
             best = min(result["rhn"], key=lambda r: r["test"]["bpc"])
@@ -174,9 +199,12 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                 rows.append([f"RHN vs LSTM under equal tuning ({entry}, {trials} trials each)",
                              ", ".join(f"{f.upper()} {t['test']['mean']:.{digits}f} ± {t['test']['std']:.{digits}f} "
                                        f"{metric}" for f, t in tuned.items()), "{doc}`/results/rhn`"])
-    if "char-lm-austen" in records:
-        models = records["char-lm-austen"]["result"]["rows"]
-        rows.append(["character-aware LMs (Austen, words)",
+    for name in ("char-lm-austen", "char-lm-austen-long"):
+        if name not in records:
+            continue
+        models = records[name]["result"]["rows"]
+        epochs = records[name]["result"]["config"]["base"]["train"]["epochs"]
+        rows.append([f"character-aware LMs (Austen, words, {epochs} epochs)",
                      "test perplexity: " + "; ".join(f"{r['model']} {r['test_ppl']['mean']:.0f} ± "
                                                      f"{r['test_ppl']['std']:.0f}" for r in models),
                      "{doc}`/results/char-lm`"])
