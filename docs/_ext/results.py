@@ -122,6 +122,7 @@ def _features(records: dict[str, dict[str, Any]]) -> str:
 def _summary(records: dict[str, dict[str, Any]]) -> str:
     """The results index's table: one line per experiment, from the stored results."""
     from highwaynet.report import markdown_table
+    from highwaynet.training.run_dir import format_mean_std, mean_std
 
     rows = []
 
@@ -147,8 +148,6 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
         rows.append(["lesioning one layer at a time", f"{r['harmless']} of {len(r['lesioned'])} layers cost at most "
                      "a point", "{doc}`/results/gates`"])
     if "sentences-depth-sst2" in records:
-        from highwaynet.training.run_dir import format_mean_std, mean_std
-
         cells = []
         for label, points in records["sentences-depth-sst2"]["series"].items():
             deepest = max(points, key=lambda p: p["layers"])
@@ -172,8 +171,6 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                                 ("SST-1", "sst1"))), "{doc}`/results/sentences`"])
     features = {n: r for n, r in records.items() if n.startswith("sentences-features-")}
     if features:
-        from highwaynet.training.run_dir import format_mean_std, mean_std
-
         cells: dict[str, list[str]] = {}
         for (task, word_features), runs in _runs_by_features(features).items():
             accuracy = [100 * r["test"]["acc"] for r in runs]
