@@ -12,13 +12,38 @@
 #                  (minutes of tuning)
 #   bench-rest     the paper MLP's step, and the float32 RHN tables
 #   bench          the three bench parts; all (the default): tests and bench
+#   tests-all      the whole suite but for the docs toolchain, the browser and the wheel build, on the
+#                  GPU (the default device), side by side (pytest-xdist where installed); writes
+#                  OUT_DIR/gpu_suite.json (commit, device, versions, passed / failed / skipped, the
+#                  failed tests), which benchmarks/gpu_suite_<device>.json keeps for the docs
 set -uo pipefail
-parts="tests|tests-layers|tests-kernels|bench|bench-rhn|bench-dense|bench-rest|all"
+parts="tests|tests-layers|tests-kernels|tests-all|bench|bench-rhn|bench-dense|bench-rest|all"
 out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [$parts]}; what=${2:-all}
 [[ "|$parts|" == *"|$what|"* ]] || { echo "unknown part '$what': one of $parts" >&2; exit 2; }
 mkdir -p "$out"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+if [[ $what == tests-all ]]; then
+  # One thread per worker (the workers are the parallelism) and per compile; a limit per test that
+  # stops a hang, not a slow test; the whole run kept inside the call's 10 minutes, its record
+  # written from the lines printed so far if it is cut.
+  export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TORCHINDUCTOR_COMPILE_THREADS=1
+  options=(-v -p no:cacheprovider -rfE --junitxml "$out/suite.xml"
+           --ignore tests/test_docs.py --ignore tests/test_site_browser.py --ignore tests/test_wheel.py)
+  python3 -c "import xdist" 2>/dev/null && options+=(-n "$(python3 -c 'import os; print(max(1, (os.cpu_count() or 2) - 2))')")
+  python3 -c "import pytest_timeout" 2>/dev/null && options+=(--timeout 400)
+  python3 -c "import pytest_benchmark" 2>/dev/null && options+=(-p no:benchmark)
+  start=$SECONDS
+  timeout "${SUITE_LIMIT:-540}" python3 -m pytest "${options[@]}" tests > "$out/suite.txt" 2>&1
+  code=$?
+  tail -n 30 "$out/suite.txt"
+  results="$out/suite.xml"; note=""
+  if [[ ! -s $results ]]; then results="$out/suite.txt"; note="cut at its time limit (${SUITE_LIMIT:-540} s): tests not yet run are missing"; fi
+  python3 benchmarks/suite_record.py "$results" "$out/gpu_suite.json" \
+    --command "benchmarks/gpu_suite.sh OUT tests-all (pytest ${options[*]} tests; $(( SECONDS - start )) s, exit $code)" \
+    --note "$note"
+  exit 0
+fi
 files=()
 [[ $what == tests || $what == all || $what == tests-layers ]] && \
   files+=(tests/test_training.py tests/test_nn_highway.py tests/test_nn_rhn.py tests/test_recipe_lm.py)

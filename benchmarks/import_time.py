@@ -36,8 +36,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", default="benchmarks/import_time.json")
     args = parser.parse_args()
+    # The console script where it is installed, else the module (the package run from a checkout)
     command = shutil.which("highwaynet", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    rows = {name: [command, *argv[1:]] if argv[0] == "highwaynet" else argv for name, argv in ROWS.items()}
+    cli = [command] if command else [sys.executable, "-m", "highwaynet"]
+    rows = {name: [*cli, *argv[1:]] if argv[0] == "highwaynet" else argv for name, argv in ROWS.items()}
     times: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(args.repeats + 1):  # (the first round, untimed, warms the file cache)
         for name, argv in rows.items():

@@ -40,6 +40,7 @@ myst_heading_anchors = 3
 html_theme = "furo"
 html_title = f"highwaynet {release}"
 html_static_path = ["_static"]
+html_css_files = ["custom.css"]  # (display equations scroll inside the column: tests/test_site_browser.py)
 html_favicon = "_static/favicon.svg"  # (a browser asks for one on every site; without it, a 404)
 
 # The docstrings: Google style (Args:, Returns:) with PyTorch's own sections.

@@ -13,7 +13,7 @@ with (ONNX has no translation of its fused operator); the batch stays dynamic.
 
 .. code-block:: bash
 
-    pip install "highwaynet[export]"       # onnx, onnxscript, onnxruntime
+    pip install ".[export]"       # in highwaynet's clone: onnx, onnxscript, onnxruntime
     python examples/explain_and_export.py
 """
 
@@ -63,7 +63,7 @@ print(f"{len(gates.names)} gates recorded; mean transform gate of the first: {ga
 try:
     import onnxruntime
 except ImportError:
-    print("onnxruntime is not installed: pip install 'highwaynet[export]'")
+    print("onnxruntime is not installed: pip install onnx onnxscript onnxruntime (the export extra)")
 else:
     batch = torch.export.Dim("batch", min=2, max=256)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):

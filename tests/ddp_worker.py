@@ -1,4 +1,5 @@
-"""Run by tests/test_distributed.py under torchrun: a few steps of data-parallel training on CPU (gloo).
+"""Run by tests/test_distributed.py under torchrun: a few steps of data-parallel training on the CPU (gloo),
+which a GPU machine gives it too.
 
 Each rank saves its final parameters, so that the test can check that all ranks agree.
 """
@@ -38,7 +39,8 @@ def main(out: str, kind: str) -> None:
     # "mlp-max-time": training for a time (as the LSTM of rhn-depth does), on clocks that disagree.
     max_time = 2.0 if kind == "mlp-max-time" else None
     trainer = Trainer(model, task, TrainConfig(epochs=6 if max_time else 2, lr=0.01 if kind == "lm" else 0.1,
-                                               optimizer="sgd", seed=1), Path(out) / "run", progress=False)
+                                               optimizer="sgd", seed=1, device="cpu"), Path(out) / "run",
+                      progress=False)
     rank, size = world()
     if max_time and rank == 1:  # rank 1's epochs take 1 s by its clock: alone, it would stop after 2
         run_epoch = trainer._run_epoch

@@ -136,3 +136,47 @@ def test_gpu_suite_names_scripts_and_options_that_exist(tmp_path):
             options[script] = set(re.findall(r"(?<![\w-])--[\w-]+", help_text))
         unknown = [a for a in args if a.startswith("--") and a not in options[script]]
         assert not unknown, f"{script}: {unknown}"
+
+
+def test_gpu_suite_runs_the_whole_suite_and_keeps_its_record(tmp_path):
+    """``gpu_suite.sh OUT tests-all``: pytest over every test but the site's, the browser's and the wheel's,
+    then ``suite_record.py`` (with options it knows) on its results."""
+    fake = tmp_path / "bin" / "python3"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\037' \"$@\" >> {tmp_path / 'calls'}\necho >> {tmp_path / 'calls'}\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}", "SUITE_LIMIT": "60"}
+    done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_suite.sh"), str(tmp_path / "out"), "tests-all"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = [line.split("\x1f")[:-1] for line in (tmp_path / "calls").read_text().splitlines()]
+    (pytest_call,) = [c for c in calls if c[:2] == ["-m", "pytest"]]
+    for ignored in ("tests/test_docs.py", "tests/test_site_browser.py", "tests/test_wheel.py"):
+        assert pytest_call[pytest_call.index(ignored) - 1] == "--ignore", ignored
+    assert {"--junitxml", "-n"} <= set(pytest_call) and pytest_call[-1] == "tests"
+    (record_call,) = [c for c in calls if c[0] == "benchmarks/suite_record.py"]
+    help_text = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite_record.py"), "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    flags = [a for a in record_call if a.startswith("--")]
+    assert flags and all(re.search(rf"(?<![\w-]){a}\b", help_text) for a in flags), record_call
+
+
+def test_suite_record_counts_what_pytest_said(tmp_path):
+    """From pytest's JUnit XML, and from its verbose lines (what is left of a run cut at its limit)."""
+    tests = tmp_path / "tests" / "test_three.py"
+    tests.parent.mkdir()
+    tests.write_text("import pytest\n\ndef test_passes():\n    pass\n\ndef test_fails():\n    assert False\n\n"
+                     "@pytest.mark.parametrize('x', ['a b'])\ndef test_skips(x):\n    pytest.skip('no')\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--junitxml",
+                          str(tmp_path / "suite.xml"), "tests/test_three.py"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    (tmp_path / "suite.txt").write_text(run.stdout)
+    for results in ("suite.xml", "suite.txt"):
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite_record.py"), str(tmp_path / results),
+                               str(tmp_path / "record.json"), "--device", "a GPU", "--command", "pytest"],
+                              capture_output=True, text=True, timeout=process_timeout(60))
+        assert done.returncode == 0, done.stderr
+        record = json.loads((tmp_path / "record.json").read_text())
+        assert (record["passed"], record["failed"], record["skipped"]) == (1, 1, 1), results
+        assert record["failed_names"] == ["tests/test_three.py::test_fails"] and record["device"] == "a GPU"
+        assert len(record["commit"]) == 40 and record["command"] == "pytest"

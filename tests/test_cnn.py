@@ -39,7 +39,7 @@ def test_random_crop_flip():
 def test_cli_train_cnn(tmp_path, capsys):
     out = tmp_path / "cnn"
     assert main(["train", "cnn", "--data", "digits", "--channels", "8,16", "--layers-per-stage", "1",
-                 "--epochs", "2", "--batch-size", "64", "--lr", "0.05", "--out", str(out)]) == 0
+                 "--epochs", "2", "--batch-size", "64", "--lr", "0.05", "--device", "cpu", "--out", str(out)]) == 0
     assert "4-layer highway CNN" in capsys.readouterr().out
     results = json.loads((out / "results.json").read_text())
     assert results["model"] == "highway-cnn" and results["test"]["acc"] > 0.3

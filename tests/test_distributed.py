@@ -82,7 +82,8 @@ def test_sentence_run_under_torchrun_matches_one_process(tmp_path, shared_data):
     them, and every process reads the best weights only once they are written. Rank 0 writes each
     file a second late (tests/slow_rank0_cli.py), so that a process reading too early fails every
     time rather than on a slow machine only."""
-    lines = (shared_data / "sentence" / "TREC.train.all").read_bytes().splitlines()
+    # (a set of your own is UTF-8; TREC is published in Latin-1)
+    lines = (shared_data / "sentence" / "TREC.train.all").read_text(encoding="latin-1").encode().splitlines()
     data = tmp_path / "trec-small"
     data.mkdir()
     (data / "train").write_bytes(b"\n".join(lines[:400]) + b"\n")
@@ -107,7 +108,8 @@ def test_sentence_run_under_torchrun_matches_one_process(tmp_path, shared_data):
 def test_adversarial_sentence_run_under_torchrun_matches_one_process(tmp_path, shared_data):
     """Adversarial training runs the model twice a step and differentiates the first pass alone to the
     word vectors: DistributedDataParallel must still reduce the gradients once, as one process has them."""
-    lines = (shared_data / "sentence" / "TREC.train.all").read_bytes().splitlines()
+    # (a set of your own is UTF-8; TREC is published in Latin-1)
+    lines = (shared_data / "sentence" / "TREC.train.all").read_text(encoding="latin-1").encode().splitlines()
     data = tmp_path / "trec-small"
     data.mkdir()
     (data / "train").write_bytes(b"\n".join(lines[:400]) + b"\n")

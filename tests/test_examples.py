@@ -47,3 +47,15 @@ def test_highway_lstm_classifier_learns_questions_and_reports_its_gates(shared_d
     # (How much the lesions cost varies with the seed and depth, so only that they ran is checked here;
     # tests/test_analysis.py checks what a lesion does.)
     assert re.search(r"every block carried through: test accuracy [\d.]+%", out), out
+
+
+def test_your_own_block_trains_deep_behind_each_connection_and_its_gates_report():
+    pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the data extra)")
+    out = run_example("gated_residual_block.py", "--depth", "16", "--steps", "200")
+    accuracy = {name.strip(): float(acc) for name, acc in re.findall(r"^(.+?) +16 blocks: test accuracy ([\d.]+)%", out,
+                                                                      re.M)}
+    assert set(accuracy) == {"blocks alone", "residual", "highway", "gtrxl", "rezero"}, out
+    assert accuracy["blocks alone"] < 30 and all(accuracy[k] > 80 for k in ("residual", "highway", "gtrxl", "rezero"))
+    gates = [float(t) for t in re.search(r"mean T per block: ([\d. ]+)", out)[1].split()]
+    assert len(gates) == 16 and all(0 < t < 1 for t in gates), out
+    assert re.search(r"block \d+ \(its gate the most open\) shut: test accuracy [\d.]+%", out), out

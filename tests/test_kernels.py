@@ -513,3 +513,39 @@ def test_triton_paths_carry_non_finite_inputs_as_the_references_do(value):
         tol = 2e-3 if tf32 and DEVICE == "cuda" else 1e-5
         torch.testing.assert_close(outs[0], outs[1], equal_nan=True, rtol=tol, atol=tol)
         assert outs[0].isnan().any() == (value != value)
+
+
+@triton_kernels
+def test_float64_runs_the_pytorch_paths_and_equals_its_float64_maths():
+    """The Triton kernels compute in float32: given float64 (where they would run: a GPU, or the
+    interpreter), the gate primitives, the dense layer and the RHN take the PyTorch paths, which keep
+    float64 (1e-12 from the maths written out here), and explain() says why."""
+    torch.manual_seed(0)
+    z, x = torch.randn(37, 10, dtype=F64, device=DEVICE), torch.randn(37, 5, dtype=F64, device=DEVICE)
+    y = gating.gate_forward(z, x, gating.Activation.TANH)
+    assert y.dtype == F64
+    assert (y - expected_gate(z, x, "tanh")).abs().max() < 1e-12
+    dy = torch.randn_like(x)
+    g, dx, _ = gating.gate_backward(dy, z, x, gating.Activation.TANH)
+    t = 1 / (1 + torch.exp(-z[:, 5:]))
+    assert (dx - dy * (1 - t)).abs().max() < 1e-12
+    assert (g[:, :5] - dy * t * (1 - torch.tanh(z[:, :5]) ** 2)).abs().max() < 1e-12
+
+    net = Highway(5, num_layers=3, activation="tanh", dtype=F64, device=DEVICE)
+    expected = x
+    for proj in net.layers:  # each layer written out: [z_H | z_T] = x Wᵀ + b, then the gate
+        expected = expected_gate(expected @ proj.weight.t() + proj.bias, expected, "tanh")
+    assert (net(x) - expected).abs().max() < 1e-12
+    (decision,) = explain(net, x)
+    assert decision.path == "unfused" and "float64" in decision.why
+
+    rhn = RHN(4, 6, depth=3, dtype=F64, device=DEVICE)
+    sequence = torch.randn(5, 2, 4, dtype=F64, device=DEVICE)
+    fused_out, fused_state = rhn(sequence)
+    rhn.fused = False  # the autograd loop over the cell's step: PyTorch operations in float64
+    loop_out, loop_state = rhn(sequence)
+    rhn.fused = True
+    assert fused_out.dtype == F64
+    assert (fused_out - loop_out).abs().max() < 1e-12 and (fused_state - loop_state).abs().max() < 1e-12
+    (decision,) = explain(rhn, sequence)
+    assert decision.path not in ("gate kernel", "one kernel", "loop") and "float64" in decision.why

@@ -16,6 +16,11 @@ WORD_CHARS = CHARS.encode(["<pad>", "<unk>", "the", "cat", "sat"])
 
 # name -> (sizes, one non-default keyword setting, how it prints)
 CASES = {
+    "BranchGate": ((), {}, ""),  # (no settings)
+    "Gate": ((), {}, ""),
+    "GatedResidual": ((torch.nn.Linear(4, 4), 4), {"kind": "gtrxl", "gate_bias": -1.0}, "kind='gtrxl', gate_bias=-1.0"),
+    "GatedResidualNetwork": ((4, 8), {"context_size": 3}, "context_size=3"),
+    "CausalTransformer": ((30, 8, 2), {"residual": "highway", "norm": "post"}, "residual='highway', norm='post'"),
     "CharCNNHighway": ((20,), {"num_highway": 2}, "num_highway=2"),
     "Highway": ((8,), {"gate_bias": -1.0}, "gate_bias=-1.0"),
     "HighwayConv1d": ((4, 3), {"dilation": 2}, "dilation=2"),

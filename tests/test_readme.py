@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import needs_mlxtend
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -21,6 +22,7 @@ def test_api_tour_runs():
     exec(compile(python_blocks()[0], "README.md (API tour)", "exec"), {})
 
 
+@needs_mlxtend
 def test_training_example_runs(tmp_path, monkeypatch):
     code = python_blocks()[1]
     shortened = code.replace("TrainConfig(epochs=10,", "TrainConfig(epochs=1,")

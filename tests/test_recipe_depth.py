@@ -80,8 +80,9 @@ def test_gates_and_lesion(sweep, capsys):
 
 def test_axes_that_count_layers_or_epochs_tick_whole_numbers(sweep, monkeypatch):
     # 3 highway layers and 2 epochs: matplotlib's own ticks would fall at 0.5 or 0.2 steps.
-    from highwaynet import report
-    ticks, save = {}, report._save
+    from highwaynet.recipes.depth import write_report
+    from highwaynet.training import files
+    ticks, save = {}, files.save_figure
 
     def recording(fig, path, dpi=120):
         fig.canvas.draw()
@@ -92,11 +93,11 @@ def test_axes_that_count_layers_or_epochs_tick_whole_numbers(sweep, monkeypatch)
                     ticks[(path.name, axis.get_label_text())] = [t for t in axis.get_ticklocs() if low <= t <= high]
         save(fig, path, dpi)
 
-    monkeypatch.setattr(report, "_save", recording)
+    monkeypatch.setattr(files, "save_figure", recording)
     run = sweep / "highway-4" / "lr0.1-seed0"
     for argv in (["reproduce", "gates", str(run)], ["reproduce", "lesion", str(run)]):
         assert main(argv) == 0
-    report.write_depth_report(sweep, json.loads((sweep / "summary.json").read_text()))
+    write_report(sweep, json.loads((sweep / "summary.json").read_text()))
     assert {name for name, _ in ticks} == {"gates.png", "lesion.png", "depth.png"}
     for key, locations in ticks.items():
         assert locations and all(float(t).is_integer() for t in locations), (key, locations)
@@ -118,7 +119,7 @@ def test_report_html_holds_every_figure_and_table(sweep):
     (["reproduce", "depth", "--lrs", "0.1,nan"], "--lrs must be a finite number, got nan"),
     (["reproduce", "gates", "/nonexistent"], "is not a run folder"),
     (["reproduce", "lesion", "/nonexistent"], "is not a run folder"),
-    (["report", "/nonexistent"], "has no report.md"),
+    (["report", "/nonexistent"], "/nonexistent does not exist: give a run folder"),
 ])
 def test_bad_arguments(argv, message, capsys):
     assert main(argv) == 2

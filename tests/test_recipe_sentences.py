@@ -135,7 +135,9 @@ def test_cli_sweep_of_a_users_own_set(shared_data, tmp_path, capsys):
     # train), named by the folder: in the run folders, the report (no published figure) and predict.
     own = tmp_path / "questions"
     own.mkdir()
-    lines = (shared_data / "sentence" / "TREC.train.all").read_bytes().splitlines(keepends=True)
+    # (a set of your own is UTF-8; TREC is published in Latin-1)
+    lines = (shared_data / "sentence" / "TREC.train.all").read_text(encoding="latin-1").encode() \
+        .splitlines(keepends=True)
     (own / "train").write_bytes(b"".join(lines[:800]))
     (own / "test").write_bytes(b"".join(lines[-100:]))
     out = tmp_path / "sweep"

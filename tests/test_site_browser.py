@@ -17,10 +17,11 @@ playwright = pytest.importorskip("playwright.sync_api", reason="the dev extra: p
 CHROMIUM = os.environ.get("HIGHWAYNET_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium: apt-get install chromium (.ci/run does)")
 
-PAGES = ["index.html", "getting-started.html", "guide/dense.html", "guide/rhn.html", "api/nn.html",
-         "api/config.html", "gallery/index.html", "gallery/highway_in_your_model.html", "results/index.html",
-         "results/depth.html", "results/gates.html", "results/sentences.html", "results/rhn.html",
-         "results/char-lm.html", "performance.html", "design.html", "changelog.html"]
+PAGES = ["index.html", "getting-started.html", "guide/dense.html", "guide/rhn.html", "guide/residual.html",
+         "api/nn.html", "api/config.html", "gallery/index.html", "gallery/highway_in_your_model.html",
+         "gallery/gated_residual_block.html", "results/index.html", "results/depth.html", "results/gates.html",
+         "results/sentences.html", "results/rhn.html", "results/char-lm.html", "results/transformer.html",
+         "performance.html", "testing.html", "design.html", "changelog.html"]
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +72,54 @@ def test_page_loads_whole_and_alone(browser, served, path):
     assert "highwaynet" in page.title()
     assert not broken_images(page), broken_images(page)
     assert not problems, problems
+    page.close()
+
+
+_OVERFLOWING = """() => {
+    // (8 pixels of slack: furo's wrappers reach a few pixels past the article's box, by design)
+    const article = document.querySelector('article'), right = article.getBoundingClientRect().right + 8;
+    // a box of its own, inside the column, that scrolls: the element or a wrapper below the article
+    const scrolls = e => { for (let a = e; a && a !== article; a = a.parentElement) {
+        if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX) && a.getBoundingClientRect().right <= right)
+            return true; } return false; };
+    // an element's content reaches left + scrollWidth: past the column, it must scroll in its own box
+    return Array.from(document.querySelectorAll('article mjx-container, article table, article pre'))
+        .filter(e => Math.max(e.getBoundingClientRect().right, e.getBoundingClientRect().left + e.scrollWidth) > right
+                     && !scrolls(e))
+        .map(e => e.tagName + ': ' + e.textContent.slice(0, 60));
+}"""
+
+
+def _at_1280(browser, url: str, style: str = ""):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(url, wait_until="networkidle")
+    if style:
+        page.add_style_tag(content=style)
+    if page.locator("mjx-container").count():  # (MathJax typesets after the load)
+        page.wait_for_selector("mjx-container", timeout=20_000)
+    return page
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_no_page_scrolls_sideways_at_1280_pixels(browser, served, path):
+    """At a 1280-pixel window the page is no wider than the window, and every display equation, table
+    and code block fits its column or scrolls inside its own box (none runs past the page's edge)."""
+    page = _at_1280(browser, served + path)
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"{path} is {widths[0]} px wide in a {widths[1]} px window"
+    overflowing = page.evaluate(_OVERFLOWING)
+    assert not overflowing, f"{path}: {overflowing}"
+    page.close()
+
+
+def test_a_wide_equation_scrolls_in_its_own_box_whatever_the_theme_wraps_it_in(browser, served):
+    """The RHN guide's equation is wider than the column at 1280 pixels: the site's own stylesheet
+    scrolls it inside its box even under a theme whose wrapper does not (furo's older releases)."""
+    page = _at_1280(browser, served + "guide/rhn.html", style=".math-wrapper { overflow: visible !important; }")
+    widest = page.evaluate("() => Math.max(...Array.from(document.querySelectorAll('mjx-container[display]'))"
+                           ".map(e => e.scrollWidth - e.clientWidth))")
+    assert widest > 0, "no equation of the page is wider than its column any more: pick another page"
+    assert not page.evaluate(_OVERFLOWING)
     page.close()
 
 

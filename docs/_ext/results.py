@@ -4,8 +4,8 @@ Each ``docs/results/NAME.json`` (written by ``docs/results/store.py`` from a fin
 becomes ``docs/_generated/NAME/report.md`` and its figures, drawn by the same code that wrote the
 run's own report (:mod:`highwaynet.report`), with where and how it ran above it; each
 ``benchmarks/*.json`` (written by a benchmark script) becomes a table in
-``docs/_generated/performance/NAME.md``. The pages include these files: no number on them is typed
-by hand.
+``docs/_generated/performance/NAME.md``, and the latest ``benchmarks/gpu_suite_*.json`` the testing
+page's GPU record. The pages include these files: no number on them is typed by hand.
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ def _provenance(record: dict[str, Any]) -> str:
 
 def _sst2_depth(out: Path, record: dict[str, Any]) -> None:
     """The SST-2 depth series (summaries and single runs), as the sentence recipe plots them."""
-    from highwaynet.report import markdown_table, plot_sentence_depth
+    from highwaynet.recipes.sentences_report import plot_depth
+    from highwaynet.report import markdown_table
     from highwaynet.training.run_dir import format_mean_std, mean_std
 
     series = {label: [{"layers": p["layers"], **(mean_std(p["values"]) if "values" in p else p),
                        "runs": len(p["values"]) if "values" in p else p["runs"]} for p in points]
               for label, points in record["series"].items()}
-    plot_sentence_depth(series, "sst2", out / "depth-sst2.png")
+    plot_depth(series, "sst2", out / "depth-sst2.png")
     depths = sorted({p["layers"] for points in series.values() for p in points})
     rows = [[label, *(next((format_mean_std(p, p["runs"]) for p in points if p["layers"] == d), "-") for d in depths)]
             for label, points in series.items()]
@@ -61,11 +62,12 @@ def _sst2_depth(out: Path, record: dict[str, Any]) -> None:
 
 
 def _report(out: Path, record: dict[str, Any]) -> None:
-    from highwaynet import report
+    """The stored result's report, written by its recipe's own code (as the run's own report was)."""
+    from highwaynet.recipes import char_lm, depth, gates, rhn_depth, sentences_report, transformer_depth
 
-    writers = {"depth": report.write_depth_report, "gates": report.write_gates_report,
-               "lesion": report.write_lesion_report, "rhn-depth": report.write_rhn_depth_report,
-               "char-lm": report.write_char_lm_report, "sentences": report.write_sentences_report}
+    writers = {"depth": depth.write_report, "gates": gates.write_gates_report, "lesion": gates.write_lesion_report,
+               "rhn-depth": rhn_depth.write_report, "char-lm": char_lm.write_report,
+               "sentences": sentences_report.write_report, "transformer-depth": transformer_depth.write_report}
     writers[record["recipe"]](out, record["result"])
 
 
@@ -205,6 +207,19 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                      "test perplexity: " + "; ".join(f"{r['model']} {r['test_ppl']['mean']:.0f} ± "
                                                      f"{r['test_ppl']['std']:.0f}" for r in models),
                      "{doc}`/results/char-lm`"])
+    for name in ("transformer-depth-tinyshakespeare", "transformer-depth-bias5"):
+        if name not in records:
+            continue
+        result = records[name]["result"]
+        deepest = max(result["config"]["depths"])
+        seeds = len(result["config"]["seeds"])
+        cells = [f"{r['variant']} " + (f"{r['val_loss']['mean']:.2f} ± {r['val_loss']['std']:.2f}"
+                                       if r["diverged"] < seeds else "diverged")
+                 + (f" ({r['diverged']} of {seeds} diverged)" if 0 < r["diverged"] < seeds else "")
+                 for r in result["rows"] if r["depth"] == deepest]
+        rows.append([f"Transformers of {deepest} blocks by residual connection (Tiny Shakespeare, chars; gate "
+                     f"bias {result['config']['base']['gate_bias']:g})",
+                     "validation loss (nats): " + ", ".join(cells), "{doc}`/results/transformer`"])
     return markdown_table(["experiment", "what it measured", "page"], rows) + "\n"
 
 
@@ -231,13 +246,17 @@ def results(names: list[str] | None = None) -> list[Path]:
             _report(out, record)
             report_md = out / "report.md"
             report_md.write_text(_provenance(record) + report_md.read_text())
+            if record["recipe"] == "transformer-depth":  # (what it measured, for the guide's page too)
+                from highwaynet.recipes.transformer_depth import verdicts
+
+                (out / "verdicts.md").write_text("".join(f"- {line}.\n" for line in verdicts(record["result"])))
         written.append(out / "report.md")
     GENERATED.mkdir(exist_ok=True)
     for page in DOCS.rglob("*.md"):  # a page may name a result that has not been stored yet
-        for name in re.findall(r"\{include\} \.\./_generated/([\w.+-]+)/report\.md", page.read_text()):
-            if not (GENERATED / name / "report.md").is_file():
+        for name, file in re.findall(r"\{include\} \.\./_generated/([\w.+-]+)/([\w.-]+\.md)", page.read_text()):
+            if not (GENERATED / name / file).is_file():
                 (GENERATED / name).mkdir(parents=True, exist_ok=True)
-                (GENERATED / name / "report.md").write_text(NOT_RUN)
+                (GENERATED / name / file).write_text(NOT_RUN)
     (GENERATED / "sentences-features.md").write_text(_features(features) if features else NOT_RUN)
     (GENERATED / "summary.md").write_text(_summary(records))
     return written
@@ -273,6 +292,34 @@ def performance() -> Path:
     return out
 
 
+def gpu_suite() -> Path:
+    """``_generated/gpu-suite.md``: the latest record of the whole suite on a GPU (``benchmarks/gpu_suite_*.json``,
+    written by ``benchmarks/gpu_suite.sh OUT tests-all``), and the earlier ones."""
+    out = GENERATED / "gpu-suite.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    records = sorted((json.loads(p.read_text()) | {"file": p.name} for p in BENCHMARKS.glob("gpu_suite_*.json")),
+                     key=lambda r: (r["date"], r["file"]), reverse=True)
+    if not records:
+        out.write_text("*No run on a GPU is stored yet.*\n")
+        return out
+    from highwaynet.report import markdown_table
+
+    latest = records[0]
+    result = f"{latest['passed']} passed, {latest['failed']} failed, {latest['skipped']} skipped"
+    lines = [f"**Last run on a GPU:** commit `{latest['commit'][:10]}`, {latest['date']}, {latest['device']} "
+             f"(torch {latest['torch']}, Triton {latest['triton']}): **{result}**."
+             + (f" {latest['note'][0].upper() + latest['note'][1:]}." if latest.get("note") else ""), "",
+             f"Command: `{latest['command']}`. From `benchmarks/{latest['file']}`.", ""]
+    if latest["failed_names"]:
+        lines += ["Failed in that run:", "", *(f"- `{name}`" for name in latest["failed_names"]), ""]
+    lines += ["All stored runs:", "", markdown_table(
+        ["date", "commit", "device", "torch", "passed", "failed", "skipped"],
+        [[r["date"], f"`{r['commit'][:10]}`", r["device"], r["torch"], r["passed"], r["failed"], r["skipped"]]
+         for r in records]), ""]
+    out.write_text("\n".join(lines))
+    return out
+
+
 README = DOCS.parent / "README.md"
 _README_SUMMARY = re.compile(r"(<!-- summary:start[^\n]*-->\n).*?(<!-- summary:end -->)", re.S)
 
@@ -294,6 +341,7 @@ def write_readme_summary() -> bool:
 def _generate(app: Any) -> None:
     results()
     performance()
+    gpu_suite()
 
 
 def setup(app: Any) -> dict[str, Any]:

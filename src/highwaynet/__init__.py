@@ -13,13 +13,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # name -> the submodule that defines it (a submodule itself where the value is None)
 _WHERE = {
     "Highway": "nn", "HighwayConv1d": "nn", "HighwayConv2d": "nn", "HighwayLSTM": "nn", "HighwayLSTMBlock": "nn",
     "Projection": "nn", "RHN": "nn", "RHNCell": "nn", "TransformGate": "nn", "ZeroPad": "nn",
-    "CharCNNHighway": "nn", "CharVocab": "nn",
+    "CharCNNHighway": "nn", "CharVocab": "nn", "GatedResidual": "nn", "GatedResidualNetwork": "nn",
+    "BranchGate": "nn", "Gate": "nn",
     "gate_modules": "analysis", "lesion": "analysis", "record_gates": "analysis",
     "highway_combine": "functional",
     "explain": "kernels",
@@ -27,9 +28,10 @@ _WHERE = {
 }
 
 __all__ = [
-    "RHN", "CharCNNHighway", "CharVocab", "Highway", "HighwayConv1d", "HighwayConv2d", "HighwayLSTM",
-    "HighwayLSTMBlock", "Projection", "RHNCell", "TransformGate", "ZeroPad", "analysis", "explain", "functional",
-    "gate_modules", "highway_combine", "kernels", "lesion", "nn", "record_gates",
+    "RHN", "BranchGate", "CharCNNHighway", "CharVocab", "Gate", "GatedResidual", "GatedResidualNetwork", "Highway",
+    "HighwayConv1d", "HighwayConv2d", "HighwayLSTM", "HighwayLSTMBlock", "Projection", "RHNCell", "TransformGate",
+    "ZeroPad", "analysis", "explain", "functional", "gate_modules", "highway_combine", "kernels", "lesion", "nn",
+    "record_gates",
 ]  # (a list as written, which type checkers read: the names of _WHERE, as a test checks)
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ imports on first use
@@ -39,8 +41,12 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from .kernels import explain
     from .nn import (
         RHN,
+        BranchGate,
         CharCNNHighway,
         CharVocab,
+        Gate,
+        GatedResidual,
+        GatedResidualNetwork,
         Highway,
         HighwayConv1d,
         HighwayConv2d,

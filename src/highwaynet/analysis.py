@@ -1,9 +1,11 @@
 """What the gates do: recording transform-gate activity, and lesioning layers.
 
-Both tools act on :class:`highwaynet.nn.TransformGate` modules, the single point through which
-every highway layer of the package (dense, convolutional, recurrent micro-layers, highway LSTM)
-mixes its transform with its carry. So they work on any model built from these layers, however
-deeply nested, without knowing the layer types.
+Both tools act on :class:`highwaynet.nn.Gate` modules, the single point through which every layer
+of the package mixes its transform with its carry (:class:`~highwaynet.nn.TransformGate`: dense,
+convolutional, recurrent micro-layers, highway LSTM, highway and GTrXL residuals) or adds a scaled
+residual branch (:class:`~highwaynet.nn.BranchGate`: residual, ReZero, the gated residual network).
+So they work on any model built from these layers, however deeply nested, without knowing the
+layer types.
 
 Gates are numbered in the order of ``model.named_modules()``, which for a stack is the order of
 its layers: :func:`gate_modules` lists them.
@@ -28,16 +30,17 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from .nn.gate import TransformGate
+from .nn.gate import Gate
 
 __all__ = ["GateRecord", "gate_modules", "lesion", "record_gates"]
 
 
-def gate_modules(model: nn.Module) -> list[tuple[str, TransformGate]]:
-    """Every :class:`TransformGate` in ``model`` as ``(qualified name, gate)``, in module order."""
+def gate_modules(model: nn.Module) -> list[tuple[str, Gate]]:
+    """Every gate in ``model`` (:class:`~highwaynet.nn.TransformGate`, :class:`~highwaynet.nn.BranchGate`) as
+    ``(qualified name, gate)``, in module order."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
-    return [(name, m) for name, m in model.named_modules() if isinstance(m, TransformGate)]
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, Gate)]
 
 
 @dataclass
@@ -95,7 +98,7 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
     record.carry = {name: [] for name in record.names}
     name_of = {id(g): name for name, g in gates}
 
-    def observe(gate: TransformGate, t: Tensor, c: Tensor | None) -> None:
+    def observe(gate: Gate, t: Tensor, c: Tensor | None) -> None:
         name = name_of[id(gate)]
         record.transform[name].append(t.detach().to(device) if device else t.detach())
         if c is not None:
@@ -109,7 +112,7 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
             d()
 
 
-def _select(gates: list[tuple[str, TransformGate]], layers: Iterable[int | str]) -> list[TransformGate]:
+def _select(gates: list[tuple[str, Gate]], layers: Iterable[int | str]) -> list[Gate]:
     by_name = dict(gates)
     chosen = []
     for layer in layers:

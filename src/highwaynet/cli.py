@@ -13,8 +13,10 @@ settings of its own but where a run goes (``--out``, ``--resume``) and where dat
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -190,6 +192,20 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
     print(f"wrote {args.out}/report.md ({summary['seconds']:.0f}s)")
 
 
+def _reproduce_transformer_depth(args: argparse.Namespace, config: Any) -> None:
+    from .recipes import transformer_depth
+    from .training.run_dir import format_mean_std
+
+    summary = transformer_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir,
+                                    download=args.download)
+    seeds = len(summary["config"]["seeds"])
+    for row in summary["rows"]:
+        print(f"{row['depth']:3} blocks  {row['variant']:14} lr {row['lr']:<7g} validation loss "
+              f"{format_mean_std(row['val_loss'], seeds - row['diverged'], 3)}"
+              + (f"  ({row['diverged']} of {seeds} diverged)" if row["diverged"] else ""))
+    print(f"wrote {args.out}/report.md and {args.out}/depth.png ({summary['seconds']:.0f}s)")
+
+
 def _report_only(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--report-only", action="store_true",
                        help="train nothing: report the runs already finished in --out (a sweep split over "
@@ -249,6 +265,20 @@ REPRODUCE_RECIPES = (
                  "base.train.seed", "base.tie_weights"),
            shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.state_dropout", "base.output_dropout"),
                                  "set the three variational dropouts at once (each own option wins)"),),
+           resume_help="skip finished runs, resume unfinished ones", restart=False),
+    Recipe("transformer-depth", help="residual, highway, GTrXL and ReZero Transformers at 2 to 48 blocks",
+           description="Causal character-level Transformers on Tiny Shakespeare at several depths, in each variant "
+                       "NORM-KIND (LayerNorms pre, post or none; residual, highway, GTrXL or ReZero connections), "
+                       "the same optimiser and no warm-up; a learning-rate search per depth and variant (the first "
+                       "seed at every rate), then more seeds. Writes depth.png, gates.png and report.md.",
+           epilog="example: highwaynet reproduce transformer-depth --download (--full: nanoGPT's baby GPT, on a GPU)",
+           config=config.TransformerDepthConfig, run=_reproduce_transformer_depth, out="runs/transformer-depth",
+           titles={"": "experiment", "base": "every model", **TRAINING},
+           hide=("base.level", "base.model", "base.depth", "base.layers", "base.residual", "base.norm", "base.input",
+                 "base.char_encoder", "base.char_layers", "base.char_mlp", "base.state_dropout", "base.train.lr",
+                 "base.train.seed", "base.train.warmup_steps", "base.train.nonfinite"),
+           shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.output_dropout"),
+                                 "set the embeddings' and the blocks' dropout at once (each own option wins)"),),
            resume_help="skip finished runs, resume unfinished ones", restart=False),
     Recipe("sentences", help="sentence classification: HBiLSTM vs BiLSTM stacks by depth, and Kim's CNN",
            description="Sentence classification on SST-1, SST-2, MR, Subj and TREC: highway BiLSTM stacks against "
@@ -329,11 +359,20 @@ def _generate(args: argparse.Namespace) -> None:
     from .recipes import lm
 
     model, config, corpus = lm.load_trained(args.run_dir, args.data_dir)
-    prompt = args.prompt.encode().decode("unicode_escape") if "\\" in args.prompt else args.prompt
+    prompt = decode_escapes(args.prompt)
     print(prompt, end="", flush=True)
     for piece in lm.stream(model, corpus, prompt, args.length, args.temperature, args.seed):
         print(piece, end="", flush=True)
     print()
+
+
+_ESCAPE = re.compile(r"\\(?:[ntr\\'\"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})")
+
+
+def decode_escapes(text: str) -> str:
+    """``text`` with its backslash escapes (``\\n``, ``\\t``, ``\\u00e9``, ...) made the characters they
+    stand for, and every other character kept as typed (``café`` stays ``café``)."""
+    return _ESCAPE.sub(lambda match: codecs.decode(match.group(0), "unicode_escape"), text)
 
 
 def _reproduce_gates(args: argparse.Namespace) -> None:
@@ -371,6 +410,14 @@ def _predict(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # (during start-up or a report too: a line, not a traceback)
+        print("highwaynet: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -382,8 +429,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .training.distributed import barrier, init_distributed, is_main_process, leave_distributed
     from .training.trainer import TrainingDiverged
 
-    init_distributed()  # a no-op unless started by torchrun
     try:
+        if settings is not None:
+            from .config.train import device_of
+
+            # A device this machine lacks is refused before anything is made (on every process alike under
+            # torchrun, each then joining the group with the backend of its run's device).
+            init_distributed(check_device(device_of(settings)))
         # Under torchrun every process runs the command; rank 0 alone prints (errors go to stderr from any).
         with contextlib.ExitStack() as quiet:
             if not is_main_process():
@@ -394,8 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.run(args)
         barrier()  # the processes finish together: one that leaves while another still uses the group can abort
     except KeyboardInterrupt:
+        print("highwaynet: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, FileExistsError, OSError) as error:
+    except (ValueError, FileNotFoundError, FileExistsError, OSError, ImportError) as error:
         print(f"highwaynet: error: {error}", file=sys.stderr)
         return 2
     except TrainingDiverged as error:
@@ -404,6 +457,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         leave_distributed()
     return 0
+
+
+def check_device(name: str) -> str:
+    """``name``, once this machine is known to have the device (else the error that says what to pass)."""
+    from .training.devices import pick_device
+
+    pick_device(name)
+    return name
 
 
 if __name__ == "__main__":

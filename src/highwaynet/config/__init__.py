@@ -9,9 +9,9 @@ one option per field, with the field's default and help). They import no PyTorch
 from ._fields import check_settings, setting
 from .images import ACTIVATIONS, IMAGE_DATA, CNNConfig, DepthConfig, MLPConfig
 from .sentences import ENCODERS, SENTENCE_TASKS, SentenceConfig, SweepConfig
-from .text import CORPORA, CharLMConfig, LMConfig, RHNDepthConfig
+from .text import CORPORA, CharLMConfig, LMConfig, RHNDepthConfig, TransformerDepthConfig
 from .train import TrainConfig
 
 __all__ = ["ACTIVATIONS", "CORPORA", "CNNConfig", "CharLMConfig", "DepthConfig", "ENCODERS", "IMAGE_DATA",
            "LMConfig", "MLPConfig", "RHNDepthConfig", "SENTENCE_TASKS", "SentenceConfig", "SweepConfig", "TrainConfig",
-           "check_settings", "setting"]
+           "TransformerDepthConfig", "check_settings", "setting"]

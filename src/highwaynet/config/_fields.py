@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -54,6 +55,33 @@ def _check_one(config: Any, name: str, value: Any, meta: dict[str, Any]) -> None
         raise ValueError(f"{where} must be below {meta['below']}, got {value}")
 
 
+def _fits(value: Any, kind: Any) -> bool:
+    """Whether ``value`` is of the annotated type ``kind`` (the scalars, lists, optionals and nested
+    configurations the settings use; a float setting takes an int too)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if kind is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is str:
+        return isinstance(value, str)
+    if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+        return isinstance(value, kind)
+    return True
+
+
+def _type_name(kind: Any) -> str:
+    return str(kind).replace("typing.", "") if typing.get_args(kind) else getattr(kind, "__name__", str(kind))
+
+
 def check_settings(config: Any) -> None:
     """Check every field of a configuration against its :func:`setting`'s type, bounds and choices,
     and turn nested dictionaries (a ``config.json``'s) into their configuration classes. Each config's
@@ -68,9 +96,15 @@ def check_settings(config: Any) -> None:
             setattr(config, field.name, value)
         if not field.metadata:
             continue
+        if not _fits(value, kind):  # (a configuration from a hand-edited config.json, say)
+            raise ValueError(f"{_describe(config, field.name)} must be {_type_name(kind)}, got {value!r}")
         if isinstance(value, list):
             if not value:
                 raise ValueError(f"{_describe(config, field.name)} needs at least one value")
+            repeated = sorted({repr(v) for v in value if value.count(v) > 1})
+            if repeated:  # (a sweep would train the same runs twice and report one run as a spread)
+                raise ValueError(f"{_describe(config, field.name)} lists {', '.join(repeated)} more than once: give "
+                                 f"each value once")
             for item in value:
                 _check_one(config, field.name, item, dict(field.metadata))
         elif value is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._fields import check_settings, setting
-from .train import TrainConfig
+from .train import TrainConfig, check_device_name, check_monitor
 
 __all__ = ["ACTIVATIONS", "IMAGE_DATA", "CNNConfig", "DepthConfig", "MLPConfig"]
 
@@ -46,6 +46,7 @@ class MLPConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_monitor(self.train.monitor, ("loss", "acc"))
 
 
 @dataclass
@@ -69,6 +70,7 @@ class CNNConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_monitor(self.train.monitor, ("loss", "acc"))
 
     @property
     def depth(self) -> int:
@@ -99,3 +101,4 @@ class DepthConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_device_name(self.device)

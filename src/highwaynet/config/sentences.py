@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._fields import check_settings, setting
-from .train import TrainConfig
+from .train import TrainConfig, check_monitor
 
 __all__ = ["ENCODERS", "SENTENCE_TASKS", "SentenceConfig", "SweepConfig"]
 
@@ -50,6 +50,7 @@ class SentenceConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_monitor(self.train.monitor, ("loss", "acc"))
         if self.adversarial and self.train.compile:
             raise ValueError("adversarial training does not combine with compile (see highwaynet.training.adversarial)")
         if self.adversarial and self.word_features != "words":

@@ -1,28 +1,36 @@
-"""The language-modelling recipes' settings: one model (:class:`LMConfig`) and the RHN depth study
-(:class:`RHNDepthConfig`)."""
+"""The language-modelling recipes' settings: one model (:class:`LMConfig`), the RHN depth study
+(:class:`RHNDepthConfig`), the character-aware models (:class:`CharLMConfig`) and the Transformer depth
+study (:class:`TransformerDepthConfig`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
 from ._fields import check_settings, setting
-from .train import TrainConfig
+from .train import TrainConfig, check_monitor
 
-__all__ = ["CORPORA", "CharLMConfig", "LMConfig", "RHNDepthConfig"]
+__all__ = ["CORPORA", "NORMS", "RESIDUALS", "CharLMConfig", "LMConfig", "RHNDepthConfig", "TransformerDepthConfig"]
 
 #: The corpora known by name (any folder with train.txt, valid.txt and test.txt works too).
 CORPORA = ("tinyshakespeare", "austen")
 
 
+#: The Transformer's residual connections (:data:`highwaynet.nn.RESIDUAL_KINDS`) and LayerNorm places
+#: (:data:`highwaynet.models.transformer.NORM_PLACEMENTS`), for the command line (which imports no PyTorch).
+RESIDUALS = ("residual", "highway", "gtrxl", "rezero")
+NORMS = ("pre", "post", "none")
+
+
 @dataclass
 class LMConfig:
-    """A language model: embedding, an RHN (or an LSTM), a decoder tied to the embedding.
-    ``hidden`` is the state size of the RHN or the LSTM."""
+    """A language model: embedding, an RHN, an LSTM or a causal Transformer, a decoder tied to the
+    embedding. ``hidden`` is the state size of the RHN or the LSTM, or the Transformer's width;
+    ``layers`` its stacked layers (the Transformer's blocks), and ``bptt`` its context."""
 
     corpus: str = setting("tinyshakespeare", help="tinyshakespeare, austen, or a folder with train.txt, valid.txt "
                                                   "and test.txt")
     level: str = setting("char", help="model characters or words", choices=("char", "word"))
-    model: str = setting("rhn", help="the recurrent layer", choices=("rhn", "lstm"))
+    model: str = setting("rhn", help="the sequence model", choices=("rhn", "lstm", "transformer"))
     depth: int = setting(4, help="the RHN's recurrence depth", minimum=1)
     hidden: int = setting(256, help="state size", minimum=1)
     layers: int = setting(1, help="stacked recurrent layers", minimum=1)
@@ -35,11 +43,17 @@ class LMConfig:
     char_layers: int | None = setting(None, help="highway (or MLP) layers after the character convolutions "
                                                  "(default: the preset's)", minimum=0)
     char_mlp: bool = setting(False, help="plain MLP layers in the highway layers' place (the paper's comparison)")
-    input_dropout: float = setting(0.1, help="variational dropout on the embeddings", minimum=0.0, below=1.0)
+    heads: int = setting(4, help="the Transformer's attention heads (hidden must be a multiple)", minimum=1)
+    residual: str = setting("residual", help="the Transformer's residual connections", choices=RESIDUALS)
+    norm: str = setting("pre", help="where the Transformer's LayerNorms go: inside each branch, after each "
+                                    "connection, or none", choices=NORMS)
+    input_dropout: float = setting(0.1, help="(variational) dropout on the embeddings", minimum=0.0, below=1.0)
     state_dropout: float = setting(0.1, help="variational dropout on the RHN's states", minimum=0.0, below=1.0)
-    output_dropout: float = setting(0.1, help="variational dropout on the recurrent layer's outputs", minimum=0.0,
-                                    below=1.0)
-    gate_bias: float = setting(-2.0, help="the RHN's initial transform-gate bias")
+    output_dropout: float = setting(0.1, help="variational dropout on the recurrent layer's outputs; in the "
+                                              "Transformer, dropout on its attention and its sublayers' outputs",
+                                    minimum=0.0, below=1.0)
+    gate_bias: float = setting(-2.0, help="the initial bias of the RHN's transform gates, and of the Transformer's "
+                                          "highway and GTrXL gates")
     max_vocab: int | None = setting(None, help="most frequent tokens kept (none: every character, or 10000 words)",
                                     minimum=2)
     batch_size: int = setting(32, help="training batch size (parallel streams)", minimum=1)
@@ -47,6 +61,8 @@ class LMConfig:
     steps_per_epoch: int | None = setting(200, help="windows per epoch, from a random start (0: the whole training "
                                                     "text)", minimum=0)
     eval_batch_size: int = setting(64, help="validation and test batch size", minimum=1)
+    eval_windows: int | None = setting(None, help="windows each evaluation reads (the first ones; none: the whole "
+                                                  "split)", minimum=1)
     train: TrainConfig = setting(help="how to train", factory=lambda: TrainConfig(
         epochs=10, optimizer="adam", lr=2e-3, grad_clip=1.0, schedule="cosine", monitor="val_loss"))
 
@@ -56,6 +72,12 @@ class LMConfig:
             self.steps_per_epoch = None
         if self.input == "chars" and self.level != "word":
             raise ValueError("LMConfig.input 'chars' reads the characters of each word: it needs level 'word'")
+        check_monitor(self.train.monitor, ("loss", "bpc" if self.level == "char" else "ppl"))
+        if self.model == "transformer":
+            if self.hidden % self.heads:
+                raise ValueError(f"LMConfig.hidden {self.hidden} must be a multiple of heads {self.heads}")
+            if self.input != "words":
+                raise ValueError("LMConfig.input 'chars' feeds an RHN or an LSTM, not the Transformer")
 
 
 @dataclass
@@ -132,3 +154,54 @@ class CharLMConfig:
                            "steps_per_epoch": None, "input_dropout": 0.5, "output_dropout": 0.5,
                            "train": asdict(train)})
         return replace(self, budget=19_000_000, base=base, full=False)
+
+
+@dataclass
+class TransformerDepthConfig:
+    """The highway paper's depth study redrawn for Transformers: causal character-level language
+    models (Tiny Shakespeare, the task of nanoGPT's ``shakespeare_char``) at several depths, each
+    depth with each variant of ``NORM-KIND`` (where the LayerNorms go: ``pre``, ``post``, ``none``;
+    the residual connection: ``residual``, ``highway``, ``gtrxl``, ``rezero``). As in the MLP depth
+    study, each depth and variant's learning rate is the one of ``lrs`` whose first-seed run ends with
+    the lowest validation loss, and the other seeds train at it. The same optimiser everywhere, no
+    warm-up unless ``warmup`` says; ``base`` sets the rest; ``full`` is nanoGPT's baby GPT, for a GPU."""
+
+    depths: list[int] = setting(help="blocks per model", factory=lambda: [2, 6, 12, 24, 48], minimum=1)
+    variants: list[str] = setting(help="NORM-KIND: the LayerNorms' place (pre, post, none) and the residual "
+                                       "connection (residual, highway, gtrxl, rezero)",
+                                  factory=lambda: ["post-residual", "pre-residual", "pre-highway", "pre-gtrxl",
+                                                   "none-rezero"])
+    lrs: list[float] = setting(help="learning rates searched (first seed)", factory=lambda: [1e-3, 3e-3], minimum=0.0)
+    seeds: list[int] = setting(help="seeds of each depth and variant", factory=lambda: [0, 1, 2])
+    warmup: int = setting(0, help="linear warm-up steps (0: none, as the study asks: which variants need one)",
+                          minimum=0)
+    full: bool = setting(False, help="nanoGPT's baby GPT, for a GPU: 6 blocks of 384 with 6 heads, context 256, "
+                                     "dropout 0.2, batch 64, 5000 steps, lr 1e-3 with 100 warm-up steps, AdamW "
+                                     "(these replace --depths and the same settings of the base)")
+    base: LMConfig = setting(help="every model's settings", factory=lambda: LMConfig(
+        corpus="tinyshakespeare", level="char", model="transformer", hidden=32, heads=4, bptt=64, batch_size=8,
+        steps_per_epoch=25, eval_batch_size=64, eval_windows=2, input_dropout=0.0, state_dropout=0.0,
+        output_dropout=0.0, train=TrainConfig(epochs=8, optimizer="adamw", lr=1e-3, grad_clip=1.0,
+                                              schedule="constant", nonfinite="record")))
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        for variant in self.variants:
+            norm, _, kind = variant.partition("-")
+            if norm not in NORMS or kind not in RESIDUALS:
+                raise ValueError(f"variants are NORM-KIND with NORM one of {', '.join(NORMS)} and KIND one of "
+                                 f"{', '.join(RESIDUALS)}; got {variant!r}")
+        if self.base.model != "transformer" or self.base.level != "char":
+            raise ValueError("TransformerDepthConfig's base is a character-level transformer")
+
+    def resolved(self) -> TransformerDepthConfig:
+        """The configuration that runs: with ``full``, nanoGPT's baby GPT (``config/train_shakespeare_char.py``)
+        in place of the CPU-sized defaults."""
+        if not self.full:
+            return self
+        train = replace(self.base.train, epochs=20, optimizer="adamw", lr=1e-3, weight_decay=0.1,
+                        schedule="cosine", grad_clip=1.0)
+        base = LMConfig(**{**asdict(self.base), "hidden": 384, "heads": 6, "bptt": 256, "batch_size": 64,
+                           "steps_per_epoch": 250, "eval_windows": None, "input_dropout": 0.2, "output_dropout": 0.2,
+                           "train": train})
+        return replace(self, depths=[6], warmup=self.warmup or 100, base=base)

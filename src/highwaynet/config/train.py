@@ -2,11 +2,53 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from ._fields import check_settings, setting
 
-__all__ = ["TrainConfig"]
+__all__ = ["DEVICE_FORMS", "TrainConfig", "check_device_name", "check_monitor", "device_of"]
+
+#: The device settings' forms, for messages.
+DEVICE_FORMS = "auto, cpu, cuda, cuda:N or mps"
+
+
+def check_device_name(name: str) -> None:
+    """A ``ValueError`` naming the forms where ``name`` is not a device setting (``"auto"`` or a torch device
+    string). The spelling only: whether the machine has it is :func:`highwaynet.training.devices.pick_device`'s
+    question. (PyTorch is imported only for an uncommon name.)"""
+    if name in ("auto", "cpu", "cuda", "mps") or re.fullmatch(r"cuda:\d+", name):
+        return
+    import torch
+
+    try:
+        torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {name!r} is not a device: use {DEVICE_FORMS}") from None
+
+
+def check_monitor(monitor: str, metrics: tuple[str, ...]) -> None:
+    """A ``ValueError`` where ``monitor`` is not ``val_`` or ``train_`` and one of ``metrics`` (what the
+    recipe's task reports): a typo would otherwise train to the end and never keep best weights."""
+    known = [f"{split}_{name}" for split in ("val", "train") for name in metrics]
+    if monitor not in known:
+        raise ValueError(f"TrainConfig.monitor {monitor!r} is not a metric this recipe reports: use one of "
+                         f"{', '.join(known)}")
+
+
+def device_of(config: Any) -> str:
+    """The device setting of a recipe's configuration: its own ``device`` field, or its training's
+    (``train.device``), or its base run's (``base.train.device``); ``"auto"`` where it has none."""
+    queue = [config]
+    while queue:
+        current = queue.pop(0)
+        fields = {f.name: getattr(current, f.name) for f in dataclasses.fields(current)}
+        if isinstance(fields.get("device"), str):
+            return str(fields["device"])
+        queue += [v for v in fields.values() if dataclasses.is_dataclass(v) and not isinstance(v, type)]
+    return "auto"
 
 
 @dataclass
@@ -22,6 +64,8 @@ class TrainConfig:
         schedule: ``"constant"``, ``"cosine"`` (to 0 over the epochs) or ``"step"`` (x ``gamma``
             every ``step_epochs``); a schedule steps once per epoch.
         warmup_epochs: linear warm-up epochs before the schedule.
+        warmup_steps: linear warm-up over the first optimiser steps, on top of the epoch schedule
+            (a Transformer's usual warm-up: step ``k`` runs at ``(k + 1) / warmup_steps`` of the rate).
         grad_clip: clip the gradients' global norm to this (None or 0: no clipping).
         seed: seeds the model's initialisation (through the recipe), dropout and the data order.
         device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device string.
@@ -54,6 +98,7 @@ class TrainConfig:
     schedule: str = setting("constant", help="the learning rate over the epochs",
                             choices=("constant", "cosine", "step"))
     warmup_epochs: int = setting(0, help="linear warm-up epochs before the schedule", minimum=0)
+    warmup_steps: int = setting(0, help="linear warm-up over the first optimiser steps", minimum=0)
     gamma: float = setting(0.1, help="the step schedule's factor", minimum=0.0)
     step_epochs: int = setting(10, help="epochs between the step schedule's steps", minimum=1)
     grad_clip: float | None = setting(None, help="clip the gradients' global norm to this (0: no clipping)",
@@ -77,5 +122,6 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_device_name(self.device)
         if self.lr == 0:
             raise ValueError("TrainConfig.lr must be positive, got 0")

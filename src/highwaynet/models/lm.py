@@ -16,8 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from ..nn import RHN, CharCNNHighway
-from ..nn._signature import keyword_settings, settings_repr
+from ..nn._signature import settings_repr
 from ..nn.rhn import variational_dropout
+from .transformer import CausalTransformer
 
 __all__ = ["CharAwareLanguageModel", "LSTMLanguageModel", "LanguageModel", "RHNLanguageModel", "count_parameters",
            "generate", "sample_tokens"]
@@ -85,8 +86,6 @@ class RHNLanguageModel(_LanguageModel):
         (torch.Size([35, 8, 65]), torch.Size([1, 8, 256]))
     """
 
-    @keyword_settings(("vocab_size", "hidden_size", "depth", "num_layers", "embed_size", "tie_weights",
-                       "input_dropout", "state_dropout", "output_dropout", "gate_bias"), moved="depth")
     def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, *, depth: int = 4,
                  embed_size: int | None = None, tie_weights: bool = True, input_dropout: float = 0.0,
                  state_dropout: float = 0.0, output_dropout: float = 0.0, gate_bias: float = -2.0) -> None:
@@ -112,8 +111,6 @@ class LSTMLanguageModel(_LanguageModel):
         (torch.Size([35, 8, 65]), torch.Size([2, 8, 128]))
     """
 
-    @keyword_settings(("vocab_size", "hidden_size", "num_layers", "embed_size", "tie_weights", "input_dropout",
-                       "output_dropout"))
     def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, *, embed_size: int | None = None,
                  tie_weights: bool = True, input_dropout: float = 0.0, output_dropout: float = 0.0) -> None:
         super().__init__(vocab_size, embed_size or hidden_size, hidden_size, tie_weights, input_dropout,
@@ -160,8 +157,6 @@ class CharAwareLanguageModel(nn.Module):
         torch.Size([2, 1, 4])
     """
 
-    @keyword_settings(("word_chars", "num_chars", "hidden_size", "num_layers", "rnn", "depth", "encoder",
-                       "encoder_options", "input_dropout", "state_dropout", "output_dropout"))
     def __init__(self, word_chars: Tensor, num_chars: int, hidden_size: int, num_layers: int = 2, *,
                  rnn: str = "lstm", depth: int = 4, encoder: str = "kim-small",
                  encoder_options: dict[str, Any] | None = None, input_dropout: float = 0.0,
@@ -204,7 +199,7 @@ class CharAwareLanguageModel(nn.Module):
 
 
 #: Any of the package's language models: ``(T, B)`` ids and a state in, logits and a state out.
-LanguageModel = RHNLanguageModel | LSTMLanguageModel | CharAwareLanguageModel
+LanguageModel = RHNLanguageModel | LSTMLanguageModel | CharAwareLanguageModel | CausalTransformer
 
 
 def count_parameters(model: nn.Module) -> int:

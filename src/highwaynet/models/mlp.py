@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from ..functional import get_activation
 from ..nn import Highway
-from ..nn._signature import keyword_settings, settings_repr
+from ..nn._signature import settings_repr
 
 __all__ = ["HighwayMLP", "PlainMLP", "he_init"]
 
@@ -47,7 +47,6 @@ class HighwayMLP(nn.Module):
         torch.Size([100, 10])
     """
 
-    @keyword_settings(("in_features", "num_classes", "depth", "width", "activation", "gate_bias", "carry", "dropout"))
     def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 50, *,
                  activation: str | Callable[[Tensor], Tensor] = "relu", gate_bias: float = -2.0,
                  carry: str = "coupled", dropout: float = 0.0) -> None:
@@ -78,7 +77,6 @@ class PlainMLP(nn.Module):
     MLP 50 wide.
     """
 
-    @keyword_settings(("in_features", "num_classes", "depth", "width", "activation", "dropout"))
     def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 71, *,
                  activation: str | Callable[[Tensor], Tensor] = "relu", dropout: float = 0.0) -> None:
         super().__init__()

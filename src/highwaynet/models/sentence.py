@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from ..config import ENCODERS
 from ..nn import CharCNNHighway, Highway, HighwayLSTM
-from ..nn._signature import keyword_settings, settings_repr
+from ..nn._signature import settings_repr
 
 __all__ = ["ENCODERS", "ENCODER_DESCRIPTIONS", "STACKED_ENCODERS", "WORD_FEATURES", "SentenceClassifier",
            "load_word_vectors"]
@@ -74,8 +74,6 @@ class SentenceClassifier(nn.Module):
         torch.Size([2, 2])
     """
 
-    @keyword_settings(("vocab_size", "num_classes", "encoder", "embed_dim", "hidden_size", "num_layers", "dropout",
-                       "resize", "gate_bias", "highway_layers", "kernel_sizes", "feature_maps", "embed_dropout"))
     def __init__(self, vocab_size: int, num_classes: int, *, encoder: str = "hbilstm", embed_dim: int = 300,
                  hidden_size: int = 150, num_layers: int = 1, dropout: float = 0.5, resize: str = "projection",
                  gate_bias: float = -2.0, highway_layers: int = 2, kernel_sizes: tuple[int, ...] = (3, 4, 5),

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import get_activation
-from ._signature import keyword_settings, settings_repr
+from ._signature import settings_repr
 from .highway import Highway
 
 __all__ = ["PRESETS", "CharCNNHighway", "CharVocab"]
@@ -81,8 +81,6 @@ class CharCNNHighway(nn.Module):
         torch.Size([2, 525])
     """
 
-    @keyword_settings(("num_chars", "filters", "num_highway", "char_dim", "activation", "highway_activation",
-                       "gate_bias", "highway", "projection", "padding_idx", "device", "dtype"))
     def __init__(self, num_chars: int, *, filters: Sequence[tuple[int, int]] = PRESETS["kim-small"]["filters"],
                  num_highway: int = 1, char_dim: int = 15, activation: str | Callable[[Tensor], Tensor] = "tanh",
                  highway_activation: str = "relu", gate_bias: float = -2.0, highway: bool = True,

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..functional import get_activation
-from ._signature import keyword_settings, settings_repr
+from ._signature import settings_repr
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
 
@@ -21,8 +21,6 @@ class _HighwayConvNd(nn.Module):
     _conv: Callable[..., nn.Conv1d | nn.Conv2d]
     _spatial: int
 
-    @keyword_settings(("channels", "kernel_size", "activation", "gate_bias", "carry", "dropout", "dilation", "device",
-                       "dtype"))
     def __init__(
         self,
         channels: int,

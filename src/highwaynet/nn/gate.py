@@ -1,14 +1,16 @@
-"""``TransformGate``: the one place where every highway layer turns gate logits into a mix.
+"""The gates: the one place where every layer of the package mixes what it computes with what it carries.
 
-Every layer of the package (dense, convolutional, the RHN's micro-layers, the highway LSTM)
-ends in a :class:`TransformGate`. Because the gate is a module of its own, analysis tools can
-find every gate of any model by walking ``model.modules()`` and act on it without knowing the
-layer around it:
+Every highway layer of the package (dense, convolutional, the RHN's micro-layers, the highway LSTM,
+a highway or GTrXL residual connection) ends in a :class:`TransformGate`; a residual branch that is
+added rather than mixed (plain residual, ReZero, the gated residual network's GLU) ends in a
+:class:`BranchGate`. Both are a :class:`Gate`: because the gate is a module of its own, analysis
+tools can find every gate of any model by walking ``model.modules()`` and act on it without knowing
+the layer around it:
 
 * recording: observers attached to a gate receive ``T`` (and ``C``) on each forward pass
   (:func:`highwaynet.analysis.record_gates`);
-* lesioning: a lesioned gate forces ``T = 0`` (and ``C = 1``), so the layer becomes the
-  identity and carries its input through (:func:`highwaynet.analysis.lesion`).
+* lesioning: a lesioned gate forces ``T = 0`` (and ``C = 1``; a branch's scale to 0), so the
+  layer becomes the identity and carries its input through (:func:`highwaynet.analysis.lesion`).
 
 Layers stay free to compute the logits however they like (one fused projection, separate
 projections, convolutions, recurrent products) and, when nobody observes or lesions the gate,
@@ -23,13 +25,13 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import highway_combine, highway_combine_independent
-from ._signature import keyword_settings, settings_repr
+from ._signature import settings_repr
 
-__all__ = ["TransformGate", "CARRY_MODES"]
+__all__ = ["CARRY_MODES", "BranchGate", "Gate", "TransformGate"]
 
 CARRY_MODES = ("coupled", "independent")
 
-GateObserver = Callable[["TransformGate", Tensor, "Tensor | None"], None]
+GateObserver = Callable[["Gate", Tensor, "Tensor | None"], None]
 
 
 def check_carry(carry: str) -> str:
@@ -38,7 +40,31 @@ def check_carry(carry: str) -> str:
     return carry
 
 
-class TransformGate(nn.Module):
+class Gate(nn.Module):
+    """What every gate shares: observers that receive its values on each forward pass, and a lesion
+    that shuts it (the layer around it then carries its input through)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lesioned = False
+        self._observers: list[GateObserver] = []
+
+    @property
+    def is_plain(self) -> bool:
+        """True when no observer is attached and the gate is not lesioned (fast paths allowed)."""
+        return not self._observers and not self.lesioned
+
+    def add_observer(self, fn: GateObserver) -> Callable[[], None]:
+        """Call ``fn(gate, T, C)`` on each forward pass; returns a function that detaches it."""
+        self._observers.append(fn)
+        return lambda: self._observers.remove(fn)
+
+    def _observe(self, t: Tensor, c: Tensor | None = None) -> None:
+        for observe in self._observers:
+            observe(self, t, c)
+
+
+class TransformGate(Gate):
     r"""Applies the transform gate: ``y = T * h + (1 - T) * x`` with ``T = sigmoid(t_logits)``.
 
     With ``carry="independent"`` the carry gate has logits of its own:
@@ -66,22 +92,9 @@ class TransformGate(nn.Module):
                 [0.5000, 0.5000, 0.5000]])
     """
 
-    @keyword_settings(("carry",))
     def __init__(self, *, carry: str = "coupled") -> None:
         super().__init__()
         self.carry = check_carry(carry)
-        self.lesioned = False
-        self._observers: list[GateObserver] = []
-
-    @property
-    def is_plain(self) -> bool:
-        """True when no observer is attached and the gate is not lesioned (fast paths allowed)."""
-        return not self._observers and not self.lesioned
-
-    def add_observer(self, fn: GateObserver) -> Callable[[], None]:
-        """Call ``fn(gate, T, C)`` on each forward pass; returns a function that detaches it."""
-        self._observers.append(fn)
-        return lambda: self._observers.remove(fn)
 
     def gates(self, t_logits: Tensor, c_logits: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """``(T, C)`` for the given logits, honouring a lesion; ``C`` is None in the coupled form."""
@@ -91,8 +104,7 @@ class TransformGate(nn.Module):
         else:
             t = torch.sigmoid(t_logits)
             c = None if c_logits is None else torch.sigmoid(c_logits)
-        for observe in self._observers:
-            observe(self, t, c)
+        self._observe(t, c)
         return t, c
 
     def forward(self, h: Tensor, t_logits: Tensor, x: Tensor, c_logits: Tensor | None = None) -> Tensor:
@@ -108,3 +120,31 @@ class TransformGate(nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join(filter(None, [settings_repr(self), "lesioned=True" if self.lesioned else ""]))
+
+
+class BranchGate(Gate):
+    r"""Adds a residual branch, scaled: ``y = x + s * branch``.
+
+    The scale ``s`` is what the layer around it gives: 1 for a plain residual connection, ReZero's
+    learned scalar :math:`\alpha`, or a GLU's element-wise :math:`\sigma(\cdot)` in a gated residual
+    network. It is what the gate's observers receive (:func:`highwaynet.analysis.record_gates`), and a
+    lesion sets it to 0: ``y = x``, the branch left out.
+
+    Example::
+
+        >>> gate = BranchGate()
+        >>> gate(torch.ones(3), torch.zeros(3), torch.tensor(0.5))
+        tensor([0.5000, 0.5000, 0.5000])
+    """
+
+    def forward(self, branch: Tensor, x: Tensor, scale: Tensor | None = None) -> Tensor:
+        if self.lesioned:
+            self._observe(torch.zeros_like(scale) if scale is not None else branch.new_zeros(()))
+            return x
+        if self._observers:
+            self._observe(scale if scale is not None else branch.new_ones(()))
+        return x + branch if scale is None else x + scale * branch
+
+    def extra_repr(self) -> str:
+        return "lesioned=True" if self.lesioned else ""
+

@@ -9,10 +9,10 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import get_activation
+from ..kernels.activations import Activation, activation_code
 from ..kernels.dense_highway import DensePath, choose_path, highway_layer
 from ..kernels.dispatch import note
-from ..kernels.gating import Activation, activation_code
-from ._signature import keyword_settings, settings_repr
+from ._signature import settings_repr
 from .gate import TransformGate, check_carry
 
 __all__ = ["Highway"]
@@ -59,7 +59,8 @@ class Highway(nn.Module):
         fused: on CUDA with Triton installed, run each layer as
             :func:`highwaynet.kernels.highway_layer` (one fused element-wise pass each way around
             the matrix products) where it applies: coupled carry, an activation the kernels know
-            (relu, tanh, sigmoid, identity), no dropout in training, gates not recorded or
+            (relu, tanh, sigmoid, identity), dtypes the kernels compute exactly (float32, float16,
+            bfloat16: float64 stays unfused), no dropout in training, gates not recorded or
             lesioned, not under ``torch.compile`` (which fuses the reference itself), nor under
             ``torch.func``'s transforms or forward-mode AD (which need more than a backward)
             (:func:`highwaynet.kernels.dense_highway.choose_path` decides; :func:`highwaynet.kernels.explain`
@@ -86,7 +87,6 @@ class Highway(nn.Module):
         torch.Size([8, 10, 64])
     """
 
-    @keyword_settings(("dim", "num_layers", "activation", "gate_bias", "carry", "dropout", "fused", "device", "dtype"))
     def __init__(
         self,
         dim: int,
@@ -134,7 +134,8 @@ class Highway(nn.Module):
                              f"got {tuple(x.shape)}")
         choice = note(self, choose_path(x, fused=self.fused, activation=self._code, carry=self.carry,
                                         dropout_in_training=self.training and isinstance(self.dropout, nn.Dropout),
-                                        gates_plain=all(g.is_plain for g in self.gates)))
+                                        gates_plain=all(g.is_plain for g in self.gates),
+                                        weight=next(iter(self._projections())).weight))
         if choice.path is DensePath.FUSED:
             for proj in self._projections():
                 x = highway_layer(x, proj.weight, proj.bias, cast(Activation, self._code))

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from ._signature import keyword_settings, settings_repr
+from ._signature import settings_repr
 from .gate import TransformGate
 from .resize import make_resize
 from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
@@ -111,8 +111,6 @@ class HighwayLSTMBlock(nn.Module):
         (torch.Size([4, 12, 300]), torch.Size([2, 4, 150]))
     """
 
-    @keyword_settings(("input_size", "hidden_size", "bidirectional", "resize", "gate_bias", "highway", "dropout",
-                       "device", "dtype"))
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, resize: str = "projection",
                  gate_bias: float = -2.0, highway: bool = True, dropout: float = 0.0,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
@@ -213,8 +211,6 @@ class HighwayLSTM(nn.Module):
         (torch.Size([8, 20, 300]), torch.Size([8, 8, 150]))
     """
 
-    @keyword_settings(("input_size", "hidden_size", "num_layers", "bidirectional", "batch_first", "dropout", "resize",
-                       "gate_bias", "highway", "device", "dtype"))
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, *, batch_first: bool = False,
                  dropout: float = 0.0, bidirectional: bool = True, resize: str = "projection",
                  gate_bias: float = -2.0, highway: bool = True, device: torch.device | str | None = None,

@@ -12,7 +12,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 from ..functional import get_activation
 from ..kernels.dispatch import note
 from ..kernels.rhn_recurrence import choose_path, rhn_recurrence
-from ._signature import keyword_settings, settings_repr
+from ._signature import settings_repr
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
 from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
@@ -86,7 +86,6 @@ class RHNCell(nn.Module):
         torch.Size([8, 20])
     """
 
-    @keyword_settings(("input_size", "hidden_size", "depth", "carry", "gate_bias", "activation", "device", "dtype"))
     def __init__(self, input_size: int, hidden_size: int, *, depth: int = 4, carry: str = "coupled",
                  gate_bias: float = -2.0, activation: str | Callable[[Tensor], Tensor] = "tanh",
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
@@ -210,9 +209,6 @@ class RHN(nn.Module):
         )
     """
 
-    @keyword_settings(("input_size", "hidden_size", "depth", "num_layers", "dropout", "batch_first", "carry",
-                       "gate_bias", "input_dropout", "state_dropout", "fused", "bidirectional", "device", "dtype"),
-                      moved="depth")
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, *, depth: int = 4,
                  dropout: float = 0.0, batch_first: bool = False, carry: str = "coupled", gate_bias: float = -2.0,
                  input_dropout: float = 0.0, state_dropout: float = 0.0, fused: bool = True,

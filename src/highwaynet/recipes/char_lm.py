@@ -19,7 +19,9 @@ from typing import Any, cast
 
 from ..config import CharLMConfig, LMConfig
 from ..data.corpora import load_corpus
-from ..training.run_dir import SweepProgress, finish_sweep, run_once, start_sweep, write_text
+from ..report import compare, markdown_table, save_figure, subplots
+from ..training.progress import SweepProgress
+from ..training.run_dir import finish_sweep, format_mean_std, run_once, start_sweep, write_text
 from . import lm
 from .tuning import trial_config, tune_family
 
@@ -42,10 +44,8 @@ def run(config: CharLMConfig, out: str | Path = "runs/char-lm", *, resume: bool 
         ) -> dict[str, Any]:
     """Train every model into ``out/<model>/seed<S>`` (and ``out/<model>/tune-*`` when tuning), then
     write ``summary.json``, ``char-lm.png`` and ``report.md``."""
-    from ..report import write_char_lm_report
-
     config = config.resolved()
-    out = start_sweep(out, resume)
+    out = start_sweep(out, resume, config.base.train.device)
     write_text(out / "sweep.json", json.dumps({"recipe": "char-lm", "config": asdict(config)}, indent=2))
     start = time.perf_counter()
     corpus = load_corpus(config.corpus, "word", data_dir, download=download, max_vocab=config.base.max_vocab)
@@ -84,4 +84,62 @@ def run(config: CharLMConfig, out: str | Path = "runs/char-lm", *, resume: bool 
                      **({"tuning": tuned} if config.tune else {})})
     summary = {"recipe": "char-lm", "config": asdict(config), "corpus": repr(corpus), "rows": rows,
                "seconds": round(time.perf_counter() - start, 1)}
-    return finish_sweep(out, summary, write_char_lm_report)
+    return finish_sweep(out, summary, write_report)
+
+
+def write_report(out: Path, summary: dict[str, Any]) -> Path:
+    """``char-lm.png`` (test perplexity of each model, error bars over seeds) and ``report.md``."""
+
+    rows, config = summary["rows"], summary["config"]
+    fig, ax = subplots(figsize=(max(5.0, 1.1 * len(rows)), 3.6))
+    names = [r["model"] for r in rows]
+    colors = ["C1" if "highway" in n else "C0" if "MLP" in n else "C2" for n in names]
+    ax.bar(range(len(rows)), [r["test_ppl"]["mean"] for r in rows], yerr=[r["test_ppl"]["std"] for r in rows],
+           color=colors, capsize=4)
+    ax.set(xticks=range(len(rows)), ylabel="test perplexity (lower is better)",
+           title=f"{config['corpus']}, about {config['budget']:,} parameters each")
+    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    low = min(r["test_ppl"]["mean"] - 2 * r["test_ppl"]["std"] for r in rows)
+    ax.set_ylim(bottom=max(0.0, 0.9 * low))
+    ax.grid(alpha=0.3, axis="y")
+    save_figure(fig, out / "char-lm.png", dpi=120)
+    table = markdown_table(["model", "LSTM state", "parameters", "test perplexity", "valid perplexity (last epoch)",
+                            "train time (s)"],
+                           [[r["model"], r["hidden"], f"{r['parameters']:,}",
+                             format_mean_std(r["test_ppl"], len(r["test_ppl"]["values"]), 1), f"{r['val_ppl']:.1f}",
+                             f"{r['train_seconds']:.0f}"] for r in rows])
+    base = config["base"]
+    report = out / "report.md"
+    write_text(report, "\n".join([
+        "# Character-aware language models: highway layers, MLP layers, or words", "",
+        f"{summary['corpus']}. Total time {summary['seconds']:.0f} s. Each word is read by its characters "
+        f"(Kim et al., 2016: a `{base['char_encoder']}` character CNN, then highway or MLP layers) or by its own "
+        f"vector (the word LSTM); then a {base['layers']}-layer LSTM and a softmax over the "
+        f"{base['max_vocab']:,} words. Every model has about {config['budget']:,} parameters (its LSTM's state "
+        f"size chosen to fit); {base['train']['epochs']} epochs of {base['steps_per_epoch'] or 'all'} windows of "
+        f"{base['bptt']} words x {base['batch_size']} streams; seeds {config['seeds']}"
+        + (f"; each model's learning rate, dropout and layers chosen by {config['tune']} random-search trials"
+           if config.get("tune") else "") + ".", "",
+        "![test perplexity](char-lm.png)", "", table, "", *_verdicts(rows), ""]))
+    return report
+
+
+def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """The ablation's comparisons, each against the seeds' spread: highway against MLP layers of the
+    same count, the best highway model against none, the best character model against words."""
+    by_name = {r["model"]: r["test_ppl"] for r in rows}
+    lines = []
+    for name in by_name:
+        if "highway" in name and name.replace("highway", "MLP") in by_name:
+            lines.append(compare(name, by_name[name], name.replace("highway", "MLP"),
+                                 by_name[name.replace("highway", "MLP")], 1))
+    highway = [n for n in by_name if "highway" in n and not n.startswith("chars, 0 ")]
+    if highway and "chars, 0 highway" in by_name:
+        best = min(highway, key=lambda n: by_name[n]["mean"])
+        lines.append(compare(best, by_name[best], "chars, 0 highway", by_name["chars, 0 highway"], 1))
+    chars = [n for n in by_name if n.startswith("chars")]
+    words = [n for n in by_name if n.startswith("words")]
+    if chars and words:
+        best = min(chars, key=lambda n: by_name[n]["mean"])
+        lines.append(compare(best, by_name[best], words[0], by_name[words[0]], 1))
+    return ["Test perplexity, mean ± std over the seeds:", "", *(f"- {line}." for line in lines)] if lines else []

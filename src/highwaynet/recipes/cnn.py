@@ -13,7 +13,7 @@ from ..config import CNNConfig
 from ..data import ImageData
 from ..data.augment import RandomCropFlip
 from ..models import HighwayCNN
-from ..training.run_dir import open_run
+from ..training.run_dir import open_run, saved_config
 from ..training.trainer import seed_everything
 from .mlp import train_image_classifier
 
@@ -35,8 +35,9 @@ def run(config: CNNConfig, out: str | Path, *, resume: bool = False, restart: bo
         data_dir: str | Path | None = None, download: bool = False, data: ImageData | None = None, log=None,
         progress: bool = True) -> dict[str, Any]:
     """Train with augmentation, test, write ``results.json``; as :func:`highwaynet.recipes.mlp.run`."""
-    with open_run(out, "cnn", asdict(config), resume=resume, restart=restart) as saved:
-        config = CNNConfig(**saved)
+    with open_run(out, "cnn", asdict(config), resume=resume, restart=restart,
+                  device=config.train.device) as saved:
+        config = saved_config(CNNConfig, saved, out)
         return train_image_classifier(config, "plain-cnn" if config.plain else "highway-cnn", build_model, out,
                                       resume=resume, data_dir=data_dir, download=download, data=data, log=log,
                                       progress=progress, augment=RandomCropFlip() if config.augment else None)

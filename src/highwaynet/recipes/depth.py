@@ -23,12 +23,21 @@ from typing import Any, cast
 
 from ..config import DepthConfig
 from ..data import load_image_data
+from ..report import markdown_table, save_figure, subplots, whole_numbers
 from ..training import TrainConfig, read_metrics
 from ..training.cuda_graph import use_cuda_graphs
-from ..training.run_dir import SweepProgress, finish_sweep, mean_std, run_once, start_sweep, write_text
+from ..training.progress import SweepProgress
+from ..training.run_dir import (
+    finish_sweep,
+    format_mean_std,
+    mean_std,
+    run_once,
+    start_sweep,
+    write_text,
+)
 from . import mlp
 
-__all__ = ["DepthConfig", "run"]
+__all__ = ["DepthConfig", "plan", "run", "write_report"]
 
 
 
@@ -52,14 +61,12 @@ def _use_graphs(config: DepthConfig) -> bool:
 def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
         download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
     """Run the search and the seeds into ``out``; write ``summary.json``, ``depth.png`` and ``report.md``."""
-    from ..report import write_depth_report
-
-    out = start_sweep(out, resume)
+    out = start_sweep(out, resume, config.device)
     write_text(out / "sweep.json", json.dumps({"recipe": "depth", "config": asdict(config)}, indent=2))
     start = time.perf_counter()
     data = load_image_data(config.data, data_dir, download=download, max_train=config.max_train)
 
-    sweep = SweepProgress(len(config.depths) * 2 * (len(config.lrs) + len(config.seeds) - 1))
+    sweep = SweepProgress(plan(config))
 
     def train(cfg: mlp.MLPConfig, run_dir: Path, what: str) -> dict[str, Any]:
         return cast(dict, run_once(run_dir, lambda resume: mlp.run(cfg, run_dir, resume=resume, data=data, log=log,
@@ -91,9 +98,60 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
                          "curves": curves, "run_dirs": [str(d) for d in run_dirs]})
     summary = {"recipe": "depth", "config": asdict(config), "nets": nets,
                "seconds": round(time.perf_counter() - start, 1)}
-    return finish_sweep(out, summary, write_depth_report)
+    return finish_sweep(out, summary, write_report)
+
+
+def plan(config: DepthConfig) -> list[tuple[tuple[bool, int], int, bool]]:
+    """The sweep's runs for its progress (:class:`~highwaynet.training.progress.SweepProgress`), in the
+    order :func:`run` trains them, each net's search and then its other seeds: each ``((plain, depth),
+    cost, plain)``, its cost its weights times its epochs (a 100-layer net's ten times a 10-layer one's),
+    each kind a family of its own (a highway layer does more than a plain one of the same weights)."""
+    return [((plain, depth), depth * config.epochs * (config.plain_width ** 2 if plain else
+                                                      2 * config.highway_width ** 2), plain)
+            for depth in config.depths for plain in (True, False)
+            for _ in range(len(config.lrs) + len(config.seeds) - 1)]
 
 
 def _finite(x: float) -> float:
     return x if x == x and x != float("inf") else float("inf")
 
+
+def write_report(out: Path, summary: dict[str, Any]) -> Path:
+    """``depth.png`` (training loss vs epoch, one panel per depth, plain vs highway) and ``report.md``."""
+    import numpy as np
+
+
+    config, nets = summary["config"], summary["nets"]
+    depths = config["depths"]
+    fig, axes = subplots(1, len(depths), figsize=(3.4 * len(depths), 3.2), squeeze=False, sharey=True)
+    for ax, depth in zip(axes[0], depths, strict=True):
+        for net, color in ((n, "C0" if n["kind"] == "plain" else "C1") for n in nets if n["depth"] == depth):
+            curves = np.array(net["curves"])
+            epochs = np.arange(1, curves.shape[1] + 1)
+            mean, std = curves.mean(0), curves.std(0)
+            ax.plot(epochs, mean, color=color, label=f"{net['kind']} (lr {net['lr']:g})")
+            ax.fill_between(epochs, np.maximum(mean - std, 1e-6), mean + std, color=color, alpha=0.2)
+        ax.set(title=f"{depth} layers", xlabel="epoch", yscale="log")
+        whole_numbers(ax.xaxis)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("training loss (mean over seeds)")
+    fig.suptitle(f"Plain vs highway networks on {config['data']}", y=1.0)
+    save_figure(fig, out / "depth.png", dpi=120)
+
+    rows = [[n["depth"], n["kind"], f"{n['parameters']:,}", f"{n['lr']:g}",
+             format_mean_std(n["train_loss"], len(n["curves"]), 4),
+             format_mean_std(n["test_acc"], len(n["curves"]), 2)] for n in nets]
+    search = [[n["depth"], n["kind"], *(f"{v:.4f}" for v in n["search"].values())] for n in nets]
+    report = out / "report.md"
+    write_text(report, "\n".join([
+        f"# Plain vs highway networks at {', '.join(map(str, depths))} layers ({config['data']})", "",
+        f"Total time {summary['seconds']:.0f} s. Highway layers {config['highway_width']} wide, plain layers "
+        f"{config['plain_width']} wide; SGD with momentum 0.9, batch {config['batch_size']}, {config['epochs']} "
+        f"epochs, seeds {config['seeds']}; He initialisation; highway gate bias {config['gate_bias']}. The learning "
+        f"rate of each net is the one of {config['lrs']} whose first-seed run ends with the lowest training loss.",
+        "", "![training loss vs epoch](depth.png)", "",
+        markdown_table(["layers", "net", "parameters", "lr", "final training loss", "test accuracy (%)"], rows), "",
+        "Learning-rate search: final training loss of the first seed at each rate (nan: diverged).", "",
+        markdown_table(["layers", "net", *(f"lr {lr:g}" for lr in config["lrs"])], search), ""]))
+    return report

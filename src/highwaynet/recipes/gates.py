@@ -11,9 +11,12 @@ from typing import Any
 import torch
 
 from ..analysis import gate_modules, lesion, record_gates
+from ..report import markdown_table, save_figure, subplots, whole_numbers
+from ..training import files
+from ..training.run_dir import write_text
 from . import mlp
 
-__all__ = ["analyze_gates", "lesion_layers"]
+__all__ = ["analyze_gates", "lesion_layers", "write_gates_report", "write_lesion_report"]
 
 
 def _load_highway(run_dir: str | Path, data_dir: str | Path | None, download: bool):
@@ -31,10 +34,11 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
                   examples: int = 3, download: bool = False) -> dict[str, Any]:
     """Transform-gate biases, mean gate activity over the test set, and single examples' gates.
 
-    Writes ``gates.png``, ``gates.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/gates``).
+    Writes ``gates.png``, ``gates.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/gates``), a
+    folder of its own (:func:`~highwaynet.training.files.claim`: a folder holding other files is refused).
     """
-    from ..report import write_gates_report
-
+    out = Path(out) if out else Path(run_dir) / "gates"
+    files.check_claimable(out, "analysis", "the gates' analysis")
     model, config, data = _load_highway(run_dir, data_dir, download)
     width = config.width
     biases = torch.stack([layer.bias[width:2 * width] for layer in model.highway.layers])  # (layers, units)
@@ -52,9 +56,8 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
         # How much the gates depend on the input: mean over units of the std over examples.
         "input_dependence": float(gates.std(0).mean()),
     }
-    out = Path(out) if out else Path(run_dir) / "gates"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gates.json").write_text(json.dumps(result) + "\n")
+    files.claim(out, "analysis", "the gates' analysis")
+    write_text(out / "gates.json", json.dumps(result) + "\n")
     write_gates_report(out, result)
     return result
 
@@ -64,10 +67,11 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
                   download: bool = False) -> dict[str, Any]:
     """Test accuracy with each highway layer lesioned (``T = 0``) in turn.
 
-    Writes ``lesion.png``, ``lesion.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/lesion``).
+    Writes ``lesion.png``, ``lesion.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/lesion``), a
+    folder of its own.
     """
-    from ..report import write_lesion_report
-
+    out = Path(out) if out else Path(run_dir) / "lesion"
+    files.check_claimable(out, "analysis", "the lesion study")
     model, config, data = _load_highway(run_dir, data_dir, download)
     x, y = data.test
 
@@ -82,8 +86,69 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     result = {"run_dir": str(run_dir), "data": config.data, "depth": config.depth, "baseline": baseline,
               "lesioned": lesioned,
               "harmless": sum(a >= baseline - 0.01 for a in lesioned)}  # within 1 point of the intact net
-    out = Path(out) if out else Path(run_dir) / "lesion"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "lesion.json").write_text(json.dumps(result, indent=2) + "\n")
+    files.claim(out, "analysis", "the lesion study")
+    write_text(out / "lesion.json", json.dumps(result, indent=2) + "\n")
     write_lesion_report(out, result)
     return result
+
+
+def write_gates_report(out: Path, result: dict[str, Any]) -> Path:
+    """The highway paper's Fig. 2 for one net: gate biases, mean gate activity, and single examples' gates."""
+    import numpy as np
+
+    panels = [("transform gate bias", np.array(result["bias"]), "RdBu_r"),
+              ("mean transform gate output\n(test set)", np.array(result["mean_activity"]), "viridis")]
+    panels += [(f"gate outputs, one example\n(label {e['label']})", np.array(e["gates"]), "viridis")
+               for e in result["examples"]]
+    fig, axes = subplots(1, len(panels) + 1, figsize=(2.6 * (len(panels) + 1), 4.2))
+    for ax, (title, values, cmap) in zip(axes, panels, strict=False):
+        image = ax.imshow(values, aspect="auto", cmap=cmap, interpolation="nearest",
+                          vmin=None if cmap == "RdBu_r" else 0, vmax=None if cmap == "RdBu_r" else 1)
+        ax.set(title=title, xlabel="unit", ylabel="highway layer")
+        ax.title.set_fontsize(9)
+        whole_numbers(ax.yaxis)
+        fig.colorbar(image, ax=ax, fraction=0.05)
+    per_layer = result["mean_activity_per_layer"]
+    axes[-1].plot(per_layer, range(len(per_layer)), "o-", ms=3)
+    axes[-1].invert_yaxis()
+    axes[-1].set(title="mean gate output\nper layer", xlabel="mean T", ylabel="highway layer")
+    axes[-1].title.set_fontsize(9)
+    whole_numbers(axes[-1].yaxis)
+    save_figure(fig, out / "gates.png", dpi=110)
+    report = out / "report.md"
+    write_text(report, "\n".join([
+        f"# What the gates of a {result['depth']}-layer highway network learned ({result['data']})", "",
+        f"Run: `{result['run_dir']}`; test accuracy {100 * result['test_acc']:.2f}%.", "",
+        "![gates](gates.png)", "",
+        markdown_table(["measure", "value"], [
+            ["gates mostly shut (T < 0.1), share of all gate outputs on the test set",
+             f"{100 * result['closed_fraction']:.1f}%"],
+            ["input dependence: std of T over test examples, mean over units",
+             f"{result['input_dependence']:.3f}"],
+            ["mean T, first / last highway layer",
+             f"{result['mean_activity_per_layer'][0]:.3f} / {result['mean_activity_per_layer'][-1]:.3f}"]]), ""]))
+    return report
+
+
+def write_lesion_report(out: Path, result: dict[str, Any]) -> Path:
+    """Test accuracy with each layer lesioned in turn (Fig. 4 of the highway paper), as a figure and table."""
+    lesioned = result["lesioned"]
+    fig, ax = subplots(figsize=(6, 3.2))
+    ax.plot(range(len(lesioned)), [100 * a for a in lesioned], "o-", ms=3, label="one layer lesioned (T = 0)")
+    ax.axhline(100 * result["baseline"], color="gray", ls="--", label="intact network")
+    ax.set(xlabel="lesioned highway layer", ylabel="test accuracy (%)",
+           title=f"{result['depth']}-layer highway net, {result['data']}")
+    whole_numbers(ax.xaxis)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, out / "lesion.png", dpi=120)
+    report = out / "report.md"
+    write_text(report, "\n".join([
+        f"# Lesioning a {result['depth']}-layer highway network ({result['data']})", "",
+        f"Run: `{result['run_dir']}`. Intact test accuracy {100 * result['baseline']:.2f}%; "
+        f"{result['harmless']} of {len(lesioned)} layers can be lesioned alone at a cost of at most one point.", "",
+        "![lesion](lesion.png)", "",
+        markdown_table(["lesioned layer", "test accuracy (%)", "change (points)"],
+                       [[i, f"{100 * a:.2f}", f"{100 * (a - result['baseline']):+.2f}"]
+                        for i, a in enumerate(lesioned)]), ""]))
+    return report

@@ -25,9 +25,10 @@ from ..models.lm import (
     count_parameters,
     sample_tokens,
 )
+from ..models.transformer import CausalTransformer
 from ..nn import CharVocab
 from ..training import LanguageModelTask, Trainer
-from ..training.run_dir import load_best_weights, load_run_config, open_run, write_text
+from ..training.run_dir import load_best_weights, load_run_config, open_run, read_json, saved_config, write_text
 from ..training.trainer import seed_everything
 
 __all__ = ["LMConfig", "build_model", "load_trained", "run", "sample", "stream"]
@@ -55,6 +56,11 @@ def build_model(config: LMConfig, vocab: Sequence[str], device: str | torch.devi
                                     tie_weights=config.tie_weights, input_dropout=config.input_dropout,
                                     state_dropout=config.state_dropout, output_dropout=config.output_dropout,
                                     gate_bias=config.gate_bias)
+        if config.model == "transformer":
+            return CausalTransformer(len(vocab), config.hidden, config.layers, heads=config.heads, context=config.bptt,
+                                     residual=config.residual, norm=config.norm, dropout=config.output_dropout,
+                                     embed_dropout=config.input_dropout, tie_weights=config.tie_weights,
+                                     gate_bias=config.gate_bias if config.residual in ("highway", "gtrxl") else None)
         return LSTMLanguageModel(len(vocab), config.hidden, config.layers, tie_weights=config.tie_weights,
                                  input_dropout=config.input_dropout, output_dropout=config.output_dropout)
 
@@ -84,8 +90,10 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: boo
 
     ``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`; ``max_time``: stop after the
     first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`)."""
-    with open_run(out, "lm", asdict(config), resume=resume, restart=restart) as saved:
-        return _train(LMConfig(**saved), out, resume=resume, data_dir=data_dir, download=download, corpus=corpus,
+    with open_run(out, "lm", asdict(config), resume=resume, restart=restart,
+                  device=config.train.device) as saved:
+        return _train(saved_config(LMConfig, saved, out), out, resume=resume, data_dir=data_dir, download=download,
+                      corpus=corpus,
                       max_time=max_time, log=log, progress=progress)
 
 
@@ -98,14 +106,15 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
     write_text(Path(out, "vocab.json"), json.dumps({"level": corpus.level, "vocab": corpus.vocab}))
     model = build_model(config, corpus.vocab)
     task = LanguageModelTask(corpus, config.batch_size, config.bptt, seed=config.train.seed,
-                             eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch)
+                             eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch,
+                             carry_state=config.model != "transformer", eval_windows=config.eval_windows)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
     history = trainer.fit(resume=resume, max_time=max_time)
     # Test with the best weights by validation loss, as is usual for language models.
     load_best_weights(model, out)
     test = trainer.evaluate("test")
     results = {
-        "model": config.model, "depth": config.depth if config.model == "rhn" else None,
+        "model": config.model, "depth": config.depth if config.model == "rhn" else None, "layers": config.layers,
         "hidden": config.hidden, "parameters": count_parameters(model),
         "epochs": len(history), "best_val": min(m["val_loss"] for m in history), "final": history[-1],
         "test": test, "train_seconds": round(sum(m["time"] for m in history), 1),
@@ -141,10 +150,14 @@ def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
     """The best weights of a trained language model, its config and its vocabulary as a
     :class:`Corpus` (with empty splits: the run folder's ``vocab.json``; for a run folder without
     one, written before it was kept, the corpus itself is loaded from ``data_dir``)."""
-    config = LMConfig(**load_run_config(run_dir, "lm")["config"])
+    config = saved_config(LMConfig, load_run_config(run_dir, "lm")["config"], run_dir)
     saved = Path(run_dir, "vocab.json")
-    if saved.is_file():
-        vocab = json.loads(saved.read_text())
+    if saved.is_file() or saved.is_symlink():
+        vocab = read_json(saved)
+        if not (isinstance(vocab, dict) and vocab.get("level") in ("char", "word")
+                and isinstance(vocab.get("vocab"), list) and all(isinstance(token, str) for token in vocab["vocab"])):
+            raise ValueError(f"{saved} is not the vocabulary a language-model run writes ({{'level': 'char' or 'word', "
+                             f"'vocab': [tokens]}}): it was damaged or edited; put back the file the run wrote")
         empty = torch.zeros(0, dtype=torch.long)
         corpus = Corpus(config.corpus, vocab["level"], vocab["vocab"], empty, empty, empty)
     else:

@@ -19,7 +19,7 @@ from ..data import ImageData, load_image_data
 from ..models import HighwayMLP, PlainMLP
 from ..models.mlp import he_init
 from ..training import ClassificationTask, Trainer
-from ..training.run_dir import load_best_weights, load_run_config, open_run, write_text
+from ..training.run_dir import load_best_weights, load_run_config, open_run, saved_config, write_text
 from ..training.trainer import seed_everything
 
 __all__ = ["MLPConfig", "build_model", "run"]
@@ -49,8 +49,9 @@ def run(config: MLPConfig, out: str | Path, *, resume: bool = False, restart: bo
     last finished epoch; with ``restart``, a run the folder holds is started over. Returns the
     results (test metrics, parameters, time).
     """
-    with open_run(out, "mlp", asdict(config), resume=resume, restart=restart) as saved:
-        config = MLPConfig(**saved)
+    with open_run(out, "mlp", asdict(config), resume=resume, restart=restart,
+                  device=config.train.device) as saved:
+        config = saved_config(MLPConfig, saved, out)
         return train_image_classifier(config, "plain" if config.plain else "highway", build_model, out,
                                       resume=resume, data_dir=data_dir, download=download, data=data, log=log,
                                       progress=progress)
@@ -85,7 +86,7 @@ def train_image_classifier(config, kind: str, build, out: str | Path, *, resume:
 def load_trained(run_dir: str | Path, data_dir: str | Path | None = None, download: bool = False
                  ) -> tuple[nn.Module, MLPConfig, ImageData]:
     """A trained MLP from its run folder (its best weights), with its config and data."""
-    config = MLPConfig(**load_run_config(run_dir, "mlp")["config"])
+    config = saved_config(MLPConfig, load_run_config(run_dir, "mlp")["config"], run_dir)
     data = load_image_data(config.data, data_dir, download=download, split_seed=config.split_seed,
                            max_train=config.max_train)
     return load_best_weights(build_model(config, data), run_dir).eval(), config, data

@@ -19,8 +19,10 @@ from typing import Any, cast
 
 from ..config import RHNDepthConfig
 from ..data.corpora import load_corpus
+from ..report import compare, markdown_table, save_figure, subplots
 from ..training.cuda_graph import use_cuda_graphs
-from ..training.run_dir import SweepProgress, finish_sweep, run_once, start_sweep, write_text
+from ..training.progress import SweepProgress
+from ..training.run_dir import finish_sweep, format_mean_std, run_once, start_sweep, write_text
 from . import lm
 from .tuning import tune_family
 
@@ -32,9 +34,7 @@ __all__ = ["RHNDepthConfig", "run"]
 def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
         download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
     """Run the sweep into ``out`` (one run folder per model) and write ``summary.json`` and the report."""
-    from ..report import write_rhn_depth_report
-
-    out = start_sweep(out, resume)
+    out = start_sweep(out, resume, config.base.train.device)
     write_text(out / "sweep.json", json.dumps({"recipe": "rhn-depth", "config": asdict(config)}, indent=2))
     summary: dict[str, Any] = {"config": asdict(config), "corpora": {}}
     start = time.perf_counter()
@@ -66,14 +66,12 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_d
             result["lstm"]["time_of"] = f"rhn depth {best['depth']}"
         summary["corpora"][entry] = result
     summary["seconds"] = round(time.perf_counter() - start, 1)
-    return finish_sweep(out, summary, write_rhn_depth_report)
+    return finish_sweep(out, summary, write_report)
 
 
 def _tune(config: RHNDepthConfig, out: Path, summary: dict[str, Any], start: float, data_dir, download: bool, log,
           progress: bool) -> dict[str, Any]:
     """RHN against LSTM under equal tuning, on each corpus: ``config.tune`` trials per family."""
-    from ..report import write_rhn_depth_report
-
     families = ("rhn", "lstm")
     sweep = SweepProgress(len(config.corpora) * len(families) * (config.tune + config.tune_seeds - 1))
     for entry in config.corpora:
@@ -88,7 +86,7 @@ def _tune(config: RHNDepthConfig, out: Path, summary: dict[str, Any], start: flo
                                                    out / f"{name}-{level}" / f"tune-{family}", log, progress, sweep)
         summary["corpora"][entry] = result
     summary["seconds"] = round(time.perf_counter() - start, 1)
-    return finish_sweep(out, summary, write_rhn_depth_report)
+    return finish_sweep(out, summary, write_report)
 
 
 def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress,
@@ -97,3 +95,107 @@ def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None,
     return cast(dict, run_once(run_dir, lambda resume: lm.run(config, run_dir, resume=resume, corpus=corpus,
                                                               max_time=max_time, log=log, progress=progress),
                                log, what, config=config, progress=sweep, required=True))
+
+
+def _metric(level: str) -> tuple[str, str]:
+    return ("bpc", "bits per character") if level == "char" else ("ppl", "perplexity")
+
+
+def write_report(out: Path, summary: dict[str, Any]) -> Path:
+    """``depth.png`` (test metric against recurrence depth, LSTM as a line) and ``report.md``; for a
+    sweep run with ``tune``, ``tuning.png`` (each family's trials) and the equal-tuning tables."""
+    corpora = summary["corpora"]
+    if any("tuning" in result for result in corpora.values()):
+        return _write_tuning_report(out, summary)
+    fig, axes = subplots(1, len(corpora), figsize=(5 * len(corpora), 3.6), squeeze=False)
+    sections = []
+    for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
+        key, label = _metric(result["level"])
+        rows = result["rhn"]
+        depths = [r["depth"] for r in rows]
+        ax.plot(depths, [r["test"][key] for r in rows], "o-", label="RHN (test)")
+        ax.plot(depths, [r["final"][f"val_{key}"] for r in rows], "s--", alpha=0.6, label="RHN (valid)")
+        if "lstm" in result:
+            ax.axhline(result["lstm"]["test"][key], color="C3", ls=":", label="LSTM, same parameters and time")
+        ax.set(xlabel="recurrence depth", ylabel=f"{label} (lower is better)", xticks=depths,
+               title=f"{entry}, {summary['config']['budget']:,} parameters")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        table = markdown_table(
+            ["model", "depth", "hidden", "parameters", "epochs", f"valid {key}", f"test {key}", "train time (s)"],
+            [[r["model"].upper(), r["depth"] or "-", r["hidden"], f"{r['parameters']:,}", r["epochs"],
+              r["final"][f"val_{key}"], r["test"][key], f"{r['train_seconds']:.0f}"]
+             for r in rows + ([result["lstm"]] if "lstm" in result else [])])
+        best = min(rows, key=lambda r: r["test"][key])
+        text = [f"## {entry}", "", table, ""]
+        if "lstm" in result:
+            lstm = result["lstm"]
+            verdict = "beats" if best["test"][key] < lstm["test"][key] else "does not beat"
+            text += [f"The best RHN (depth {best['depth']}, test {key} {best['test'][key]:.3f}) {verdict} the LSTM "
+                     f"of equal parameters trained for the same time ({lstm['train_seconds']} s, "
+                     f"test {key} {lstm['test'][key]:.3f}).", ""]
+        text += [f"Sample from the depth-{best['depth']} RHN (temperature 0.8):", "", "```",
+                 best["sample"].strip(), "```", ""]
+        sections.append("\n".join(text))
+    save_figure(fig, out / "depth.png", dpi=120)
+    report = out / "report.md"
+    write_text(report, "\n".join([
+        "# RHN: recurrence depth at a fixed parameter budget", "",
+        f"Total time {summary['seconds']:.0f} s. Each RHN's state size is chosen so that the whole model "
+        f"(embedding tied to the decoder) has about {summary['config']['budget']:,} parameters; every RHN "
+        "trains for the same number of steps; the LSTM trains for as long as the best RHN did. Dropout "
+        f"{summary['config']['base']['state_dropout']}; training steps "
+        f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
+        "![depth](depth.png)", "", *sections]))
+    return report
+
+
+def _tuning_rows(tuned: dict[str, Any]) -> list[list[Any]]:
+    shape = "depth" if "depth" in tuned["trials"][0] else "layers"
+    return [["**best**" if i == tuned["best"] else i + 1, f"{t['lr']:.2g}", f"{t['dropout']:.2f}",
+             f"{shape} {t[shape]}", t["hidden"], f"{t['parameters']:,}", f"{t['best_val']:.4f}",
+             f"{t['train_seconds']:.0f}"]
+            for i, t in enumerate(tuned["trials"])]
+
+
+def _write_tuning_report(out: Path, summary: dict[str, Any]) -> Path:
+    """RHN against LSTM under equal tuning: each family's trials (validation), and the best's test."""
+
+    corpora = summary["corpora"]
+    fig, axes = subplots(1, len(corpora), figsize=(4.5 * len(corpora), 3.6), squeeze=False)
+    sections = []
+    for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
+        key, label = _metric(result["level"])
+        tuning = result["tuning"]
+        for i, (family, tuned) in enumerate(tuning.items()):
+            vals = [t["best_val"] for t in tuned["trials"]]
+            ax.scatter([i] * len(vals), vals, alpha=0.6, label=f"{family.upper()} trials (validation loss)")
+            ax.scatter([i], [vals[tuned["best"]]], marker="*", s=160, color="k")
+        ax.set(xticks=range(len(tuning)), xticklabels=[f.upper() for f in tuning], ylabel="validation loss (nats)",
+               title=f"{entry}: {len(next(iter(tuning.values()))['trials'])} trials each")
+        ax.grid(alpha=0.3)
+        best = {f: t["test"] for f, t in tuning.items()}
+        table = markdown_table(["family (best of its trials)", "settings", f"test {key}, mean ± std over seeds",
+                                "seeds"],
+                               [[f.upper(), ", ".join(f"{k} {v}" for k, v in t["best_settings"].items()
+                                                      if k in ("lr", "dropout", "depth", "layers", "hidden")),
+                                 format_mean_std(t["test"], len(t["test"]["values"]), 3), len(t["test"]["values"])]
+                                for f, t in tuning.items()])
+        (a, a_stat), (b, b_stat) = list(best.items())[:2]
+        verdict = compare(a.upper(), a_stat, b.upper(), b_stat)
+        sections.append("\n".join([f"## {entry}", "", table, "", f"Under equal tuning: {verdict}.", "",
+                                    *[f"### {f.upper()} trials\n\n" + markdown_table(
+                                        ["trial", "lr", "dropout", "shape", "hidden", "parameters",
+                                         "best validation loss", "train time (s)"], _tuning_rows(t)) + "\n"
+                                      for f, t in tuning.items()]]))
+    save_figure(fig, out / "tuning.png", dpi=120)
+    config = summary["config"]
+    report = out / "report.md"
+    write_text(report, "\n".join([
+        "# RHN against LSTM under equal tuning", "",
+        f"Total time {summary['seconds']:.0f} s. Each family (RHN, LSTM) gets {config['tune']} random-search trials "
+        f"at about {config['budget']:,} parameters (Melis, Dyer & Blunsom, 2018): a learning rate, one dropout rate "
+        "and its shape (the RHN's recurrence depth, the LSTM's layers), the state size following from the budget; "
+        f"each trains {config['base']['train']['epochs']} epochs. The best trial on validation is then trained with "
+        f"{config['tune_seeds']} seeds and tested.", "", "![trials](tuning.png)", "", *sections]))
+    return report

@@ -21,25 +21,25 @@ from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_se
 from ..models.sentence import STACKED_ENCODERS, SentenceClassifier, load_word_vectors
 from ..nn import CharVocab
 from ..training import SentenceTask, Trainer
+from ..training.progress import SweepProgress
 from ..training.run_dir import (
-    SweepProgress,
     finish_sweep,
     flat_settings,
     load_best_weights,
     load_run_config,
     mean_std,
     open_run,
+    read_json,
     run_once,
+    saved_config,
     start_sweep,
     write_text,
 )
 from ..training.trainer import seed_everything
+from .sentences_report import write_report
 
-__all__ = ["KIM_CNN_RAND", "LABEL_NAMES", "SentenceConfig", "SweepConfig", "build_model", "predict", "run", "spell",
+__all__ = ["LABEL_NAMES", "SentenceConfig", "SweepConfig", "build_model", "predict", "run", "spell",
            "spelling", "sweep", "unseen_accuracy"]
-
-#: Kim (2014), CNN-rand test accuracy (%).
-KIM_CNN_RAND = {"mr": 76.1, "sst1": 45.0, "sst2": 82.7, "subj": 89.6, "trec": 91.2}
 
 #: Each named set's class names, in label order (what ``predict`` prints).
 LABEL_NAMES = {
@@ -121,8 +121,10 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, restar
         progress: bool = True) -> dict[str, Any]:
     """Train, test the best weights by validation accuracy, write ``results.json`` and ``vocab.json``
     (``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`)."""
-    with open_run(out, "sentences", asdict(config), resume=resume, restart=restart) as saved:
-        return _train(SentenceConfig(**saved), out, resume=resume, data_dir=data_dir, download=download, data=data,
+    with open_run(out, "sentences", asdict(config), resume=resume, restart=restart,
+                  device=config.train.device) as saved:
+        return _train(saved_config(SentenceConfig, saved, out), out, resume=resume, data_dir=data_dir,
+                      download=download, data=data,
                       log=log, progress=progress)
 
 
@@ -149,8 +151,13 @@ def _train(config: SentenceConfig, out: str | Path, *, resume: bool, data_dir: s
 
 
 def load_trained(run_dir: str | Path) -> tuple[SentenceClassifier, SentenceConfig, list[str]]:
-    config = SentenceConfig(**load_run_config(run_dir, "sentences")["config"])
-    saved = json.loads((Path(run_dir) / "vocab.json").read_text())
+    config = saved_config(SentenceConfig, load_run_config(run_dir, "sentences")["config"], run_dir)
+    path = Path(run_dir) / "vocab.json"
+    saved = read_json(path, "the run's vocabulary, written when it started")
+    if not (isinstance(saved, dict) and isinstance(saved.get("vocab"), list)
+            and isinstance(saved.get("num_classes"), int) and all(isinstance(word, str) for word in saved["vocab"])):
+        raise ValueError(f"{path} is not the vocabulary a sentence run writes ({{'vocab': [words], 'num_classes': N, "
+                         f"...}}): it was damaged or edited; put back the file the run wrote")
     model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"],
                         saved.get("num_words"))
     load_best_weights(model, run_dir)
@@ -187,11 +194,9 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
     With ``report_only``, nothing is trained: the report covers the combinations already finished in
     ``out`` (for a sweep split over several processes, each running part of it with ``resume``).
     """
-    from ..report import write_sentences_report
-
     if report_only and not Path(out).is_dir():
         raise FileNotFoundError(f"{out} does not exist: --report-only reports the finished runs of a sweep folder")
-    out = start_sweep(out, resume or report_only)
+    out = start_sweep(out, resume or report_only, config.base.train.device)
     start = time.perf_counter()
     results, settings = [], []
     stacked = sum(len(config.layers) if e in STACKED_ENCODERS else 1 for e in config.encoders)
@@ -226,7 +231,7 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
     summary = {"recipe": "sentences", "config": asdict(config), "runs": results,
                "seconds": round(time.perf_counter() - start, 1), "table": summarize(results),
                "settings": common_settings(settings)}
-    return finish_sweep(out, summary, write_sentences_report)
+    return finish_sweep(out, summary, write_report)
 
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from typing import Any, cast
 
 from ..config import LMConfig
 from ..data.corpora import Corpus
-from ..training.run_dir import SweepProgress, run_once
+from ..training.progress import SweepProgress
+from ..training.run_dir import run_once
 from . import lm
 
 __all__ = ["SHAPES", "draw_trials", "trial_config", "tune_family"]

@@ -74,5 +74,8 @@ class ClassificationTask:
         n = torch.full((), float(len(y)), device=y.device)  # no host copy: the step can be a CUDA graph
         return {"loss": loss.detach() * n, "correct": (logits.argmax(-1) == y).sum(), "n": n}
 
+    #: What :meth:`summarize` returns (a monitored metric must be one of them).
+    metric_names = ("loss", "acc")
+
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         return {"loss": sums["loss"] / sums["n"], "acc": sums["correct"] / sums["n"]}

@@ -36,18 +36,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .devices import pick_device
+from .distributed import launched_world_size
+
 __all__ = ["GraphedStep", "use_cuda_graphs"]
 
 
 def use_cuda_graphs(choice: bool | None, device: str) -> bool:
     """A recipe's ``cuda_graph`` option: ``None`` means graphs exactly when ``device`` resolves to CUDA
     and the run is one process (a graphed step does not synchronise DDP's processes: not under torchrun)."""
-    from .distributed import launched_world_size
-    from .trainer import pick_device
-
     if choice is not None:
         return choice
-    return pick_device(device).type == "cuda" and launched_world_size() == 1
+    # (the type the setting names: whether the machine has it is the Trainer's check)
+    kind = pick_device(device).type if device == "auto" else torch.device(device).type
+    return kind == "cuda" and launched_world_size() == 1
 
 
 def _signature(batch: Any) -> Any:

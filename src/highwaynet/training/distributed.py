@@ -17,8 +17,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["all_reduce_sums", "barrier", "batch_length", "init_distributed", "is_main_process", "launched_world_size",
-           "leave_distributed", "rank_zero_decides", "shard_batch", "shard_weight", "world"]
+from .devices import pick_device
+
+__all__ = ["all_reduce_sums", "barrier", "batch_length", "check_backend", "init_distributed", "is_main_process",
+           "launched_world_size", "leave_distributed", "rank_zero_decides", "shard_batch", "shard_weight", "world"]
 
 
 def launched_world_size() -> int:
@@ -26,17 +28,30 @@ def launched_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def init_distributed() -> tuple[int, int]:
+def init_distributed(device: str | torch.device | None = None) -> tuple[int, int]:
     """Join the process group when started by ``torchrun`` (``WORLD_SIZE`` > 1); returns ``(rank, world size)``.
 
-    The backend is NCCL when CUDA is available, else gloo (CPU).
+    ``device`` is the run's device setting (None: ``"auto"``), resolved by
+    :func:`~highwaynet.training.devices.pick_device`: the backend is NCCL for a CUDA device (after
+    making it this process's current device), gloo otherwise. A device the machine cannot give every
+    process raises :class:`~highwaynet.training.devices.DeviceUnavailable` on every process alike,
+    before any joins, so that none waits for the others. Once joined, later calls return at once.
     """
     if launched_world_size() > 1 and dist.is_available() and not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if backend == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend)
+        resolved = pick_device(device if device is not None else "auto")
+        if resolved.type == "cuda":
+            torch.cuda.set_device(resolved)
+        dist.init_process_group("nccl" if resolved.type == "cuda" else "gloo")
     return world()
+
+
+def check_backend(device: torch.device) -> None:
+    """Refuse a CPU run in a process group joined with NCCL, which moves CUDA tensors only (the group
+    was joined before the run's device was known: join it with the device first)."""
+    if device.type != "cuda" and dist.is_available() and dist.is_initialized() and dist.get_backend() == "nccl":
+        raise ValueError(f"this process joined torchrun's group with NCCL (for CUDA) before its run, whose device is "
+                         f"{device}, began: call highwaynet.training.distributed.init_distributed({str(device)!r}) "
+                         f"first, or train on CUDA")
 
 
 def leave_distributed() -> None:

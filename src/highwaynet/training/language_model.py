@@ -41,6 +41,11 @@ class LanguageModelTask:
     Metrics: ``loss`` (nats per token) and ``ppl`` (perplexity, word level) or ``bpc`` (bits per
     character, char level).
 
+    With ``eval_windows`` an evaluation reads only the first that many windows of the split (the same
+    ones each time: a cheaper estimate, for studies of many short runs). With ``carry_state=False``
+    each window is read alone (a Transformer's, which attends within its
+    window; the state it returns is not carried to the next).
+
     The carried state lives in one buffer per batch width, written in place after each window and
     zeroed in place at the start of a pass (a zero state is what the models start from anyway):
     its address never changes, so a training step can be replayed as a CUDA graph that reads the
@@ -53,8 +58,10 @@ class LanguageModelTask:
     batch_dim = 1
 
     def __init__(self, corpus: Corpus, batch_size: int = 32, bptt: int = 50, seed: int = 0,
-                 eval_batch_size: int = 16, steps_per_epoch: int | None = None) -> None:
+                 eval_batch_size: int = 16, steps_per_epoch: int | None = None, carry_state: bool = True,
+                 eval_windows: int | None = None) -> None:
         self.corpus = corpus
+        self.carry_state, self.eval_windows = carry_state, eval_windows
         self.batch_size, self.bptt, self.seed = batch_size, bptt, seed
         self.eval_batch_size = eval_batch_size
         self.steps_per_epoch = steps_per_epoch
@@ -80,6 +87,8 @@ class LanguageModelTask:
                 stop = start + span
             else:
                 start = int(torch.randint(0, self.bptt, (1,), generator=generator))
+        elif self.eval_windows:  # (the same first windows at every evaluation)
+            stop = min(stop, self.eval_windows * self.bptt)
         with torch.no_grad():
             for state in self._states.values():
                 _map(Tensor.zero_, state)
@@ -89,6 +98,9 @@ class LanguageModelTask:
 
     def step(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         x, y = batch
+        if not self.carry_state:  # (a model that reads each window alone: a Transformer)
+            logits, _ = model(x, None)
+            return self._loss(logits, y)
         carried = self._states.get(x.shape[1])
         # The model gets a copy: the buffer is overwritten below, before the backward that may need
         # the initial state.
@@ -98,9 +110,18 @@ class LanguageModelTask:
                 self._states[x.shape[1]] = _map(Tensor.clone, _map(Tensor.detach, state))
             else:
                 _copy_into(carried, state)
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
+        return self._loss(logits, y)
+
+    @staticmethod
+    def _loss(logits: Tensor, y: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
         n = torch.full((), float(y.numel()), device=y.device)
         return loss, {"loss": loss.detach() * n, "n": n}
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """What :meth:`summarize` returns (a monitored metric must be one of them)."""
+        return ("loss", "bpc") if self.corpus.level == "char" else ("loss", "ppl")
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         loss = sums["loss"] / sums["n"]

@@ -5,7 +5,8 @@ A run folder has one writer: :func:`open_run` (and the Trainer) hold an exclusiv
 dies however it dies), and a second process is told who holds it. Every state an interruption can
 leave has a way forward: a folder killed before its first checkpoint starts over, stray temporary
 files are removed, and the checkpoint before the last is kept (``checkpoint.prev.pt``) for a last
-one that was damaged.
+one that was damaged. A run writes only into a folder that is new, empty or its own, and starting
+one over removes only what it wrote (:mod:`highwaynet.training.files`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 try:  # the run-folder lock: POSIX only (elsewhere a folder is not locked)
     import fcntl
@@ -32,15 +33,14 @@ except ImportError:  # pragma: no cover - Windows
 import numpy as np
 import torch
 
-from .distributed import barrier, is_main_process
+from . import files
+from .distributed import barrier, init_distributed, is_main_process
+from .progress import SweepProgress
 
-__all__ = ["RUN_FILES", "RunFolderBusy", "SweepProgress", "cpu_model", "environment", "finished_an_epoch",
-           "finish_sweep", "flat_settings", "hold_run_dir", "load_best_weights", "load_run_config", "format_mean_std",
-           "mean_std", "open_run", "prepare_run_dir", "run_once", "settings_differ", "start_sweep", "write_text"]
-
-#: What a run writes in its folder (a fresh start or ``--restart`` removes these, and nothing else).
-RUN_FILES = ("config.json", "metrics.jsonl", "checkpoint.pt", "checkpoint.prev.pt", "model.pt", "results.json",
-             "vocab.json", "report.md", "report.html", "curves.png")
+__all__ = ["RunFolderBusy", "cpu_model", "environment", "finish_sweep", "finished_an_epoch", "flat_settings",
+           "format_mean_std", "hold_run_dir", "load_best_weights", "load_run_config", "mean_std", "open_run",
+           "prepare_run_dir", "read_json", "read_metrics", "run_once", "saved_config", "settings_differ",
+           "start_sweep", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -81,21 +81,56 @@ _WRITTEN_BY = {"mlp": "'highwaynet train mlp --out DIR' writes DIR; a depth swee
                "sentences": "'highwaynet reproduce sentences --out OUT' writes OUT/sst2/hbilstm-L1/seed0 and the like"}
 
 
+def read_json(path: str | Path, what: str = "") -> Any:
+    """A JSON file of highwaynet's, read as data; a message naming the file where it is missing, a link,
+    or not JSON (damaged, or edited by hand). ``what`` says what the file is, for the message."""
+    path = Path(path)
+    data = files.read_regular(path.parent, path.name)
+    if data is None:
+        if path.is_symlink():
+            raise files.LinkInFolder(f"{path} is a symbolic link: highwaynet reads only its own files, not a link "
+                                     f"to a file elsewhere; put the file itself back")
+        raise FileNotFoundError(f"{path} is missing" + (f" ({what})" if what else ""))
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{path} is not valid JSON ({error}): it was damaged or edited by hand; put back the "
+                         f"file the run wrote, or start the run over with --restart") from None
+
+
 def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str, Any]:
     """The ``config.json`` of a run folder, with a clear error when the folder is not a run (or, given
-    ``recipe``, not a run of that recipe)."""
+    ``recipe``, not a run of that recipe), or its file is not what a run writes (hand-edited)."""
     path = Path(run_dir) / "config.json"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         written_by = _WRITTEN_BY.get(recipe or "", "'highwaynet train ... --out DIR' writes DIR")
         runs = _runs_inside(Path(run_dir), recipe)
         inside = f"; it holds {count(len(runs), 'run folder')}: {', '.join(runs[:4])}" + \
             (", ..." if len(runs) > 4 else "") if runs else ""
         raise FileNotFoundError(f"{run_dir} is not a run folder: it has no config.json ({written_by}){inside}")
-    saved = json.loads(path.read_text())
+    saved = read_json(path)
+    if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
+        raise ValueError(f"{path} is not a run's configuration (a JSON object with its recipe and a 'config' "
+                         f"object): it was edited by hand; put back the file the run wrote, or start the run over "
+                         f"with --restart")
     if recipe is not None and saved.get("recipe") != recipe:
         raise ValueError(f"{run_dir} holds a run of recipe {saved.get('recipe')!r}; this needs one of recipe "
                          f"{recipe!r} ({_WRITTEN_BY[recipe]})")
     return saved
+
+
+C = TypeVar("C")
+
+
+def saved_config(config_class: Callable[..., C], saved: dict[str, Any], run_dir: str | Path) -> C:
+    """``config_class(**saved)``, the configuration a run folder holds; a message naming its config.json
+    where a hand edit left a setting of the wrong type, an unknown one, or a value out of bounds."""
+    try:
+        return config_class(**saved)
+    except (TypeError, ValueError) as error:
+        name = getattr(config_class, "__name__", "configuration")
+        raise ValueError(f"{Path(run_dir) / 'config.json'} does not hold a {name} ({error}): it was edited by hand; "
+                         f"undo the edit, or start the run over with --restart") from None
 
 
 def _runs_inside(folder: Path, recipe: str | None) -> list[str]:
@@ -120,6 +155,27 @@ def finished_an_epoch(run_dir: str | Path) -> bool:
     return any((Path(run_dir) / f).exists() for f in ("checkpoint.pt", "checkpoint.prev.pt", "results.json"))
 
 
+def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
+    """The per-epoch metrics of a run folder, in order (a last line cut short by a kill is left out)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if path.is_symlink():
+        raise files.LinkInFolder(f"{path} is a symbolic link: a run's metrics are read from its own file only; put "
+                                 f"the file back, or start the run over with --restart")
+    data = files.read_regular(path.parent, path.name)
+    if data is None:
+        return []
+    lines = [line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    metrics = []
+    for number, line in enumerate(lines, 1):
+        try:
+            metrics.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise ValueError(f"{path}, line {number}: not a line of metrics ({line[:60]!r})") from None
+    return metrics
+
+
+
 class RunFolderBusy(FileExistsError):
     """Another process is writing the run folder (it holds the folder's lock)."""
 
@@ -129,15 +185,18 @@ _held: dict[Path, list[int]] = {}
 
 
 @contextmanager
-def hold_run_dir(run_dir: str | Path | None) -> Iterator[None]:
-    """Hold the run folder's lock while the block runs: its one writer. Re-entrant within a process
+def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "") -> Iterator[None]:
+    """Hold the folder's lock while the block runs: its one writer. Re-entrant within a process
     (a recipe holds it, and its Trainer again); under torchrun rank 0 alone holds it (it alone
-    writes). A second process gets :class:`RunFolderBusy`, naming the holder's process and host.
-    The OS releases the lock when the holder dies, however it dies."""
-    if run_dir is None or fcntl is None or not is_main_process():
+    writes). The folder is made highwaynet's first (:func:`~highwaynet.training.files.claim`, as a
+    ``kind`` folder; ``what`` names the writer in its messages): one holding anything else is refused.
+    A second process gets :class:`RunFolderBusy`, naming the holder's process and host. The OS
+    releases the lock when the holder dies, however it dies."""
+    if run_dir is None or not is_main_process():
         yield
         return
     folder = Path(run_dir)
+    files.check_claimable(folder, kind, what)  # (before the lock file: nothing is written into another's folder)
     folder.mkdir(parents=True, exist_ok=True)
     key = folder.resolve()
     if key in _held:
@@ -147,8 +206,18 @@ def hold_run_dir(run_dir: str | Path | None) -> Iterator[None]:
         finally:
             _held[key][1] -= 1
         return
+    if fcntl is None:  # pragma: no cover - Windows: no lock
+        files.claim(folder, kind, what)
+        yield
+        return
     path = folder / ".lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError:
+        if path.is_symlink():
+            raise files.LinkInFolder(f"{path} is a symbolic link: highwaynet keeps its own lock file there and does "
+                                     f"not write through a link; remove the link and run again") from None
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -160,6 +229,7 @@ def hold_run_dir(run_dir: str | Path | None) -> Iterator[None]:
     os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
     _held[key] = [fd, 1]
     try:
+        files.claim(folder, kind, what)
         yield
     finally:
         del _held[key]
@@ -168,21 +238,9 @@ def hold_run_dir(run_dir: str | Path | None) -> Iterator[None]:
 
 
 def remove_stray_files(run_dir: str | Path) -> list[str]:
-    """Remove the temporary files a killed writer can leave (``*.tmp``); returns their names. Call
-    with the folder's lock held: then nobody is writing them."""
-    stray = sorted(Path(run_dir).glob("*.tmp"))
-    for path in stray:
-        path.unlink(missing_ok=True)
-    return [p.name for p in stray]
-
-
-def _clear(run_dir: Path) -> None:
-    """Remove what a run wrote (:data:`RUN_FILES`, its TensorBoard events), nothing else."""
-    import shutil
-
-    for name in RUN_FILES:
-        (run_dir / name).unlink(missing_ok=True)
-    shutil.rmtree(run_dir / "tensorboard", ignore_errors=True)
+    """Remove the temporary files a killed writer can leave beside highwaynet's own files; returns
+    their names (:func:`~highwaynet.training.files.remove_stray_files`). Call with the folder's lock held."""
+    return files.remove_stray_files(run_dir)
 
 
 def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool,
@@ -192,7 +250,8 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
     A new run refuses a folder that already holds a run (nothing is overwritten) unless ``restart``
     says to start it over, but not one whose run never saved a checkpoint (it holds nothing to lose:
     it is started over, as a sweep does). A resumed run takes the configuration saved in the folder,
-    so that it continues exactly as it started. Take the folder's lock first (:func:`open_run`).
+    so that it continues exactly as it started, but for the device asked now. Take the folder's lock
+    first (:func:`open_run`).
     """
     run_dir = Path(run_dir)
     if resume and restart:
@@ -201,52 +260,63 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
         saved = load_run_config(run_dir, recipe)["config"]
         if is_main_process():
             remove_stray_files(run_dir)
-        return saved
+        return _device_asked(saved, config)
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
         return config
     if (run_dir / "config.json").exists() and finished_an_epoch(run_dir) and not restart:
         raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, start it over with "
                               f"--restart, or pass another --out")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    _clear(run_dir)
+    files.claim(run_dir, "run")
     remove_stray_files(run_dir)
+    files.clear(run_dir)  # what a run there wrote before (started over, or stopped before its first checkpoint)
     record = {"recipe": recipe, "config": config, "environment": environment(),
               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n")
     return config
 
 
+def _device_asked(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` with the device settings of ``asked``: a run resumes with the settings it was started
+    with, except where it runs (a run started on a GPU goes on on the CPU, or the reverse)."""
+    return {key: asked[key] if key == "device" and isinstance(asked.get(key), str) else
+            _device_asked(value, asked[key]) if isinstance(value, dict) and isinstance(asked.get(key), dict) else value
+            for key, value in saved.items()}
+
+
 @contextmanager
 def open_run(run_dir: str | Path, recipe: str, config: dict[str, Any], *, resume: bool = False,
-             restart: bool = False) -> Iterator[dict[str, Any]]:
+             restart: bool = False, device: str = "auto") -> Iterator[dict[str, Any]]:
     """Hold ``run_dir``'s lock (:func:`hold_run_dir`) and prepare it (:func:`prepare_run_dir`) for the
-    block, which gets the configuration to run: what a recipe's ``run`` does around its training."""
+    block, which gets the configuration to run: what a recipe's ``run`` does around its training.
+    Under torchrun each process first joins the process group for the run's ``device``."""
+    init_distributed(device)
     with hold_run_dir(run_dir):
         yield prepare_run_dir(run_dir, recipe, config, resume, restart)
 
 
 def write_text(path: str | Path, text: str) -> None:
     """Write a file of a run or a sweep folder in one step (a reader, or a kill, never meets half of
-    it); under torchrun rank 0 alone writes, the others read."""
+    it; :func:`~highwaynet.training.files.write_text`); under torchrun rank 0 alone writes, the others read."""
     if is_main_process():
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        files.write_text(path, text)
 
 
-def start_sweep(out: str | Path, resume: bool) -> Path:
-    """Create a sweep's folder; refuse one that already holds results unless resuming.
+def start_sweep(out: str | Path, resume: bool, device: str = "auto") -> Path:
+    """Create a sweep's folder (highwaynet's own: :func:`~highwaynet.training.files.claim`); refuse one
+    that already holds results unless resuming.
 
-    Under torchrun every process runs the sweep, each run data-parallel over all of them: every
-    process looks at the folder before rank 0 writes to it, so that all decide alike.
+    Under torchrun every process runs the sweep, each run data-parallel over all of them: each joins
+    the process group for the runs' ``device`` first, and looks at the folder before rank 0 writes
+    to it, so that all decide alike.
     """
+    init_distributed(device)
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not resume:
+    files.check_claimable(out, "sweep")
+    if out.is_dir() and set(os.listdir(out)) - {files.MARKER, ".lock"} and not resume:
         raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
     barrier()
     if is_main_process():
-        out.mkdir(parents=True, exist_ok=True)
+        files.claim(out, "sweep")
     return out
 
 
@@ -279,7 +349,7 @@ def settings_differ(saved: dict[str, Any], asked: Any) -> list[str]:
     stored = flat_settings(saved)
     try:
         resumed = flat(type(asked)(**saved))
-    except TypeError:  # a saved setting the class no longer has: compare what the folder holds
+    except (TypeError, ValueError):  # a saved setting the class no longer has (or a hand edit): compare as stored
         resumed = stored
     differ = []
     for key, value in flat(asked).items():
@@ -320,6 +390,7 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
     if progress is not None:
         log(progress.line())
     log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))
+    earlier = len(read_metrics(run_dir))  # (the epochs of this session are the ones after these)
     start = time.perf_counter()
     try:
         results = train(resume=resume)
@@ -330,40 +401,33 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
         log(f"{run_dir}: skipped: {busy}")
         results = None
     if progress is not None:
-        progress.finished(None if results is None else time.perf_counter() - start)
+        epochs = sum(m["time"] for m in read_metrics(run_dir)[earlier:])
+        progress.finished(None if results is None else time.perf_counter() - start, epochs)
     return results
-
-
-class SweepProgress:
-    """A sweep's overall progress: runs done and left, and an estimate of the time left from the
-    runs trained so far in this session (finished runs skipped on a resume do not count)."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.seconds, self.timed = total, 0, 0.0, 0
-
-    def finished(self, seconds: float | None) -> None:
-        """One more run done (``seconds`` it took to train, or None where it was skipped)."""
-        self.done += 1
-        if seconds is not None:
-            self.seconds += seconds
-            self.timed += 1
-
-    def line(self) -> str:
-        left = self.total - self.done
-        eta = ""
-        if self.timed:
-            minutes = left * self.seconds / self.timed / 60
-            eta = f"; about {minutes:.0f} min left" if minutes >= 1 else f"; about {60 * minutes:.0f} s left"
-        return f"run {self.done + 1} of {self.total} ({self.done} done, {left} to go{eta})"
 
 
 def load_best_weights(model: torch.nn.Module, run_dir: str | Path) -> torch.nn.Module:
     """Load a run folder's best weights (``model.pt``) into ``model``, onto the model's device."""
-    path = Path(run_dir) / "model.pt"
+    run_dir = Path(run_dir)
+    path = run_dir / "model.pt"
     if not path.is_file():
+        if (run_dir / "results.json").is_file() or finished_an_epoch(run_dir):
+            raise FileNotFoundError(f"{path} is missing from a run that has finished epochs: it was removed or moved. "
+                                    f"Put it back, or train the run again (--restart)")
         raise FileNotFoundError(f"{path} not found: the run has not finished an epoch yet")
-    device = next(model.parameters()).device
-    model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+    if path.is_symlink():
+        raise files.LinkInFolder(f"{path} is a symbolic link: a run's weights are read from its own file only")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # (a damaged file fails in many ways: zip, pickle, truncation)
+        raise ValueError(f"{path} cannot be read ({str(error).splitlines()[0] if str(error) else error!r}): it is "
+                         f"damaged; train the run again (--restart)") from error
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        raise ValueError(f"{path} does not fit the model its config.json describes ({' '.join(lines[:2])}): was "
+                         f"config.json edited? Undo the edit, or train the run again (--restart)") from None
     return model
 
 

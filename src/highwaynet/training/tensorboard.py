@@ -74,8 +74,8 @@ class TensorBoardLog:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as error:
-            raise ImportError("TrainConfig(tensorboard=True) writes with TensorBoard: pip install tensorboard "
-                              "(or: pip install 'highwaynet[tensorboard]')") from error
+            raise ImportError("TrainConfig(tensorboard=True) writes with TensorBoard, which is not installed: "
+                              "pip install tensorboard (the tensorboard extra), or leave --tensorboard out") from error
         self.writer = SummaryWriter(str(folder), purge_step=purge_step)
 
     def epoch(self, metrics: dict[str, float]) -> None:

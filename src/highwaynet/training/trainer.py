@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -37,27 +36,37 @@ from tqdm.auto import tqdm
 
 from .._versions import release
 from ..config import TrainConfig
+from . import files
+from .checkpoint import (
+    CheckpointMismatch,
+    CorruptCheckpoint,
+    check_identity,
+    fit_state,
+    gather_rng_states,
+    read_checkpoint,
+    restore_rng_state,
+    run_identity,
+)
 from .cuda_graph import GraphedStep
+from .devices import pick_device
 from .distributed import (
     all_reduce_sums,
     barrier,
     batch_length,
+    check_backend,
     init_distributed,
     rank_zero_decides,
     shard_batch,
     shard_weight,
 )
-from .run_dir import finished_an_epoch, hold_run_dir
+from .run_dir import finished_an_epoch, hold_run_dir, read_metrics
 
-__all__ = ["CorruptCheckpoint", "Task", "TrainConfig", "Trainer", "TrainingDiverged", "pick_device"]
+__all__ = ["CheckpointMismatch", "CorruptCheckpoint", "Task", "TrainConfig", "Trainer", "TrainingDiverged",
+           "pick_device"]
 
 
 class TrainingDiverged(RuntimeError):
     """The loss (or a metric) stopped being a finite number: the run stopped, its last good checkpoint kept."""
-
-
-class CorruptCheckpoint(ValueError):
-    """A run folder's checkpoint cannot be read; the message says which file and how to go on."""
 
 # The optimisers' fused CPU kernels came with torch 2.4 (torch 2.3 has them for CUDA only).
 _FUSED_ON_CPU = release(torch.__version__) >= (2, 4)
@@ -77,24 +86,14 @@ class Task(Protocol):
         mean by the slice's share, so that the processes' gradients average to the whole batch's)."""
 
     # Optional: ``to(device)`` moves the task's data to the training device (called once by the Trainer);
-    # ``graph_safe = True`` allows ``TrainConfig.cuda_graph``; ``batch_dim`` (default 0) is the dimension
-    # along which data-parallel processes split a batch.
+    # ``metric_names`` lists what ``summarize`` returns (the Trainer then refuses a monitor of another name
+    # before training); ``graph_safe = True`` allows ``TrainConfig.cuda_graph``; ``batch_dim`` (default 0)
+    # is the dimension along which data-parallel processes split a batch.
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         """Metrics of a split from its summed statistics (for example loss and accuracy)."""
 
 
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    """``"auto"``: CUDA if available, else Apple's MPS, else the CPU; otherwise ``torch.device(name)``."""
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def seed_everything(seed: int) -> None:
@@ -123,26 +122,6 @@ def _lr_factor(c: TrainConfig, epoch: int) -> float:
     if c.schedule == "step":
         return c.gamma ** (done // c.step_epochs)
     return 1.0
-
-
-def _rng_state() -> dict[str, Any]:
-    # numpy's state holds an ndarray: store it as a tensor so that the checkpoint loads with
-    # torch.load(weights_only=True).
-    kind, keys, *rest = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state(legacy=True))
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), *rest)}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    kind, keys, *rest = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 class Trainer:
@@ -175,10 +154,11 @@ class Trainer:
                  log: Callable[[str], None] | None = None, progress: bool = True) -> None:
         self.config = config
         self.task = task
-        self.rank, self.world_size = init_distributed()
+        _check_monitor(config.monitor, task)
+        # (the device first: under torchrun it picks the process group's backend, NCCL or gloo)
         self.device = pick_device(config.device)
-        if self.device.type == "cuda" and self.world_size > 1:
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.rank, self.world_size = init_distributed(self.device)
+        check_backend(self.device)
         self.model = model.to(self.device)
         if hasattr(task, "to"):  # tasks that can hold their data on the device do
             task.to(self.device)
@@ -194,6 +174,7 @@ class Trainer:
         # until the collector runs, and with it a DDP wrapper's process group)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, functools.partial(_lr_factor, config))
         self.epoch = 0  # epochs finished
+        self.steps = 0  # optimiser steps taken (for the warm-up by steps)
         self.best: float | None = None
         self.history: list[dict[str, float]] = []
         self.seconds = self.earlier_seconds = 0.0
@@ -258,6 +239,8 @@ class Trainer:
         Raises:
             TrainingDiverged: an epoch's loss or metrics were not finite (``config.nonfinite="stop"``).
             CorruptCheckpoint: resuming, the checkpoint could not be read.
+            CheckpointMismatch: resuming, the checkpoint is another run's, or does not fit this one.
+            ~highwaynet.training.files.FolderNotOurs: the run folder holds files highwaynet did not write.
         """
         with hold_run_dir(self._out):
             return self._fit(resume, max_time)
@@ -268,8 +251,8 @@ class Trainer:
                                   f"another run folder")
         if not (resume and self.load_checkpoint()):
             seed_everything(self.config.seed)
-            if self._out is not None:  # what a run stopped before its first checkpoint wrote
-                for name in ("metrics.jsonl", "model.pt"):
+            if self._out is not None:  # what a run stopped before its first checkpoint wrote (its own files only)
+                for name in {"metrics.jsonl", "model.pt"} & files.written(self._out):
                     (self._out / name).unlink(missing_ok=True)
         start, before = time.perf_counter(), self.seconds
         self._board = self._open_tensorboard()
@@ -307,8 +290,7 @@ class Trainer:
             self.diverged = epoch + 1
             self.history.append(metrics)
             if self._out is not None:  # its metrics line, not its weights: the last checkpoint stays the last good one
-                with open(self._out / "metrics.jsonl", "a") as f:
-                    f.write(json.dumps(metrics) + "\n")
+                files.append_line(self._out / "metrics.jsonl", json.dumps(metrics))
             self.log(f"epoch {epoch + 1} ended with {bad}: the run ends here (nonfinite='record')")
             return
         kept = (f"{self._out / 'checkpoint.pt'} holds epoch {self.epoch}, the last good one"
@@ -340,7 +322,9 @@ class Trainer:
                     continue  # every process takes part in a step, which one without an example cannot
                 weight = shard_weight(n, self.rank, self.world_size)
             batch = to_device(self._shard(batch), self.device)
+            self._warm_up()
             stats = self._graphed(batch) if self._graphed else self._train_step(batch, weight)
+            self.steps += 1
             if stats is None:  # (nonfinite="skip": a step left out)
                 skipped += 1
                 continue
@@ -369,6 +353,14 @@ class Trainer:
         return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
                 **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()},
                 **({"skipped": skipped} if self.config.nonfinite == "skip" else {})}
+
+    def _warm_up(self) -> None:
+        """The rate of the next step during the warm-up by steps: its share of the epoch's rate (set outside
+        the step, which may be a CUDA graph: a graph re-captures at a new rate)."""
+        if self.steps < self.config.warmup_steps:
+            factor = (self.steps + 1) / self.config.warmup_steps
+            for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr(), strict=True):
+                group["lr"] = lr * factor
 
     def _train_step(self, batch: Any, weight: float = 1.0) -> dict[str, Tensor] | None:
         """One optimiser step; its statistics, or None where ``nonfinite="skip"`` left it out."""
@@ -437,33 +429,36 @@ class Trainer:
                 f"--out {self.run_dir} --resume (from Python: fit(resume=True))")
 
     def _save(self, metrics: dict[str, float]) -> None:
+        if self.run_dir is None:
+            return
+        # Every process's generators (a collective under torchrun: before rank 0 alone goes on to write).
+        rng = gather_rng_states(self.device)
         if self._out is None:
             return
-        self._out.mkdir(parents=True, exist_ok=True)
         # The metrics line first, then the checkpoint: a run killed between the two re-runs the
         # epoch on resume, and load_checkpoint drops the line it had written for it.
-        with open(self._out / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(metrics) + "\n")
+        files.append_line(self._out / "metrics.jsonl", json.dumps(metrics))
         value = metrics.get(self.config.monitor)
         if value is not None and self._is_better(value):
             self.best = value
             validated = self.ema.module if self.ema is not None else self.model
-            _atomic_save(validated.state_dict(), self._out / "model.pt")
+            files.save_torch(validated.state_dict(), self._out / "model.pt")
         checkpoint = {
             "epoch": self.epoch,
+            "steps": self.steps,
             "best": self.best,
             "seconds": self.seconds,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "rng": _rng_state(),
+            "rng": rng,
+            "device": str(self.device),
             "config": asdict(self.config),
+            "identity": run_identity(self._out, asdict(self.config)),
             **({"ema": self.ema.state_dict()} if self.ema is not None else {}),
         }
         # The one before is kept as checkpoint.prev.pt: the way on if the last is ever damaged.
-        path = self._out / "checkpoint.pt"
-        _write_atomically(path, lambda tmp: torch.save(checkpoint, tmp),
-                          keep_previous=self._out / "checkpoint.prev.pt")
+        files.save_torch(checkpoint, self._out / "checkpoint.pt", keep_previous=self._out / "checkpoint.prev.pt")
 
     def load_checkpoint(self) -> bool:
         """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume).
@@ -471,10 +466,13 @@ class Trainer:
         Returns False, having said so, where the folder holds no checkpoint yet (its run was stopped
         before its first epoch was saved): the run then starts from scratch. Where a run was killed
         between putting the previous checkpoint aside and the new one in place, it resumes from
-        ``checkpoint.prev.pt``.
+        ``checkpoint.prev.pt``. The checkpoint is read on the CPU whatever device saved it, then
+        placed on this run's device.
 
         Raises:
             CorruptCheckpoint: the checkpoint cannot be read (the message names the ways on).
+            CheckpointMismatch: it is another run's, was trained with settings the folder's
+                ``config.json`` no longer holds, or does not fit the model.
         """
         if self.run_dir is None:
             raise ValueError("resuming needs a run folder")
@@ -486,33 +484,36 @@ class Trainer:
                 return False
             self.log(f"{path.name} is missing (its run was stopped while saving it): resuming from {previous.name}")
             path = previous
-        try:
-            # weights_only=True: a checkpoint is data, never code to run.
-            state = torch.load(path, map_location=self.device, weights_only=True)
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"]))
-            self.scheduler.load_state_dict(state["scheduler"])
-            _set_rng_state(state["rng"])
-        except Exception as error:  # (a damaged file fails in many ways: zip, pickle, missing or wrong keys)
-            why = str(error).splitlines()[0] if str(error) else type(error).__name__
-            way_back = (f"go on from the epoch before with `mv {previous} {path}` and resume again, or "
-                        if path != previous and previous.is_file() else "")
-            raise CorruptCheckpoint(f"{path} cannot be read ({why}): it is damaged or not a highwaynet checkpoint. "
-                                    f"To go on, {way_back}start the run over with --restart") from error
-        if self.ema is not None:
+        for name in (path.name, "config.json"):
+            if (self.run_dir / name).is_symlink():
+                raise files.LinkInFolder(f"{self.run_dir / name} is a symbolic link: a run resumes only from its "
+                                         f"own files; remove the link, or start the run over with --restart")
+        state = read_checkpoint(path, previous)
+        notes = check_identity(state.get("identity"), run_identity(self.run_dir, asdict(self.config)), path)
+        fit_state("the model", path, lambda: self.model.load_state_dict(state["model"]))
+        fit_state("the optimiser", path,
+                  lambda: self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"])))
+        fit_state("the learning-rate schedule", path, lambda: self.scheduler.load_state_dict(state["scheduler"]))
+        ema = self.ema
+        if ema is not None:
             if "ema" not in state:
-                raise ValueError(f"{path} holds no average of the weights: its run was started without ema, "
-                                 f"and resumes only without it")
-            self.ema.load_state_dict(state["ema"])
-        self.epoch, self.best = state["epoch"], state["best"]
+                raise CheckpointMismatch(f"{path} holds no average of the weights: its run was started without ema, "
+                                         f"and resumes only without it")
+            fit_state("the average of the weights (ema)", path, lambda: ema.load_state_dict(state["ema"]))
+        notes += restore_rng_state(state["rng"], self.device, self.rank, self.config.seed + state["epoch"])
+        self.epoch, self.best, self.steps = state["epoch"], state["best"], state.get("steps", 0)
         self.history = read_metrics(self.run_dir)[: self.epoch]
         self.seconds = self.earlier_seconds = state.get("seconds", sum(m["time"] for m in self.history))
         if self._out is not None:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold; in one
             # step, as the other processes under torchrun may be reading them (above).
-            lines = "".join(json.dumps(m) + "\n" for m in self.history)
-            _write_atomically(self._out / "metrics.jsonl", lambda tmp: tmp.write_text(lines))
-        self.log(f"resumed {self.run_dir} after epoch {self.epoch}")
+            files.write_text(self._out / "metrics.jsonl", "".join(json.dumps(m) + "\n" for m in self.history))
+        saved_on = state.get("device")
+        moved = f" (saved on {saved_on}, now on {self.device})" if saved_on and \
+            torch.device(saved_on).type != self.device.type else ""
+        self.log(f"resumed {self.run_dir} after epoch {self.epoch}{moved}")
+        for note in notes:
+            self.log(f"note: {note}")
         return True
 
 
@@ -535,40 +536,22 @@ def _with_update_of(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> 
     return {**saved, "param_groups": groups}
 
 
+def _check_monitor(monitor: str, task: Task) -> None:
+    """Refuse, before any training, a monitored metric the task does not report (a typo would otherwise
+    train to the end and never pick best weights)."""
+    names = getattr(task, "metric_names", None)
+    if names is None:
+        return
+    known = [f"{split}_{name}" for split in ("val", "train") for name in names]
+    if monitor not in known:
+        raise ValueError(f"monitor {monitor!r} is not a metric of {type(task).__name__}: use one of "
+                         f"{', '.join(known)} (TrainConfig.monitor, --monitor)")
+
+
 def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
     for k, v in stats.items():
         v = v.detach().double() if isinstance(v, Tensor) else torch.tensor(float(v), dtype=torch.float64)
         sums[k] = sums[k] + v if k in sums else v
-
-
-def _write_atomically(path: Path, write: Callable[[Path], Any], keep_previous: Path | None = None) -> None:
-    """``write`` a file beside ``path``, then put it in place: a reader (or a kill) never sees half
-    of it. With ``keep_previous``, the file it replaces is moved there first."""
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    if keep_previous is not None and path.exists():
-        os.replace(path, keep_previous)
-    os.replace(tmp, path)
-
-
-def _atomic_save(obj: Any, path: Path) -> None:
-    _write_atomically(path, lambda tmp: torch.save(obj, tmp))
-
-
-def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
-    """The per-epoch metrics of a run folder, in order (a last line cut short by a kill is left out)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    metrics = []
-    for number, line in enumerate(lines, 1):
-        try:
-            metrics.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number < len(lines):
-                raise ValueError(f"{path}, line {number}: not a line of metrics ({line[:60]!r})") from None
-    return metrics
 
 
 def format_metrics(metrics: dict[str, float], epochs: int) -> str:

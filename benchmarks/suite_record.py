@@ -1,0 +1,112 @@
+"""A test run's record as JSON: where it ran, at which commit, and what passed, failed and was skipped.
+
+    python benchmarks/suite_record.py RESULTS OUT.json [--device NAME] [--command TEXT] [--note TEXT]
+
+RESULTS is pytest's JUnit XML (``--junitxml``) or a file of its verbose lines (``pytest -v``:
+``PASSED tests/...``, ``FAILED tests/...``). The record names the commit (``git rev-parse HEAD``, or
+``$HIGHWAYNET_COMMIT`` where the tree is a copy without its history), the device, and the torch and
+Triton versions of this interpreter; ``benchmarks/gpu_suite.sh OUT tests-all`` writes one for the GPU,
+and the docs' performance page shows the latest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+
+def outcomes_from_junit(path: Path) -> dict[str, str]:
+    """``{test id: "passed" | "failed" | "skipped"}`` from pytest's JUnit XML (errors count as failed)."""
+    outcomes = {}
+    for case in ElementTree.parse(path).iter("testcase"):
+        module = case.get("classname", "").replace(".", "/")
+        name = f"{module}.py::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        outcomes[name] = ("failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds
+                          else "passed")
+    return outcomes
+
+
+def outcomes_from_lines(path: Path) -> dict[str, str]:
+    """The same from pytest's verbose lines: ``tests/x.py::test_y[a b] PASSED [ 10%]``, or under
+    pytest-xdist ``[gw3] [ 10%] PASSED tests/x.py::test_y[a b]`` (an id may hold spaces), and the
+    summary's ``FAILED tests/x.py::test_z - why``."""
+    words = {"PASSED": "passed", "SKIPPED": "skipped", "FAILED": "failed", "ERROR": "failed"}
+    outcomes = {}
+    for line in path.read_text().splitlines():
+        after = re.match(r"^(?:\[gw\d+\]\s*)?(?:\[\s*\d+%\]\s*)?(PASSED|FAILED|SKIPPED|ERROR)\s+(tests/.+?)"
+                         r"(?:\s+-\s.*)?\s*$", line)
+        before = re.match(r"^(tests/\S.*?)\s+(PASSED|FAILED|SKIPPED|ERROR)\b.*$", line)
+        if after:
+            outcomes[after.group(2)] = words[after.group(1)]
+        elif before:
+            outcomes[before.group(1)] = words[before.group(2)]
+    return outcomes
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.environ.get("HIGHWAYNET_COMMIT", "unknown")
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version(), "torch": None, "triton": None, "device": None}
+    try:
+        import torch
+
+        found["torch"] = torch.__version__
+        found["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    except ImportError:
+        pass
+    try:
+        import triton
+
+        found["triton"] = triton.__version__
+    except ImportError:
+        pass
+    return found
+
+
+def record(results: Path, command: str = "", note: str = "", **given: str | None) -> dict:
+    """The record of the run whose outcomes ``results`` holds; ``given`` (commit, date, device, torch,
+    python, triton) replaces what this interpreter and checkout would say, for a run made elsewhere."""
+    outcomes = outcomes_from_junit(results) if results.suffix == ".xml" else outcomes_from_lines(results)
+    counts = {kind: sum(1 for v in outcomes.values() if v == kind) for kind in ("passed", "failed", "skipped")}
+    found = {"commit": commit(), "date": time.strftime("%Y-%m-%d"), **versions()}
+    found.update({k: v for k, v in given.items() if v})
+    return {"title": "the test suite on a GPU", **found, "command": command, **counts,
+            "failed_names": sorted(t for t, v in outcomes.items() if v == "failed"), "note": note}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="pytest's JUnit XML, or a file of its verbose lines")
+    parser.add_argument("json", type=Path, help="where to write the record")
+    parser.add_argument("--command", default="", help="the command that ran the tests")
+    parser.add_argument("--note", default="", help="what else the reader should know about this run")
+    for name in ("commit", "date", "device", "python", "torch", "triton"):
+        parser.add_argument(f"--{name}", help=f"the run's {name}, for a run made elsewhere (default: this "
+                                              f"checkout's and interpreter's)")
+    args = parser.parse_args()
+    made = record(args.results, args.command, args.note, commit=args.commit, date=args.date, device=args.device,
+                  python=args.python,
+                  torch=args.torch, triton=args.triton)
+    args.json.write_text(json.dumps(made, indent=2) + "\n")
+    print(f"{made['commit'][:10]} on {made['device']}: {made['passed']} passed, {made['failed']} failed, "
+          f"{made['skipped']} skipped; wrote {args.json}")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""A run folder is the user's: highwaynet writes only into a folder that is new, empty or its own,
+never deletes what it did not write, never follows a link out of the folder, and says what is wrong
+(with the file or option, and what to do) instead of guessing or failing with a traceback."""
+
+import errno
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from highwaynet.cli import main
+from highwaynet.training import files
+
+TRAIN = ["train", "mlp", "--data", "digits", "--depth", "2", "--width", "8", "--epochs", "2", "--max-train", "100",
+         "--device", "cpu"]
+
+
+def train(out: Path, *extra: str) -> int:
+    return main([*TRAIN, "--out", str(out), *extra])
+
+
+def snapshot(folder: Path) -> dict[str, object]:
+    """Every entry under ``folder`` (not following links): a link's target, a file's bytes, a folder."""
+    found: dict[str, object] = {}
+    for root, dirs, names in os.walk(folder):
+        for name in dirs + names:
+            path = Path(root) / name
+            key = str(path.relative_to(folder))
+            found[key] = ("link", os.readlink(path)) if path.is_symlink() else \
+                ("file", path.read_bytes()) if path.is_file() else ("folder",)
+    return found
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A file of the user's outside any run folder, which nothing may change."""
+    path = tmp_path / "outside" / "precious.txt"
+    path.parent.mkdir()
+    path.write_text("the user's own\n")
+    return path
+
+
+# -- 1. ownership -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("planted", ["report.md", "notes.tmp", "tensorboard/events.out", "checkpoint.pt.tmp"])
+def test_a_folder_holding_other_files_is_refused_and_left_as_it_was(tmp_path, capsys, planted):
+    out = tmp_path / "project"
+    (out / planted).parent.mkdir(parents=True, exist_ok=True)
+    (out / planted).write_text("mine\n")
+    before = snapshot(out)
+    assert train(out) == 2
+    error = capsys.readouterr().err
+    assert f"{out} holds files that highwaynet did not write ({planted.split('/')[0]})" in error
+    assert "pass another folder" in error
+    assert snapshot(out) == before
+
+
+def test_the_root_and_the_home_folder_are_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    for folder in ("/", str(tmp_path / "home")):
+        assert main([*TRAIN, "--out", folder]) == 2
+        assert "needs a folder of its own" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "home") == []
+
+
+def test_restart_removes_only_what_the_run_wrote(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out) == 0
+    (out / "notes.txt").write_text("the user's notes, added since\n")
+    (out / "figures").mkdir()
+    assert train(out) == 2 and "already holds a run" in capsys.readouterr().err
+    marker_before = files.marker(out)
+    assert train(out, "--restart") == 0
+    assert (out / "notes.txt").read_text() == "the user's notes, added since\n" and (out / "figures").is_dir()
+    assert files.marker(out)["id"] != marker_before["id"]  # started over: another run
+    assert {"config.json", "metrics.jsonl", "checkpoint.pt", "model.pt", "results.json"} <= files.written(out)
+    assert "notes.txt" not in files.written(out)
+
+
+def test_a_run_folder_of_0_2_without_a_marker_is_adopted_and_resumes(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    (out / files.MARKER).unlink()  # as 0.2 left it
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
+    del checkpoint["identity"]
+    torch.save(checkpoint, out / "checkpoint.pt")
+    assert train(out, "--resume") == 0
+    assert files.marker(out)["kind"] == "run" and "checkpoint.pt" in files.written(out)
+
+
+def test_an_analysis_never_writes_into_a_sweep_or_a_run_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert train(run) == 0
+    assert main(["reproduce", "gates", str(run), "--out", str(run)]) == 2
+    assert f"{run} is a run folder of highwaynet's, not one for the gates' analysis" in capsys.readouterr().err
+    assert main(["reproduce", "gates", str(run)]) == 0  # its own folder, RUN/gates
+    assert files.marker(run / "gates")["kind"] == "analysis"
+
+
+# -- 2. links -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [".lock", "report.html", "curves.png", "metrics.jsonl"])
+def test_a_link_where_highwaynet_writes_is_refused_and_its_target_untouched(tmp_path, capsys, outside, name):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    (out / name).unlink(missing_ok=True)
+    (out / name).symlink_to(outside)
+    command = ["report", str(out)] if name in ("report.html", "curves.png") else [*TRAIN, "--out", str(out),
+                                                                                  "--resume"]
+    assert main(command) == 2
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert outside.read_text() == "the user's own\n"
+
+
+def test_report_embeds_only_the_figures_the_run_wrote(tmp_path, outside, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    secret = outside.with_name("secret.png")
+    secret.write_bytes(b"\x89PNG not for sharing")
+    (out / "linked.png").symlink_to(secret)
+    (out / "config.json").unlink()
+    (out / "config.json").symlink_to(outside)  # a config.json that links elsewhere: not shown
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert "the user's own" not in page and page.count("data:image/png;base64,") == 1  # curves.png alone
+    # A report.md naming figures elsewhere (../, an absolute path, a link): none is inlined.
+    (out / "metrics.jsonl").rename(out / "metrics.kept")  # (so that report.md is not rewritten from the metrics)
+    report = out / "report.md"
+    report.write_text(report.read_text() + f"\n![a](../outside/secret.png)\n![b]({secret})\n![c](linked.png)\n")
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert "not for sharing" not in page and page.count("data:image/png;base64,") == 1
+    assert "the user's own" not in page
+
+
+# -- 3. silent wrong answers --------------------------------------------------------------------
+
+def test_a_checkpoint_of_another_run_is_refused(tmp_path, capsys):
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert train(first) == 0 and train(second, "--lr", "0.05") == 0
+    shutil.copy(first / "checkpoint.pt", second / "checkpoint.pt")
+    assert train(second, "--resume") == 2
+    error = capsys.readouterr().err
+    assert "was saved by another run" in error and "--restart" in error and "damaged" not in error
+
+
+def test_an_edited_config_is_named_not_called_damaged(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["train"]["lr"] = 0.5
+    files.write_text(out / "config.json", json.dumps(record))
+    assert train(out, "--resume") == 2
+    error = capsys.readouterr().err
+    assert "was trained with other settings than its run folder's config.json (train.lr 0.1 then, 0.5 now)" in error
+    assert "edited" in error and "damaged" not in error
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_says_so(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["width"] = 12
+    files.write_text(out / "config.json", json.dumps(record))
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
+    del checkpoint["identity"]  # (a checkpoint of 0.2: no identity to compare)
+    torch.save(checkpoint, out / "checkpoint.pt")
+    assert train(out, "--resume") == 2
+    error = capsys.readouterr().err
+    assert "does not fit the model" in error and "size mismatch" in error and "damaged" not in error
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--monitor", "val_accuracy"], "is not a metric this recipe reports: use one of val_loss, val_acc"),
+    (["--device", "mps"], "no MPS device"),
+    (["--device", "cuda:-1"], "is not a device: use auto, cpu, cuda, cuda:N or mps"),
+])
+def test_what_names_something_is_checked_before_a_folder_is_made(tmp_path, capsys, argv, message):
+    if "mps" in argv and torch.backends.mps.is_available():
+        pytest.skip("this machine has an MPS device")
+    assert main([*TRAIN, "--out", str(tmp_path / "run"), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_repeated_values_in_a_sweep_are_refused(tmp_path, capsys):
+    assert main(["reproduce", "depth", "--data", "digits", "--lrs", "0.1,0.1", "--out", str(tmp_path / "s")]) == 2
+    assert "--lrs lists 0.1 more than once" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def sentence_set(folder: Path, train: bytes, test: bytes) -> Path:
+    folder.mkdir()
+    (folder / "train").write_bytes(train)
+    (folder / "test").write_bytes(test)
+    return folder
+
+
+def test_a_sentence_set_of_one_class_is_refused(tmp_path, capsys):
+    data = sentence_set(tmp_path / "one", b"0 good film\n0 fine play\n", b"0 a film\n")
+    assert main(["reproduce", "sentences", "--task", str(data), "--layers", "1", "--epochs", "1", "--device", "cpu",
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "holds one class only" in capsys.readouterr().err
+
+
+def test_sentence_files_are_utf8_text_with_the_bad_byte_named(tmp_path):
+    from highwaynet.data.sentences import read_labelled
+
+    good = tmp_path / "bom"
+    good.write_bytes("\ufeff0 café crème\r\n1 bad film\r\n".encode())
+    assert read_labelled(good) == [(0, ["café", "crème"]), (1, ["bad", "film"])]  # no BOM or \r in a word
+    bad = tmp_path / "latin1"
+    bad.write_bytes("0 good\n1 café\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1 is not UTF-8 text: byte 12 \(line 2\) is b'\\xe9'"):
+        read_labelled(bad)
+
+
+def test_a_prompt_keeps_its_characters_and_decodes_its_escapes():
+    from highwaynet.cli import decode_escapes
+
+    assert decode_escapes("café\\n") == "café\n"
+    assert decode_escapes("naïve \\u00e9t\\u00e9 \\\\n") == "naïve été \\n"
+
+
+# -- 4. messages, not tracebacks ----------------------------------------------------------------
+
+def test_a_full_disk_is_said_to_be_full(tmp_path, capsys, monkeypatch):
+    def full(f, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files, "_write_all", full)
+    assert train(tmp_path / "run") == 2
+    error = capsys.readouterr().err
+    assert "could not be written: its disk is full" in error and "--resume" in error
+
+
+def test_tensorboard_missing_is_a_message(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # (an import of it now fails)
+    assert train(tmp_path / "run", "--tensorboard") == 2
+    assert "TensorBoard, which is not installed: pip install tensorboard" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda record: record["config"].update(width="wide"), "does not hold a MLPConfig"),
+    (lambda record: record["config"].update(colour="blue"), "unexpected keyword argument 'colour'"),
+    (lambda record: [1, 2], "is not a run's configuration"),
+    (None, "is not valid JSON"),
+])
+def test_a_hand_edited_config_is_named(tmp_path, capsys, edit, message):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    path = out / "config.json"
+    if edit is None:
+        path.write_text(path.read_text()[:-20])
+    else:
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps(edit(record) or record))
+    assert train(out, "--resume") == 2
+    error = capsys.readouterr().err
+    assert str(path) in error and message in error
+
+
+def test_interrupting_start_up_or_a_report_is_a_line(tmp_path, capsys, monkeypatch):
+    from highwaynet import report
+
+    assert train(tmp_path / "run", "--epochs", "1") == 0
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "write_run_report", interrupted)
+    assert main(["report", str(tmp_path / "run")]) == 130
+    assert capsys.readouterr().err == "highwaynet: interrupted\n"
+    monkeypatch.setattr("highwaynet.cli.build_parser", interrupted)
+    assert main(["--help"]) == 130
+
+
+def test_a_finished_run_without_its_weights_says_they_were_removed(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    (out / "model.pt").unlink()
+    assert main(["reproduce", "gates", str(out)]) == 2
+    assert "model.pt is missing from a run that has finished epochs" in capsys.readouterr().err
+
+
+def test_report_of_a_sweep_not_finished_says_how_to_finish_it(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    files.claim(sweep, "sweep")
+    assert main(["report", str(sweep)]) == 2
+    assert "is a sweep whose report is not written yet" in capsys.readouterr().err
+
+
+# -- 6. the folder, fuzzed ----------------------------------------------------------------------
+
+RUN_NAMES = ["config.json", "metrics.jsonl", "model.pt", "checkpoint.pt", "checkpoint.prev.pt", "results.json",
+             "report.md", "report.html", "curves.png", ".lock", "notes.tmp", "checkpoint.pt.tmp", "tensorboard",
+             "data.csv", "sub"]
+
+
+def plant(folder: Path, outside: Path, rng: random.Random) -> None:
+    """Random contents of the user's own: files, folders and links (to files outside) under run files' names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in rng.sample(RUN_NAMES, rng.randint(1, 4)):
+        kind = rng.choice(["file", "folder", "link"])
+        path = folder / name
+        if path.exists() or path.is_symlink():
+            continue
+        if kind == "file":
+            path.write_bytes(rng.randbytes(rng.randint(0, 64)))
+        elif kind == "folder":
+            path.mkdir()
+            (path / "inside.txt").write_text("mine")
+        else:
+            path.symlink_to(outside)
+
+
+@pytest.mark.parametrize("seed", range(9))
+def test_random_contents_before_a_run_are_never_changed_removed_or_read(tmp_path, outside, seed, monkeypatch,
+                                                                         capsys):
+    """Whatever the folder holds (files, folders, links to files elsewhere, a half-written run of
+    highwaynet's beside them), a run, ``--resume``, ``--restart`` and ``report``: each succeeds or is
+    refused with a message, and no file highwaynet did not write is changed, removed or opened."""
+    rng = random.Random(seed)
+    out = tmp_path / "run"
+    if seed % 3 == 1:  # a run of highwaynet's that stopped in its first epoch, and the user's files beside it
+        assert train(out, "--epochs", "1") == 0
+        for name in ("checkpoint.pt", "checkpoint.prev.pt", "results.json", "model.pt"):
+            (out / name).unlink(missing_ok=True)
+    elif seed % 3 == 2:  # a finished run, some of its files replaced by links to a file elsewhere
+        assert train(out, "--epochs", "1") == 0
+        for name in rng.sample(sorted(n for n in files.written(out) if (out / n).is_file()), 2):
+            (out / name).unlink()
+            (out / name).symlink_to(outside)
+    plant(out, outside, rng)  # (seed % 3 == 0: a folder of the user's own alone)
+    ours = files.written(out) | {files.MARKER}
+    theirs = {k: v for k, v in snapshot(out).items() if k.split("/")[0] not in ours}
+    sentinel = snapshot(outside.parent)
+    opened, watching = [], [True]
+    real_open, real_os_open = open, os.open
+
+    def watched_open(file, *args, **kwargs):
+        if watching and isinstance(file, (str, Path)) and Path(file).resolve().is_relative_to(outside.parent):
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    def watched_os_open(path, *args, **kwargs):
+        if watching and Path(path).resolve().is_relative_to(outside.parent):
+            opened.append(str(path))
+        return real_os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", watched_open)
+    monkeypatch.setattr("io.open", watched_open)
+    monkeypatch.setattr(os, "open", watched_os_open)
+    for command in ([*TRAIN, "--out", str(out)], [*TRAIN, "--out", str(out), "--resume"],
+                    [*TRAIN, "--out", str(out), "--restart"], ["report", str(out)]):
+        code = main(command)
+        error = capsys.readouterr().err
+        assert code in (0, 2) and "Traceback" not in error, (command, error)
+        assert code == 0 or error.startswith("highwaynet: error: "), (command, error)
+        now = snapshot(out)
+        assert {k: now.get(k) for k in theirs} == theirs, command
+    watching.clear()
+    assert snapshot(outside.parent) == sentinel and not opened, opened
