@@ -6,19 +6,16 @@ import pytest
 
 from highwaynet.training.progress import SweepProgress
 
-DEPTHS, SEARCH_AND_SEEDS, EPOCHS = (10, 20, 50, 100), 3 + 3 - 1, 6
-
 
 def depth_sweep(seconds_per_layer: dict[bool, float], noise: float, seed: int):
-    """The depth study's plan (as ``recipes.depth`` makes it) and what each run then takes: a time in
-    proportion to its layers, highway layers slower than plain ones, each run off by up to ``noise``."""
+    """The depth study's plan (``recipes.depth.plan``, at its defaults) and what each run then takes: a
+    time in proportion to its layers, highway layers slower than plain ones, each off by up to ``noise``."""
+    from highwaynet.config import DepthConfig
+    from highwaynet.recipes.depth import plan as depth_plan
+
     rng = random.Random(seed)
-    plan, took = [], []
-    for depth in DEPTHS:
-        for plain in (True, False):
-            for _ in range(SEARCH_AND_SEEDS):
-                plan.append(((plain, depth), depth * EPOCHS * (71 ** 2 if plain else 2 * 50 ** 2), plain))
-                took.append(depth * seconds_per_layer[plain] * (1 + rng.uniform(-noise, noise)))
+    plan = depth_plan(DepthConfig())
+    took = [depth * seconds_per_layer[plain] * (1 + rng.uniform(-noise, noise)) for (plain, depth), _, _ in plan]
     return plan, took
 
 

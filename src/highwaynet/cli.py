@@ -445,9 +445,6 @@ def _main(argv: Sequence[str] | None) -> int:
             else:
                 args.run(args)
         barrier()  # the processes finish together: one that leaves while another still uses the group can abort
-    except KeyboardInterrupt:
-        print("highwaynet: interrupted", file=sys.stderr)
-        return 130
     except (ValueError, FileNotFoundError, FileExistsError, OSError, ImportError) as error:
         print(f"highwaynet: error: {error}", file=sys.stderr)
         return 2

@@ -57,29 +57,16 @@ def compare(a: str, a_stat: dict[str, float], b: str, b_stat: dict[str, float], 
                                                               "within the seeds' spread")
 
 
-def _regular_json(folder: Path, name: str) -> Any:
-    """A JSON file of the folder's own (a regular file, not a link), or None; broken JSON names its file."""
-    import json
-
-    data = files.read_regular(folder, name)
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError as error:
-        raise ValueError(f"{folder / name} is not valid JSON ({error}): it was damaged or edited by hand") from None
-
-
 def write_run_report(run_dir: Path) -> Path:
     """``curves.png`` (each metric by epoch, training and validation) and ``report.md`` for one
     training run's folder (``highwaynet train ...``, or one run of a sweep): rewritten each time,
     as a resumed run adds epochs."""
-    from .training.run_dir import count, read_metrics
+    from .training.run_dir import count, read_json, read_metrics
 
     metrics = read_metrics(run_dir)
     if not metrics:
         raise FileNotFoundError(f"{run_dir} has no finished epoch (no metrics.jsonl) to report")
-    config = _regular_json(run_dir, "config.json")
+    config = read_json(run_dir / "config.json", optional=True)
     recipe = config.get("recipe", "?") if isinstance(config, dict) else "?"
     names = [k[len("train_"):] for k in metrics[0] if k.startswith("train_")]  # loss, then acc / bpc / ppl
     fig, axes = subplots(1, len(names), figsize=(4.5 * len(names), 3.4), squeeze=False)
@@ -99,7 +86,7 @@ def write_run_report(run_dir: Path) -> Path:
             "![curves](curves.png)", "",
             markdown_table(["epoch", "lr", *columns], [[m["epoch"], f"{m['lr']:.3g}", *(m[c] for c in columns)]
                                                         for m in metrics]), ""]
-    results = _regular_json(run_dir, "results.json")
+    results = read_json(run_dir / "results.json", optional=True)
     if isinstance(results, dict):
         if isinstance(results.get("test"), dict):
             text += ["Test set, with the best validation epoch's weights: "

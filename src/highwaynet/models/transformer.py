@@ -87,6 +87,15 @@ class TransformerBlock(nn.Module):
         self.norm_attn = nn.LayerNorm(dim) if norm == "post" else nn.Identity()
         self.norm_mlp = nn.LayerNorm(dim) if norm == "post" else nn.Identity()
 
+    def output_projections(self) -> list[Tensor]:
+        """The weights that write each sublayer's output into the residual stream (GPT-2 scales their
+        initialisation with the depth): the attention's projection, the MLP's second layer."""
+        def branch(connection: GatedResidual) -> nn.Module:
+            inner = connection.sublayer  # (with norm="pre", behind its LayerNorm)
+            return inner[1] if isinstance(inner, nn.Sequential) and isinstance(inner[0], nn.LayerNorm) else inner
+        return [cast(CausalSelfAttention, branch(self.attn)).proj.weight,
+                cast(nn.Linear, cast(_MLP, branch(self.mlp))[2]).weight]
+
     def forward(self, x: Tensor) -> Tensor:
         return self.norm_mlp(self.mlp(self.norm_attn(self.attn(x))))
 
@@ -153,15 +162,15 @@ class CausalTransformer(nn.Module):
 
     def reset_parameters(self) -> None:
         """GPT-2's initialisation (see the class's description); the gates start as they are built to."""
+        blocks = cast("list[TransformerBlock]", list(self.blocks))
+        scaled = {id(weight) for block in blocks for weight in block.output_projections()}
         with torch.no_grad():
-            for name, p in self.named_parameters():
+            for name, p in self.named_parameters():  # (in module order, one draw each: a seed gives one model)
                 if name.endswith("bias"):
                     p.zero_()
                 elif p.dim() >= 2:
-                    scaled = name.endswith(("attn.sublayer.proj.weight", "attn.sublayer.1.proj.weight",
-                                            "mlp.sublayer.2.weight", "mlp.sublayer.1.2.weight"))
-                    p.normal_(0.0, 0.02 / math.sqrt(2 * self.num_layers) if scaled else 0.02)
-            for block in cast("list[TransformerBlock]", list(self.blocks)):
+                    p.normal_(0.0, 0.02 / math.sqrt(2 * self.num_layers) if id(p) in scaled else 0.02)
+            for block in blocks:
                 for connection in (block.attn, block.mlp):
                     connection.reset_gate_parameters()
 

@@ -29,6 +29,7 @@ from ..training.cuda_graph import use_cuda_graphs
 from ..training.progress import SweepProgress
 from ..training.run_dir import (
     finish_sweep,
+    finite_or_inf,
     format_mean_std,
     mean_std,
     run_once,
@@ -84,7 +85,7 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
                                 folder / f"lr{lr:g}-seed{first}", f"{kind} {depth}: lr {lr:g}, seed {first}")
                       for lr in config.lrs}
             # A diverged run has a NaN loss: it never wins the search.
-            best_lr = min(config.lrs, key=lambda lr: _finite(search[lr]["final"]["train_loss"]))
+            best_lr = min(config.lrs, key=lambda lr: finite_or_inf(search[lr]["final"]["train_loss"]))
             run_dirs = [folder / f"lr{best_lr:g}-seed{seed}" for seed in config.seeds]
             runs = [search[best_lr]] + [
                 train(_mlp_config(config, depth, plain, best_lr, config.epochs, seed), run_dir,
@@ -110,10 +111,6 @@ def plan(config: DepthConfig) -> list[tuple[tuple[bool, int], int, bool]]:
                                                       2 * config.highway_width ** 2), plain)
             for depth in config.depths for plain in (True, False)
             for _ in range(len(config.lrs) + len(config.seeds) - 1)]
-
-
-def _finite(x: float) -> float:
-    return x if x == x and x != float("inf") else float("inf")
 
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:

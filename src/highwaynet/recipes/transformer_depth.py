@@ -33,7 +33,7 @@ from ..data.corpora import Corpus, load_corpus
 from ..report import compare, markdown_table, save_figure, subplots, whole_numbers
 from ..training import read_metrics
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, format_mean_std, mean_std, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, finite_or_inf, format_mean_std, mean_std, run_once, start_sweep, write_text
 from . import lm
 
 __all__ = ["TransformerDepthConfig", "mean_gates", "run", "verdicts", "write_report"]
@@ -89,7 +89,7 @@ def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False
             folder = out / f"depth{depth}" / variant
             search = {lr: train(_config(config, depth, variant, lr, first), folder / f"lr{lr:g}-seed{first}",
                                 f"{depth} blocks, {variant}: lr {lr:g}, seed {first}") for lr in config.lrs}
-            best_lr = min(config.lrs, key=lambda lr: _finite(search[lr]["final"]["val_loss"]))
+            best_lr = min(config.lrs, key=lambda lr: finite_or_inf(search[lr]["final"]["val_loss"]))
             run_dirs = [folder / f"lr{best_lr:g}-seed{seed}" for seed in config.seeds]
             results = [search[best_lr]] + [
                 train(_config(config, depth, variant, best_lr, seed), run_dir,
@@ -97,7 +97,8 @@ def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False
                 for seed, run_dir in zip(config.seeds[1:], run_dirs[1:], strict=True)]
             final = [r["final"]["val_loss"] for r in results]
             trained = [v for v in final if math.isfinite(v)]
-            gates = [mean_gates(d, corpus) for d, v in zip(run_dirs, final, strict=True) if math.isfinite(v)]
+            gates = [] if variant.endswith("-residual") else [  # (a plain residual has no gates to read)
+                mean_gates(d, corpus) for d, v in zip(run_dirs, final, strict=True) if math.isfinite(v)]
             rows.append({
                 "depth": depth, "variant": variant, "lr": best_lr, "parameters": results[0]["parameters"],
                 "search": {f"{lr:g}": search[lr]["final"]["val_loss"] for lr in config.lrs},
@@ -114,10 +115,6 @@ def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False
                "steps_per_epoch": config.base.steps_per_epoch, "unigram_nats": corpus.unigram_entropy_bits("valid")
                * math.log(2), "seconds": round(time.perf_counter() - start, 1)}
     return finish_sweep(out, summary, write_report)
-
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else math.inf
 
 
 def _mean_over_seeds(gates: list[dict[str, list[float]]]) -> dict[str, list[float]] | None:

@@ -37,9 +37,9 @@ from . import files
 from .distributed import barrier, init_distributed, is_main_process
 from .progress import SweepProgress
 
-__all__ = ["RunFolderBusy", "cpu_model", "environment", "finish_sweep", "finished_an_epoch", "flat_settings",
-           "format_mean_std", "hold_run_dir", "load_best_weights", "load_run_config", "mean_std", "open_run",
-           "prepare_run_dir", "read_json", "read_metrics", "run_once", "saved_config", "settings_differ",
+__all__ = ["RunFolderBusy", "cpu_model", "environment", "finish_sweep", "finished_an_epoch", "finite_or_inf",
+           "flat_settings", "format_mean_std", "hold_run_dir", "load_best_weights", "load_run_config", "mean_std",
+           "open_run", "prepare_run_dir", "read_json", "read_metrics", "run_once", "saved_config", "settings_differ",
            "start_sweep", "write_text"]
 
 
@@ -81,12 +81,15 @@ _WRITTEN_BY = {"mlp": "'highwaynet train mlp --out DIR' writes DIR; a depth swee
                "sentences": "'highwaynet reproduce sentences --out OUT' writes OUT/sst2/hbilstm-L1/seed0 and the like"}
 
 
-def read_json(path: str | Path, what: str = "") -> Any:
+def read_json(path: str | Path, what: str = "", optional: bool = False) -> Any:
     """A JSON file of highwaynet's, read as data; a message naming the file where it is missing, a link,
-    or not JSON (damaged, or edited by hand). ``what`` says what the file is, for the message."""
+    or not JSON (damaged, or edited by hand). ``what`` says what the file is, for the message. With
+    ``optional``, a file that is missing or a link gives None (a report shows what is there)."""
     path = Path(path)
     data = files.read_regular(path.parent, path.name)
     if data is None:
+        if optional:
+            return None
         if path.is_symlink():
             raise files.LinkInFolder(f"{path} is a symbolic link: highwaynet reads only its own files, not a link "
                                      f"to a file elsewhere; put the file itself back")
@@ -237,12 +240,6 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "") 
         os.close(fd)
 
 
-def remove_stray_files(run_dir: str | Path) -> list[str]:
-    """Remove the temporary files a killed writer can leave beside highwaynet's own files; returns
-    their names (:func:`~highwaynet.training.files.remove_stray_files`). Call with the folder's lock held."""
-    return files.remove_stray_files(run_dir)
-
-
 def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool,
                     restart: bool = False) -> dict[str, Any]:
     """Create ``run_dir`` for a new run, or check it for a resumed one; returns the config to use.
@@ -259,7 +256,7 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
     if resume:
         saved = load_run_config(run_dir, recipe)["config"]
         if is_main_process():
-            remove_stray_files(run_dir)
+            files.remove_stray_files(run_dir)
         return _device_asked(saved, config)
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
         return config
@@ -267,7 +264,7 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], re
         raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, start it over with "
                               f"--restart, or pass another --out")
     files.claim(run_dir, "run")
-    remove_stray_files(run_dir)
+    files.remove_stray_files(run_dir)
     files.clear(run_dir)  # what a run there wrote before (started over, or stopped before its first checkpoint)
     record = {"recipe": recipe, "config": config, "environment": environment(),
               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -429,6 +426,11 @@ def load_best_weights(model: torch.nn.Module, run_dir: str | Path) -> torch.nn.M
         raise ValueError(f"{path} does not fit the model its config.json describes ({' '.join(lines[:2])}): was "
                          f"config.json edited? Undo the edit, or train the run again (--restart)") from None
     return model
+
+
+def finite_or_inf(x: float) -> float:
+    """``x``, or infinity where it is NaN or infinite: a diverged run's loss, which must never win a search."""
+    return x if math.isfinite(x) else math.inf
 
 
 def mean_std(values: list[float]) -> dict[str, float]:

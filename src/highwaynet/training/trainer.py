@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from .._versions import release
 from ..config import TrainConfig
+from ..config.train import check_monitor
 from . import files
 from .checkpoint import (
     CheckpointMismatch,
@@ -175,6 +176,7 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, functools.partial(_lr_factor, config))
         self.epoch = 0  # epochs finished
         self.steps = 0  # optimiser steps taken (for the warm-up by steps)
+        self._identity: dict[str, Any] | None = None  # what a checkpoint records of the run (read once a fit)
         self.best: float | None = None
         self.history: list[dict[str, float]] = []
         self.seconds = self.earlier_seconds = 0.0
@@ -243,6 +245,7 @@ class Trainer:
             ~highwaynet.training.files.FolderNotOurs: the run folder holds files highwaynet did not write.
         """
         with hold_run_dir(self._out):
+            self._identity = None  # (the folder's identity as the lock found it: a restart gives it a new one)
             return self._fit(resume, max_time)
 
     def _fit(self, resume: bool, max_time: float | None) -> list[dict[str, float]]:
@@ -454,11 +457,18 @@ class Trainer:
             "rng": rng,
             "device": str(self.device),
             "config": asdict(self.config),
-            "identity": run_identity(self._out, asdict(self.config)),
+            "identity": self._run_identity(),
             **({"ema": self.ema.state_dict()} if self.ema is not None else {}),
         }
         # The one before is kept as checkpoint.prev.pt: the way on if the last is ever damaged.
         files.save_torch(checkpoint, self._out / "checkpoint.pt", keep_previous=self._out / "checkpoint.prev.pt")
+
+    def _run_identity(self) -> dict[str, Any]:
+        """The run's identity (:func:`~highwaynet.training.checkpoint.run_identity`): read from the folder
+        once, not at every checkpoint."""
+        if self._identity is None:
+            self._identity = run_identity(self.run_dir, asdict(self.config))
+        return self._identity
 
     def load_checkpoint(self) -> bool:
         """Restore the last finished epoch from ``run_dir/checkpoint.pt`` (for :meth:`fit` with resume).
@@ -489,7 +499,7 @@ class Trainer:
                 raise files.LinkInFolder(f"{self.run_dir / name} is a symbolic link: a run resumes only from its "
                                          f"own files; remove the link, or start the run over with --restart")
         state = read_checkpoint(path, previous)
-        notes = check_identity(state.get("identity"), run_identity(self.run_dir, asdict(self.config)), path)
+        notes = check_identity(state.get("identity"), self._run_identity(), path)
         fit_state("the model", path, lambda: self.model.load_state_dict(state["model"]))
         fit_state("the optimiser", path,
                   lambda: self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"])))
@@ -538,14 +548,10 @@ def _with_update_of(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> 
 
 def _check_monitor(monitor: str, task: Task) -> None:
     """Refuse, before any training, a monitored metric the task does not report (a typo would otherwise
-    train to the end and never pick best weights)."""
+    train to the end and never pick best weights); tasks that do not list their metrics are trusted."""
     names = getattr(task, "metric_names", None)
-    if names is None:
-        return
-    known = [f"{split}_{name}" for split in ("val", "train") for name in names]
-    if monitor not in known:
-        raise ValueError(f"monitor {monitor!r} is not a metric of {type(task).__name__}: use one of "
-                         f"{', '.join(known)} (TrainConfig.monitor, --monitor)")
+    if names is not None:
+        check_monitor(monitor, tuple(names))
 
 
 def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
