@@ -11,7 +11,7 @@ in one launch, for the RHN layer (forward and backward) and for an LSTM with pro
 batch into tiles of ``BLOCK_B`` rows); each program of a grid of at most one program per SM owns
 a fixed set of tiles for the whole window. A micro-step's new state needs every column of the
 previous one, so after each micro-step every program waits at a grid-wide barrier (a counter in
-global memory, :func:`~.triton_persistent` ``_grid_barrier``) before reading the next. The grid
+global memory: ``_grid_barrier`` in :mod:`.triton_persistent`) before reading the next. The grid
 never holds more programs than the GPU has SMs, so that all of them are resident at once (a
 program waiting at the barrier for one not yet started would wait for ever). The RHN's forward
 takes one barrier a micro-step, its backward one (the gate's gradient for the program's own
@@ -20,9 +20,9 @@ column of ``dz``); the LSTM two a time step (the gates and cell for the program'
 the projection for its output units, which reads every cell unit's ``m``).
 
 **Where the weights live.** Each program re-reads its rows of the recurrent weights every
-micro-step; what makes the kernel fast is that they then come from the L2 cache (about 50 MB on an
-H100), not from memory: the RHN's ten ``(2H, H)`` weights at the PTB shape are 27.6 MB in
-bfloat16. They do not fit the SMs' shared memory (228 KB each, 30 MB over all 132 SMs, and Triton
+micro-step; what makes the kernel fast is that they then come from the L2 cache (50 MiB on an
+H100), not from memory: the RHN's ten ``(2H, H)`` weights at the PTB shape are 26.3 MiB in
+bfloat16. They do not fit the SMs' shared memory (228 KiB each, 29 MiB over all 132 SMs, and Triton
 cannot pin a tile in shared memory across a loop), nor their registers. Hence the rules below:
 the kernel is chosen where the recurrent weights fit the L2 cache.
 
@@ -39,9 +39,9 @@ the kernel is chosen where the recurrent weights fit the L2 cache.
 - a batch of at most :data:`MAX_BATCH` rows (beyond it a micro-step's product fills the GPU on its
   own and the launches stop mattering);
 - recurrent weights that fit the device's L2 cache: for an RHN of depth ``L`` and width ``H``,
-  ``L · 2H · H`` values (at depth 10 in bfloat16, ``H ≤ 1118`` on an H100's 50 MB; in float32,
-  ``H ≤ 790``, so the PTB model in TF32, 55 MB, is refused); for the LSTM, ``4C · P + P · C``
-  values (ELMo's original, ``C = 4096``, ``P = 512``: 21 MB in bfloat16, 42 MB in float32).
+  ``L · 2H · H`` values (at depth 10 in bfloat16, ``H ≤ 1144`` on an H100's 50 MiB; in float32,
+  ``H ≤ 809``, so the PTB model in TF32, 52.6 MiB, is refused); for the LSTM, ``4C · P + P · C``
+  values (ELMo's original, ``C = 4096``, ``P = 512``: 20 MiB in bfloat16, 40 MiB in float32).
 
 These are the design's premises, not measurements: ``docs/notes/persistent-kernel.md`` says what a
 GPU run must measure first, and ``benchmarks/rhn.py`` and ``benchmarks/lstmp.py`` time the kernel
