@@ -7,6 +7,9 @@ wait at the first barrier for ever; several tiles a program check the tiling). T
 run several programs at once, which only a GPU does: the grid barrier itself is checked there.
 """
 
+import os
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -19,7 +22,7 @@ from conftest import (
     triton_kernels,
 )
 
-from highwaynet.kernels import explain
+from highwaynet.kernels import explain, persistent
 from highwaynet.kernels.lstmp import LSTMPPath, choose_lstmp_path, lstmp_window, lstmp_window_reference
 from highwaynet.kernels.persistent import (
     MAX_BATCH,
@@ -189,6 +192,16 @@ def test_the_kernels_limits():
     assert size_refusal(4 * elmo, 32, h100) is None  # 40 MiB even in float32
     assert size_refusal(2 * ptb, MAX_BATCH, h100) is None
     assert f"a batch of {MAX_BATCH + 1} rows" in size_refusal(2 * ptb, MAX_BATCH + 1, h100)
+
+
+def test_the_kernels_are_chosen_only_when_asked_for(monkeypatch):
+    """Unmeasured on a GPU, the kernels are opt-in: a CUDA window is refused, saying how to opt in,
+    unless HIGHWAYNET_PERSISTENT=1 (read at import) or ``persistent.ENABLED`` asks for them."""
+    assert persistent.ENABLED is (os.environ.get("HIGHWAYNET_PERSISTENT") == "1")
+    monkeypatch.setattr(persistent, "ENABLED", False)
+    cuda_like = SimpleNamespace(is_cuda=True)  # (only its device is read before the switch)
+    why = persistent._refusal([cuda_like], [], 4)
+    assert why == "off until a GPU run has measured it (HIGHWAYNET_PERSISTENT=1 turns it on)"
 
 
 def test_programs_and_tiles():
@@ -370,6 +383,9 @@ def test_the_persistent_kernel_is_chosen_on_a_gpu_within_its_limits(monkeypatch)
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     x = torch.randn(5, 4, 16, device="cuda")
     rhn = RHN(16, 32, depth=3).cuda()
+    assert "off until a GPU run has measured it" in explain(rhn.bfloat16(), x.bfloat16())[0].why
+    rhn.float()
+    monkeypatch.setattr(persistent, "ENABLED", True)
     decision = explain(rhn, x)[0]
     assert decision.path == "gate kernel" and "not the persistent kernel: exact float32" in decision.why
     assert explain(rhn.bfloat16(), x.bfloat16())[0].path == "persistent kernel"

@@ -51,6 +51,7 @@ GPU run must measure first, and ``benchmarks/rhn.py`` and ``benchmarks/lstmp.py`
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -59,7 +60,12 @@ from torch import Tensor
 
 from .gating import INTERPRETING, _constant_when_compiled, triton_available
 
-__all__ = ["MAX_BATCH", "Budget", "Tiles", "device_budget", "lstmp_refusal", "programs_for", "rhn_refusal"]
+__all__ = ["ENABLED", "MAX_BATCH", "Budget", "Tiles", "device_budget", "lstmp_refusal", "programs_for", "rhn_refusal"]
+
+#: Whether the kernels are chosen automatically within their limits. Off until a GPU run has measured
+#: them (issue 59: their grid-wide barrier and their speed are unmeasured): ``HIGHWAYNET_PERSISTENT=1``
+#: in the environment, or this set to True, opts in. The tests and benchmarks call them explicitly.
+ENABLED = os.environ.get("HIGHWAYNET_PERSISTENT", "") == "1"
 
 #: The largest batch the persistent kernels are chosen for (a heuristic for the GPU run to measure).
 MAX_BATCH = 128
@@ -161,6 +167,8 @@ def _refusal(tensors: Sequence[Tensor], weights: Sequence[Tensor], batch: int) -
     first = tensors[0]
     if not first.is_cuda:
         return "it runs on CUDA tensors only"
+    if not ENABLED:
+        return "off until a GPU run has measured it (HIGHWAYNET_PERSISTENT=1 turns it on)"
     if not triton_available(first):
         return "no Triton"
     why = dtype_refusal({t.dtype for t in tensors}, torch.backends.cuda.matmul.allow_tf32)
