@@ -11,13 +11,17 @@
 #   bench-dense    the dense layer in TF32 and bfloat16, with torch.compile(mode="max-autotune")
 #                  (minutes of tuning)
 #   bench-rest     the paper MLP's step, and the float32 RHN tables
+#   bench-persistent
+#                  the persistent recurrence kernel's first timings (docs/notes/persistent-kernel.md): the
+#                  RHN at the PTB shape against cuDNN's LSTM and the one-kernel path, and ELMo's LSTM
+#                  window, bfloat16 then TF32, each with two other tiles (its tests: tests-kernels)
 #   bench          the three bench parts; all (the default): tests and bench
 #   tests-all      the whole suite but for the docs toolchain, the browser and the wheel build, on the
 #                  GPU (the default device), side by side (pytest-xdist where installed); writes
 #                  OUT_DIR/gpu_suite.json (commit, device, versions, passed / failed / skipped, the
 #                  failed tests), which benchmarks/gpu_suite_<device>.json keeps for the docs
 set -uo pipefail
-parts="tests|tests-layers|tests-kernels|tests-all|bench|bench-rhn|bench-dense|bench-rest|all"
+parts="tests|tests-layers|tests-kernels|tests-all|bench|bench-rhn|bench-dense|bench-rest|bench-persistent|all"
 out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [$parts]}; what=${2:-all}
 [[ "|$parts|" == *"|$what|"* ]] || { echo "unknown part '$what': one of $parts" >&2; exit 2; }
 mkdir -p "$out"
@@ -47,7 +51,7 @@ fi
 files=()
 [[ $what == tests || $what == all || $what == tests-layers ]] && \
   files+=(tests/test_training.py tests/test_nn_highway.py tests/test_nn_rhn.py tests/test_recipe_lm.py)
-[[ $what == tests || $what == all || $what == tests-kernels ]] && files+=(tests/test_kernels.py)
+[[ $what == tests || $what == all || $what == tests-kernels ]] && files+=(tests/test_kernels.py tests/test_persistent.py)
 if (( ${#files[@]} )); then
   python3 -m pytest -v -rs "${files[@]}" -k "cuda or triton or gpu or fused or micro_step or padded" \
     2>&1 | tee "$out/gpu_tests.log" | grep -E "FAILED|ERROR|passed|failed|SKIPPED"
@@ -72,4 +76,12 @@ if [[ $what == bench-rest || $what == bench || $what == all ]]; then
   timed benchmarks/mlp_step.py --device cuda --repeats 100 --json "$out/mlp_step_h100.json"
   timed benchmarks/rhn.py --device cuda --json "$out/rhn_h100.json"
   timed benchmarks/rhn_step.py --json "$out/rhn_step_h100.json"
+fi
+if [[ $what == bench-persistent ]]; then
+  # most wanted first, so that a call cut short keeps the headline: the RHN against cuDNN in bfloat16
+  tiles=(--tiles 32x32x64x4 32x16x128x8)
+  timed benchmarks/rhn.py --device cuda --dtype bfloat16 --no-compile "${tiles[@]}" --json "$out/rhn_h100_bfloat16_persistent.json"
+  timed benchmarks/lstmp.py --device cuda --dtype bfloat16 "${tiles[@]}" --json "$out/lstmp_h100_bfloat16.json"
+  timed benchmarks/rhn.py --device cuda --tf32 --no-compile "${tiles[@]}" --json "$out/rhn_h100_tf32_persistent.json"
+  timed benchmarks/lstmp.py --device cuda --tf32 "${tiles[@]}" --json "$out/lstmp_h100_tf32.json"
 fi

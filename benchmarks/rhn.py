@@ -23,6 +23,13 @@ Rows, measured side by side in one run:
   ours, halves padded ``RHN`` on ``RHNPath.ONE_KERNEL_PADDED_HALVES`` where the one-kernel path runs
                       (Triton, tensor-core products): each half of ``[h | t]`` and ``dz`` padded too, a
                       layout never chosen automatically until a GPU run shows it faster
+  ours, one kernel a micro-step
+                      ``RHN`` on ``RHNPath.ONE_KERNEL`` where it would take the persistent kernel
+  ours, persistent kernel
+                      ``RHN`` on ``RHNPath.PERSISTENT`` wherever it takes a Triton path (also where the
+                      layer's own rules refuse it, as in TF32 at the PTB shape, whose weights exceed
+                      an H100's L2 cache): the whole window one launch each way; ``--tiles`` adds a
+                      row for each of other tiles (``block_b x block_n x block_k x warps``)
   labml loop, torch.compile whole
                       (``--compile-loop``) the labml loop traced whole by torch.compile, every micro-step
                       unrolled; on the CPU with inductor's C++ wrapper, so that no Python runs between
@@ -30,9 +37,10 @@ Rows, measured side by side in one run:
   ... CUDA graph      the same forward + backward replayed as one CUDA graph (GPU only)
   LSTM (cuDNN)        ``nn.LSTM`` with about as many parameters (GPU: cuDNN)
 
-Tokens per second = steps x batch / time.
+Tokens per second = steps x batch / time; "x LSTM" = the LSTM's time / the row's (1 or more: as fast
+as cuDNN's LSTM or faster). The JSON's settings record the layer's own choice of path and why.
 
-    python benchmarks/rhn.py --device cuda [--tf32 | --dtype bfloat16]
+    python benchmarks/rhn.py --device cuda [--tf32 | --dtype bfloat16] [--no-compile] [--tiles 32x16x64x4 ...]
     python benchmarks/rhn.py --cpu-shape [--compile-loop]
 """
 
@@ -46,9 +54,10 @@ from common import autotuned, graphed, measure_rows, report
 from torch import nn
 
 import highwaynet.nn.rhn
-from highwaynet.kernels import rhn_cpu, rhn_eager
+from highwaynet.kernels import explain, rhn_cpu, rhn_eager
 from highwaynet.kernels.dispatch import Choice
 from highwaynet.kernels.gating import triton_available
+from highwaynet.kernels.persistent import Tiles
 from highwaynet.kernels.rhn_recurrence import RHNPath, choose_path
 from highwaynet.nn import RHN
 
@@ -60,13 +69,47 @@ def lstm_hidden_for(params: int, input_size: int) -> int:
     return min(range(1, 8192), key=lambda h: abs(count(h) - params))
 
 
+def with_path(run, path: RHNPath, replaces: frozenset[RHNPath], tiles: Tiles | None = None):
+    """``run`` with the layer's own choice of path replaced by ``path`` where it is one of ``replaces``
+    (and the persistent kernel's tiles, if given, in place of its defaults)."""
+    def choose(*args, **kwargs):
+        choice = choose_path(*args, **kwargs)
+        return Choice(path, "benchmark") if choice.path in replaces else choice
+    run = mock.patch.object(highwaynet.nn.rhn, "choose_path", choose)(run)
+    if tiles is not None:
+        from highwaynet.kernels import triton_persistent
+
+        run = mock.patch.object(triton_persistent, "default_tiles", lambda batch: tiles)(run)
+    return run
+
+
+_ONE_KERNEL_OR_PERSISTENT = frozenset({RHNPath.ONE_KERNEL, RHNPath.PERSISTENT})
+_TRITON_PATHS = frozenset({RHNPath.GATE_KERNEL, RHNPath.ONE_KERNEL, RHNPath.PERSISTENT})
+
+
 def with_halves_padded(run):
     """``run`` with the RHN's one-kernel path in its other layout (``RHNPath.ONE_KERNEL_PADDED_HALVES``):
-    the layer's own choice, replaced where it is ``ONE_KERNEL``."""
-    def padded(*args, **kwargs):
-        choice = choose_path(*args, **kwargs)
-        return Choice(RHNPath.ONE_KERNEL_PADDED_HALVES, "benchmark") if choice.path is RHNPath.ONE_KERNEL else choice
-    return mock.patch.object(highwaynet.nn.rhn, "choose_path", padded)(run)
+    the layer's own choice, replaced where it is ``ONE_KERNEL`` (or ``PERSISTENT``, which it comes after)."""
+    return with_path(run, RHNPath.ONE_KERNEL_PADDED_HALVES, _ONE_KERNEL_OR_PERSISTENT)
+
+
+def with_one_kernel(run):
+    """``run`` with one kernel a micro-step where the layer takes the persistent kernel (or one kernel)."""
+    return with_path(run, RHNPath.ONE_KERNEL, _ONE_KERNEL_OR_PERSISTENT)
+
+
+def with_persistent_kernel(run, tiles: Tiles | None = None):
+    """``run`` with the persistent kernel wherever the layer takes a Triton path, its rules aside."""
+    return with_path(run, RHNPath.PERSISTENT, _TRITON_PATHS, tiles)
+
+
+def parse_tiles(text: str) -> Tiles:
+    """``"32x16x64x4"``: block_b x block_n x block_k x warps (powers of two; the first three at least 16)."""
+    try:
+        return Tiles(*(int(v) for v in text.split("x"))).check()
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(f"tiles are block_b x block_n x block_k x warps, e.g. 32x16x64x4: "
+                                         f"{error}") from None
 
 
 def without_cpp_loops(run):
@@ -162,6 +205,9 @@ def main() -> None:
                              "PTB shape, fit an H100's 50 MB of L2, where in 32 bits, 55 MB, they do not)")
     parser.add_argument("--compile-loop", action="store_true",
                         help="add the labml loop compiled whole (slow to compile: every micro-step unrolled)")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row (faster)")
+    parser.add_argument("--tiles", type=parse_tiles, nargs="*", default=[],
+                        help="a persistent-kernel row for each of these tiles (block_b x block_n x block_k x warps)")
     parser.add_argument("--json", default="benchmarks/rhn.json")
     args = parser.parse_args()
     if args.cpu_shape:
@@ -187,20 +233,28 @@ def main() -> None:
         as_written = labml_as_written(ours)
         torch.testing.assert_close(ours(x)[0], loop(x)[0], rtol=tol, atol=tol)
         torch.testing.assert_close(ours(x)[0], as_written(x)[0], rtol=tol, atol=tol)
-        compiled = torch.compile(ours)
-        torch.testing.assert_close(ours(x)[0], compiled(x)[0], rtol=tol, atol=tol)
+        if not args.no_compile:
+            compiled = torch.compile(ours)
+            torch.testing.assert_close(ours(x)[0], compiled(x)[0], rtol=tol, atol=tol)
         # (on the CPU under TRITON_INTERPRET=1 too, with --tf32: a smoke test of the rows, as the tests run it)
         halves_padded = triton_available(x) and (args.tf32 or dtype != torch.float32)
         if halves_padded:
             torch.testing.assert_close(ours(x)[0], with_halves_padded(lambda: ours(x)[0])(), rtol=tol, atol=tol)
+            torch.testing.assert_close(ours(x)[0], with_one_kernel(lambda: ours(x)[0])(), rtol=tol, atol=tol)
+        persistent = triton_available(x)
+        for tiles in [None, *args.tiles] if persistent else []:
+            got = with_persistent_kernel(lambda: ours(x)[0], tiles)()
+            torch.testing.assert_close(ours(x)[0], got, rtol=tol, atol=tol)
+        choice = explain(ours, x)[0]  # the layer's own choice (its first cell's), for the record
         if args.compile_loop:
             # On the CPU, inductor's C++ wrapper: without it, Python calls each of the ~1,000 operations.
             compiled_loop = torch.compile(loop, options={"cpp_wrapper": device.type == "cpu"})
             torch.testing.assert_close(ours(x)[0], compiled_loop(x)[0], rtol=tol, atol=tol)
 
     rows = {"labml as written": fwd_bwd(as_written, x, grad_out), "labml loop": fwd_bwd(loop, x, grad_out),
-            "floor": products_alone(ours, x), "ours": fwd_bwd(ours, x, grad_out),
-            "ours, torch.compile": fwd_bwd(compiled, x, grad_out)}
+            "floor": products_alone(ours, x), "ours": fwd_bwd(ours, x, grad_out)}
+    if not args.no_compile:
+        rows["ours, torch.compile"] = fwd_bwd(compiled, x, grad_out)
     if rhn_cpu.available(x):
         torch.testing.assert_close(ours(x)[0], without_cpp_loops(lambda: ours(x)[0])(), rtol=tol, atol=tol)
         rows["ours, PyTorch operations"] = without_cpp_loops(fwd_bwd(ours, x, grad_out))
@@ -212,12 +266,23 @@ def main() -> None:
         rows["ours, CUDA graph"] = graphed(fwd_bwd(ours, x, grad_out), ours)
     if halves_padded:
         rows["ours, halves padded"] = with_halves_padded(fwd_bwd(ours, x, grad_out))
+        rows["ours, one kernel a micro-step"] = with_one_kernel(fwd_bwd(ours, x, grad_out))
         if device.type == "cuda":
             rows["ours, halves padded, CUDA graph"] = graphed(with_halves_padded(fwd_bwd(ours, x, grad_out)), ours)
-    rows[f"LSTM (hidden {lstm.hidden_size})"] = fwd_bwd(lstm, x, grad_out)
+    for tiles in [None, *args.tiles] if persistent else []:
+        name = "ours, persistent kernel" + ("" if tiles is None else ", tiles {}x{}x{}x{}".format(*tiles))
+        rows[name] = with_persistent_kernel(fwd_bwd(ours, x, grad_out), tiles)
+        if device.type == "cuda":
+            try:
+                rows[f"{name}, CUDA graph"] = graphed(with_persistent_kernel(fwd_bwd(ours, x, grad_out), tiles), ours)
+            except RuntimeError as error:  # (a cooperative launch that this CUDA cannot capture)
+                print(f"{name}, CUDA graph: not captured: {error}")
+    lstm_row = f"LSTM (hidden {lstm.hidden_size})"
+    rows[lstm_row] = fwd_bwd(lstm, x, grad_out)
     results = measure_rows(rows, device, args.repeats)
     tokens = args.steps * args.batch
-    settings = vars(args)
+    settings = {**vars(args), "chosen": {"path": choice.path, "why": choice.why}}
+    settings["persistent_tiles"] = [list(t) for t in settings.pop("tiles")]  # ("tiles": the micro-step kernels')
     if device.type == "cuda" and triton_available(x):  # the tiles the micro-step kernels chose
         from highwaynet.kernels import rhn_step
 
@@ -227,7 +292,8 @@ def main() -> None:
     report(f"RHN fwd+bwd: depth {args.depth}, hidden {args.hidden}, {args.steps} steps x batch {args.batch}, "
            f"{precision}; RHN {params / 1e6:.2f}M parameters, LSTM {lstm_params / 1e6:.2f}M; median of {args.repeats}",
            results, "labml as written", device, args.json, settings,
-           {"tokens/s": {k: tokens / v for k, v in results.items()}})
+           {"tokens/s": {k: tokens / v for k, v in results.items()},
+            "x LSTM": {k: results[lstm_row] / v for k, v in results.items()}})
 
 
 if __name__ == "__main__":

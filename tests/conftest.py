@@ -36,6 +36,41 @@ interpreter_runs_micro_steps = pytest.mark.skipif(
     reason="Triton's interpreter runs the RHN micro-step kernels from 3.7 on (3.4-3.6 stop at their loop over "
            "a size argument, under NumPy 2): pip install -U triton")
 
+# The Triton kernels run on a CUDA device, or on the CPU under Triton's interpreter (which
+# run_triton_tests_under_the_interpreter starts, in a test file's own test, when there is no GPU).
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+needs_triton = pytest.mark.skipif(gating.triton_version() is None or not (torch.cuda.is_available() or INTERPRETING),
+                                  reason="needs Triton, and a CUDA device or TRITON_INTERPRET=1")
+
+
+def triton_kernels(test):
+    """Mark a test of the Triton kernels (``-m triton`` selects them): skipped without a GPU or the interpreter."""
+    return pytest.mark.triton(needs_triton(test))
+
+
+#: For the test that runs a file's Triton tests under the interpreter: only without a GPU (with one,
+#: they run directly) and not inside that run itself.
+interpreter_run = pytest.mark.skipif(gating.triton_version() is None or torch.cuda.is_available() or INTERPRETING,
+                                     reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
+
+
+def run_triton_tests_under_the_interpreter(path: str, seconds: float = 600) -> None:
+    """Run the Triton tests (``-m triton``) of the test file ``path`` on the CPU under Triton's
+    interpreter, and check that all of them ran and passed. A subprocess: Triton picks the
+    interpreter when a kernel is defined, and in the calling process the kernels must stay
+    compiled-only, so that every other CPU test takes the PyTorch reference, as a CPU user's code does."""
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "triton", path],
+                         env=env, capture_output=True, text=True, timeout=process_timeout(seconds))
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    summary = run.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
+
 
 def process_timeout(seconds: float) -> float:
     """A time limit for a test's subprocess that does ``seconds`` of work on a 4-core machine: scaled

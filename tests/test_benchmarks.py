@@ -44,6 +44,8 @@ SCRIPTS = [
     ("rhn.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1",
                 "--dtype", "bfloat16"],
      {"labml as written", "floor", "ours", "ours, torch.compile"}),
+    ("lstmp.py", ["--steps", "3", "--batch", "2", "--input", "8", "--cells", "12", "--proj", "6", "--repeats", "1"],
+     {"per step (AllenNLP's algorithm)", "hoisted reference", "floor", "cuDNN LSTM, proj_size (no clips)"}),
     ("rhn_cpu_parts.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
      {"window", "forward", "forward: products", "backward", "backward: walk products"}),
     ("import_time.py", ["--repeats", "1"], {"import torch", "import highwaynet", "highwaynet --help"}),
@@ -79,15 +81,29 @@ def test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter(tmp_p
     """On a GPU ``rhn.py`` times the one-kernel path in both layouts side by side (``RHNPath``'s two one-kernel paths)
     after checking that they compute the same: here on the CPU under Triton's interpreter, at a tiny shape."""
     rows = run_script("rhn.py", ["--device", "cpu", "--tf32", "--depth", "2", "--hidden", "20", "--steps", "3",
-                                 "--batch", "3", "--repeats", "1"], tmp_path / "result.json", interpret=True)
-    assert {"ours", "ours, halves padded"} <= set(rows), sorted(rows)
+                                 "--batch", "3", "--repeats", "1", "--tiles", "16x16x16x4"], tmp_path / "result.json",
+                      interpret=True)
+    assert {"ours", "ours, halves padded", "ours, one kernel a micro-step", "ours, persistent kernel",
+            "ours, persistent kernel, tiles 16x16x16x4"} <= set(rows), sorted(rows)
+
+
+@interpreter_runs_micro_steps
+def test_lstmp_benchmark_times_the_persistent_kernel_under_the_interpreter(tmp_path):
+    """``lstmp.py``'s persistent-kernel rows (default tiles and others), checked against the per-step
+    algorithm before they are timed: on the CPU under Triton's interpreter, at a tiny shape."""
+    rows = run_script("lstmp.py", ["--device", "cpu", "--tf32", "--steps", "2", "--batch", "3", "--input", "8",
+                                   "--cells", "20", "--proj", "18", "--repeats", "1", "--tiles", "16x16x16x4"],
+                      tmp_path / "result.json", interpret=True)
+    assert {"persistent kernel", "persistent kernel, tiles 16x16x16x4", "hoisted reference"} <= set(rows), sorted(rows)
 
 
 def test_rhn_benchmark_switches_reach_what_the_layer_reads(monkeypatch):
-    """The rows "ours, halves padded" and "ours, PyTorch operations" time another way only if their
-    switches change what the layer reads (the first once set an attribute of the function
-    ``kernels.rhn_recurrence`` instead of its module's, and timed the default layout twice): the
-    padded layout replaces the layer's own choice of one kernel, and nothing else."""
+    """The rows "ours, halves padded", "ours, one kernel a micro-step", "ours, persistent kernel" and
+    "ours, PyTorch operations" time another way only if their switches change what the layer reads
+    (the first once set an attribute of the function ``kernels.rhn_recurrence`` instead of its
+    module's, and timed the default layout twice): the padded layout and one kernel replace the
+    layer's own choice of one kernel or the persistent kernel, the persistent kernel any Triton
+    path, and nothing else."""
     import importlib
 
     import torch
@@ -101,10 +117,16 @@ def test_rhn_benchmark_switches_reach_what_the_layer_reads(monkeypatch):
     bench = importlib.import_module("rhn")
     original = layer.choose_path
     x = torch.zeros(2, 3, 8)
-    for chosen, timed in ((RHNPath.ONE_KERNEL, RHNPath.ONE_KERNEL_PADDED_HALVES), (RHNPath.CPP, RHNPath.CPP)):
-        monkeypatch.setattr(bench, "choose_path", lambda *a, _path=chosen, **k: Choice(_path, "test"))
-        assert bench.with_halves_padded(lambda: layer.choose_path(x, x[0], None, ()).path)() is timed
-        assert layer.choose_path is original
+    switches = {bench.with_halves_padded: {RHNPath.ONE_KERNEL: RHNPath.ONE_KERNEL_PADDED_HALVES,
+                                           RHNPath.PERSISTENT: RHNPath.ONE_KERNEL_PADDED_HALVES},
+                bench.with_one_kernel: {RHNPath.PERSISTENT: RHNPath.ONE_KERNEL},
+                bench.with_persistent_kernel: {p: RHNPath.PERSISTENT for p in (
+                    RHNPath.GATE_KERNEL, RHNPath.ONE_KERNEL, RHNPath.PERSISTENT)}}
+    for switch, replaced in switches.items():
+        for chosen in (*replaced, RHNPath.CPP, RHNPath.LOOP):
+            monkeypatch.setattr(bench, "choose_path", lambda *a, _path=chosen, **k: Choice(_path, "test"))
+            assert switch(lambda: layer.choose_path(x, x[0], None, ()).path)() is replaced.get(chosen, chosen)
+            assert layer.choose_path is original
     assert bench.without_cpp_loops(lambda: rhn_cpu.enabled)() is False
     assert rhn_cpu.enabled is True
 
@@ -121,13 +143,13 @@ def test_gpu_suite_names_scripts_and_options_that_exist(tmp_path):
     suite = ["bash", str(ROOT / "benchmarks" / "gpu_suite.sh"), str(tmp_path / "out")]
     refused = subprocess.run([*suite, "benches"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert refused.returncode == 2 and "unknown part 'benches'" in refused.stderr
-    for part in ("bench-rhn", "bench-dense", "bench-rest"):
+    for part in ("bench-rhn", "bench-dense", "bench-rest", "bench-persistent"):
         assert subprocess.run([*suite, part], cwd=ROOT, env=env, capture_output=True).returncode == 0
     calls = [line.split() for line in (tmp_path / "calls").read_text().splitlines()
              if line.startswith("benchmarks/")]
-    assert len(calls) == 8, calls  # 3 RHN, 2 dense, 3 rest
+    assert len(calls) == 12, calls  # 3 RHN, 2 dense, 3 rest, 4 persistent
     assert sum("[" in line and " s] benchmarks/" in line
-               for line in (tmp_path / "out" / "bench.log").read_text().splitlines()) == 8
+               for line in (tmp_path / "out" / "bench.log").read_text().splitlines()) == 12
     options: dict[str, set[str]] = {}  # each script's options, as its --help lists them
     for script, *args in calls:
         if script not in options:

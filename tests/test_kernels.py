@@ -8,14 +8,22 @@ speed), so that CI checks the kernels too.
 """
 
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import interpreter_runs_micro_steps, process_timeout
+from conftest import (
+    DEVICE,
+    INTERPRETING,
+    interpreter_run,
+    interpreter_runs_micro_steps,
+    needs_triton,
+    process_timeout,
+    run_triton_tests_under_the_interpreter,
+    triton_kernels,
+)
 
 from highwaynet.kernels import explain, gating, highway_layer, rhn_layout
 from highwaynet.kernels.gating import ACTIVATION_CODES, activation_code
@@ -23,19 +31,6 @@ from highwaynet.nn import RHN, Highway
 
 F64 = torch.float64
 ACTS = {"identity": lambda v: v, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
-
-# The Triton kernels run on a CUDA device, or on the CPU under Triton's interpreter (which
-# test_triton_kernels_under_the_interpreter below starts when there is no GPU).
-INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-_needs_triton = pytest.mark.skipif(gating.triton_version() is None or not (torch.cuda.is_available() or INTERPRETING),
-                                   reason="needs Triton, and a CUDA device or TRITON_INTERPRET=1")
-
-
-def triton_kernels(test):
-    """Mark a test of the Triton kernels (``-m triton`` selects them): skipped without a GPU or the interpreter."""
-    return pytest.mark.triton(_needs_triton(test))
-
 
 @pytest.fixture
 def rhn_step():
@@ -355,6 +350,8 @@ def test_fused_rhn_with_triton_matches_the_loop(path, loss, monkeypatch):
 
     def choose(*args, **kwargs):  # the layer's own choice; the padded layout where it takes one kernel
         choice = choose_path(*args, **kwargs)
+        if choice.path is RHNPath.PERSISTENT:  # (on a GPU, where it takes the window's kernel: one a micro-step here)
+            choice = Choice(RHNPath.ONE_KERNEL, "test")
         if path.endswith("halves padded") and choice.path is RHNPath.ONE_KERNEL:
             choice = Choice(RHNPath.ONE_KERNEL_PADDED_HALVES, "test")
         paths.append(choice.path.value)
@@ -390,7 +387,7 @@ def test_fused_rhn_with_triton_matches_the_loop(path, loss, monkeypatch):
 
 @pytest.mark.parametrize("masked", [False, True], ids=["no mask", "mask"])
 @pytest.mark.parametrize("path, hidden", [("eager", 7), ("eager, halves", 7), ("eager, halves", 8), *(
-    pytest.param(p, h, marks=[pytest.mark.triton, _needs_triton])
+    pytest.param(p, h, marks=[pytest.mark.triton, needs_triton])
     for p, h in (("gate kernel", 7), ("one kernel", 7), ("one kernel, halves padded", 7),
                  ("one kernel, halves padded", 16)))])
 @pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="custom operators need torch >= 2.4")
@@ -449,19 +446,11 @@ def test_highway_under_torch_func_transforms_takes_the_reference():
     torch.testing.assert_close(tangent, torch.einsum("ijkl,kl->ij", jacobian, v), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.skipif(gating.triton_version() is None or torch.cuda.is_available() or INTERPRETING,
-                    reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
+@interpreter_run
 @interpreter_runs_micro_steps
 def test_triton_kernels_under_the_interpreter():
-    """Run this file's Triton tests on the CPU under Triton's interpreter. A subprocess: Triton picks
-    the interpreter when a kernel is defined, and in this process the kernels must stay compiled-only,
-    so that every other CPU test takes the PyTorch reference, as a CPU user's code does."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "triton", __file__],
-                         env=env, capture_output=True, text=True, timeout=process_timeout(600))
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    summary = run.stdout.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
+    """Run this file's Triton tests on the CPU under Triton's interpreter (see the helper)."""
+    run_triton_tests_under_the_interpreter(__file__)
 
 
 @pytest.mark.skipif(gating.triton_version() is None, reason="needs Triton")

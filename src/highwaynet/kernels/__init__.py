@@ -9,6 +9,9 @@
   the gate in its epilogue (what the recurrence runs on CUDA when its products use tensor cores);
 - :mod:`.rhn_eager` and :mod:`.rhn_cpu`: the recurrence on the CPU, in PyTorch operations laid out
   to be few, and with each micro-step's gating one pass of C++ (built on first use);
+- :mod:`.persistent` (the rules) and :mod:`.triton_persistent` (the kernels): a whole window of the
+  RHN (forward and backward) or of an LSTM with projection and clipping (:mod:`.lstmp`, ELMo's biLM
+  layer; :func:`lstmp_window`) in one launch each way, the time loop inside the kernel;
 - :mod:`.dispatch`: each layer's choice of path as a typed value with its reason, and
   :func:`explain`, which reports them for a model and an input.
 
@@ -18,6 +21,7 @@ Triton is imported only where a kernel may run (a CUDA tensor, or ``TRITON_INTER
 from .dense_highway import highway_layer
 from .dispatch import explain
 from .gating import gate_backward, gate_forward
+from .lstmp import lstmp_window
 from .rhn_recurrence import rhn_recurrence
 
-__all__ = ["explain", "gate_backward", "gate_forward", "highway_layer", "rhn_recurrence"]
+__all__ = ["explain", "gate_backward", "gate_forward", "highway_layer", "lstmp_window", "rhn_recurrence"]

@@ -11,7 +11,8 @@ path does not apply). The values and gradients are the same (tested in float64);
   Triton otherwise (exact float32), cuBLAS's ``addmm`` and the gate's one-pass kernels
   (:mod:`highwaynet.kernels.gating`); without (the CPU), PyTorch operations laid out to be few
   (:mod:`highwaynet.kernels.rhn_eager`), with each micro-step's gating one pass of C++ where that
-  extension can be built (:mod:`highwaynet.kernels.rhn_cpu`);
+  extension can be built (:mod:`highwaynet.kernels.rhn_cpu`); or, on CUDA within its limits, the
+  whole window as one launch each way (:mod:`highwaynet.kernels.triton_persistent`);
 - the backward walks the time steps once, computing per micro-step only the gradient that must be
   sequential (the state's), and stacks the gate gradients of every step;
 - each micro-layer's weight gradient is then one matrix product over all ``T·B`` rows, instead of
@@ -19,7 +20,8 @@ path does not apply). The values and gradients are the same (tested in float64);
 - forward and backward are each one custom operator, so that ``torch.compile`` and
   ``torch.export`` take the recurrence as one call (see ``_forward_op`` below).
 
-It applies to the coupled carry with ``tanh`` transforms and gates that nobody records or lesions;
+It applies to the coupled carry (either carry on the persistent kernel) with ``tanh`` transforms and
+gates that nobody records or lesions;
 :func:`choose_path` checks this and picks :attr:`RHNPath.LOOP`, the reference, otherwise. It knows
 no lengths: for a padded batch ``RHN`` runs it over the padding (which never reaches a sequence's
 earlier steps), then zeroes those outputs and reads each final state at its sequence's last step.
@@ -44,6 +46,7 @@ from .gating import (
     transforms_active,
     triton_available,
 )
+from .persistent import rhn_refusal
 from .rhn_layout import halves, padded_halves, padded_states, padded_weight, unpadded_halves
 
 __all__ = ["OPAQUE_TO_COMPILE", "RHNPath", "choose_path", "rhn_recurrence"]
@@ -69,6 +72,9 @@ class RHNPath(str, enum.Enum):
     #: :attr:`ONE_KERNEL` with each half of ``[h | t]`` and ``dz`` padded too. Never chosen
     #: automatically: a layout the benchmarks time against :attr:`ONE_KERNEL`, for a GPU run to decide.
     ONE_KERNEL_PADDED_HALVES = "one kernel, halves padded"
+    #: The whole window in one Triton launch each way (:mod:`.triton_persistent`), the weights read
+    #: from the L2 cache every micro-step: either carry. Chosen within its limits (:mod:`.persistent`).
+    PERSISTENT = "persistent kernel"
 
     @property
     def fused(self) -> bool:
@@ -107,6 +113,10 @@ def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights
     route = RHNPath(path)
     if route.eager:
         return rhn_eager.forward(x_proj, s0, mask, weights, biases, halves=route.halves, cpp=route.cpp)
+    if route is RHNPath.PERSISTENT:
+        from .triton_persistent import rhn_forward
+
+        return rhn_forward(x_proj, s0, mask, weights, biases)
     depth, steps = len(weights), x_proj.shape[0]
     # Micro-step k = t * depth + d reads states[k] and writes states[k + 1]: the gate kernel
     # writes each new state in place, and the outputs are every depth-th state (one copy at the
@@ -149,6 +159,12 @@ def _backward(path: str, grad_out: Tensor, z: Tensor, inputs: Tensor, mask: Tens
     route = RHNPath(path)
     if route.eager:
         return rhn_eager.backward(grad_out, z, inputs, mask, weights, cpp=route.cpp)
+    if route is RHNPath.PERSISTENT:
+        from .triton_persistent import rhn_backward, rhn_gradients
+
+        dz, grad_s0 = rhn_backward(grad_out, z, inputs, mask, weights)
+        grad_x, *grad_params = rhn_gradients(dz, inputs, mask, len(weights))
+        return [grad_x, grad_s0, *grad_params]
     hidden = weights[0].shape[1]
     states = inputs[..., :hidden]  # (the one-kernel paths' rows are padded)
     depth, micro_steps = len(weights), z.shape[0]
@@ -204,6 +220,10 @@ if OPAQUE_TO_COMPILE:
     @_forward_op.register_fake
     def _(path, x_proj, s0, mask, weights, biases):
         route, depth, (steps, batch, width) = RHNPath(path), len(weights), x_proj.shape
+        if route is RHNPath.PERSISTENT:  # (either carry: [h | t] or [h | t | c] rows)
+            hidden = s0.shape[-1]
+            return (x_proj.new_empty(steps, batch, hidden), x_proj.new_empty(steps * depth, batch, width),
+                    x_proj.new_empty(steps * depth + 1, batch, hidden))
         hidden = width // 2
         out = x_proj.new_empty(steps, batch, hidden)
         if route.eager:  # z (h and t two matrices a micro-step, or one), inputs
@@ -222,6 +242,8 @@ if OPAQUE_TO_COMPILE:
         hidden, depth, steps, batch = weights[0].shape[1], len(weights), grad_out.shape[0], grad_out.shape[1]
         if RHNPath(path).eager:
             grad_x = z.new_empty(steps, batch, 2 * hidden)
+        elif RHNPath(path) is RHNPath.PERSISTENT:  # micro-layer 0's dz: a view of all of them
+            grad_x = z.new_empty(steps, depth, batch, z.shape[-1])[:, 0]
         else:
             grad_x = unpadded_halves(z.new_empty(steps, depth, batch, z.shape[-1])[:, 0], hidden)
         return [grad_x, z.new_empty(batch, hidden), *(z.new_empty(w.shape) for w in weights),
@@ -269,8 +291,11 @@ def choose_path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[T
         fused, carry, activation, gates_plain: the layer's settings (``RHN(fused=...)``), its
             cell's carry and transform, and whether its gates are free of observers and lesions.
 
-    The loop (:attr:`RHNPath.LOOP`) runs where the fused recurrence does not apply: ``fused=False``,
-    the independent carry, a transform other than ``tanh``, gates recorded or lesioned, under
+    The persistent kernel (:attr:`RHNPath.PERSISTENT`, either carry) runs within its limits
+    (:func:`~.persistent.rhn_refusal`: CUDA, products on tensor cores, the weights within the GPU's
+    L2 cache); every other choice says why it was not taken. The loop (:attr:`RHNPath.LOOP`) runs
+    where no fused recurrence applies: ``fused=False``, the independent carry (where the persistent
+    kernel does not run), a transform other than ``tanh``, gates recorded or lesioned, under
     ``torch.func``'s transforms or forward-mode AD (which need more of an autograd function than a
     backward), while ONNX export traces the layer (ONNX has no translation of the fused operator;
     the exported graph then holds the unrolled loop, for the traced sequence length), and under
@@ -282,8 +307,6 @@ def choose_path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[T
     """
     if not fused:
         return Choice(RHNPath.LOOP, "fused=False")
-    if carry != "coupled":
-        return Choice(RHNPath.LOOP, f"the fused recurrence is written for the coupled carry, not carry={carry!r}")
     if activation is not torch.tanh:
         return Choice(RHNPath.LOOP, "the fused recurrence is written for tanh transforms")
     if not gates_plain:
@@ -294,6 +317,20 @@ def choose_path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[T
         return Choice(RHNPath.LOOP, "ONNX export: the fused operator has no ONNX translation")
     if not OPAQUE_TO_COMPILE and torch.compiler.is_compiling():
         return Choice(RHNPath.LOOP, "torch < 2.4 compiles and exports the loop (no torch.library.custom_op)")
+    depth = len(params) // 2
+    not_persistent = rhn_refusal(x_proj, s0, mask, params[:depth], params[depth:])
+    if not_persistent is None:
+        return Choice(RHNPath.PERSISTENT, "CUDA, products on tensor cores, the weights within the GPU's L2 cache: "
+                                          "the whole window in one launch each way")
+    if carry != "coupled":
+        return Choice(RHNPath.LOOP, f"the fused recurrence is written for the coupled carry, not carry={carry!r}; "
+                                    f"not the persistent kernel: {not_persistent}")
+    choice = _choose_fused(x_proj, s0, mask, params)
+    return Choice(choice.path, f"{choice.why}; not the persistent kernel: {not_persistent}")
+
+
+def _choose_fused(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[Tensor, ...]) -> Choice[RHNPath]:
+    """The fused path for the coupled carry where the persistent kernel does not run."""
     tensors = (x_proj, s0, *params) + ((mask,) if mask is not None else ())
     no_triton = "no Triton for these tensors" if not triton_available(x_proj) else kernel_dtypes_refusal(*tensors)
     if no_triton is not None:

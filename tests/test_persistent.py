@@ -1,0 +1,413 @@
+"""The persistent recurrence kernels (:mod:`highwaynet.kernels.triton_persistent`): the RHN layer's window
+and the LSTM with projection and clipping, against maths written out here in float64.
+
+The ``triton`` tests run on a GPU, or without one on the CPU under Triton's interpreter (one
+program a grid there: the interpreter runs a grid's programs one after another, so a second would
+wait at the first barrier for ever; several tiles a program check the tiling). The ``gpu`` tests
+run several programs at once, which only a GPU does: the grid barrier itself is checked there.
+"""
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from conftest import (
+    DEVICE,
+    cuda,
+    interpreter_run,
+    interpreter_runs_micro_steps,
+    run_triton_tests_under_the_interpreter,
+    triton_kernels,
+)
+
+from highwaynet.kernels import explain, persistent
+from highwaynet.kernels.lstmp import LSTMPPath, choose_lstmp_path, lstmp_window, lstmp_window_reference
+from highwaynet.kernels.persistent import (
+    MAX_BATCH,
+    Budget,
+    Tiles,
+    device_budget,
+    dtype_refusal,
+    programs_for,
+    size_refusal,
+)
+from highwaynet.kernels.rhn_recurrence import RHNPath
+from highwaynet.nn import RHN
+
+F64 = torch.float64
+TINY = Tiles(16, 16, 16)  # several tiles and contraction steps at the tests' small sizes
+
+
+def gpu(test):
+    """A test that needs a GPU: several programs at once (``-m gpu`` selects it)."""
+    return pytest.mark.gpu(cuda(test))
+
+
+def relative_error(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+def tolerance(dtype):
+    """float32: exact products (1e-5); TF32 rounds them on a GPU; bfloat16 rounds every stored value."""
+    if dtype == torch.bfloat16:
+        return 3e-2
+    return 2e-3 if DEVICE == "cuda" and torch.backends.cuda.matmul.allow_tf32 else 1e-5
+
+
+# -- the maths, written out --------------------------------------------------------------------------
+
+def expected_rhn(x_proj, s0, mask, weights, biases, carry):
+    """All states of an RHN layer in float64 (RHNCell's equations): micro-layer d of step t makes
+    z = (s m) R_dᵀ + b_d (+ x_t at d = 0), h = tanh z_H, t = σ(z_T), and s' = t h + (1 − t) s
+    (coupled) or t h + σ(z_C) s (independent)."""
+    hidden = s0.shape[-1]
+    s, states = s0, []
+    for x_t in x_proj.unbind(0):
+        for d, (w, b) in enumerate(zip(weights, biases, strict=True)):
+            z = (s if mask is None else s * mask) @ w.t() + b + (x_t if d == 0 else 0)
+            h, t = torch.tanh(z[:, :hidden]), torch.sigmoid(z[:, hidden:2 * hidden])
+            s = t * h + ((1 - t) * s if carry == "coupled" else torch.sigmoid(z[:, 2 * hidden:]) * s)
+        states.append(s)
+    return torch.stack(states)
+
+
+def expected_lstmp(x_proj, h0, c0, w_h, w_p, forget_bias=1.0, cell_clip=None, proj_clip=None):
+    """TensorFlow's LSTMCell(num_proj, cell_clip, proj_clip), as ELMo's biLM runs it, in NumPy float64:
+    gates i, j, f, o in that order from [x, h] times the kernel (the input part given as x_proj);
+    c = σ(f + forget_bias) c + σ(i) tanh(j), clipped; h = (σ(o) tanh(c)) W_Pᵀ, clipped."""
+    x, h, c, wh, wp = (t.detach().cpu().double().numpy() for t in (x_proj, h0, c0, w_h, w_p))
+    cells = c.shape[1]
+
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+    outputs = []
+    for x_t in x:
+        lstm_matrix = x_t + h @ wh.T
+        i, j, f, o = (lstm_matrix[:, n * cells:(n + 1) * cells] for n in range(4))
+        c = sigmoid(f + forget_bias) * c + sigmoid(i) * np.tanh(j)
+        if cell_clip is not None:
+            c = np.clip(c, -cell_clip, cell_clip)
+        h = (sigmoid(o) * np.tanh(c)) @ wp.T
+        if proj_clip is not None:
+            h = np.clip(h, -proj_clip, proj_clip)
+        outputs.append(h)
+    return tuple(torch.from_numpy(a) for a in (np.stack(outputs), h, c))
+
+
+def clips_act(inputs, cell_clip, proj_clip):
+    """Whether each clip changes the window (the cell's alone, then the output's on top)."""
+    unclipped, cell_only, both = (expected_lstmp(*inputs, 1.0, *clips)[0]
+                                  for clips in ((None, None), (cell_clip, None), (cell_clip, proj_clip)))
+    return not torch.allclose(unclipped, cell_only) and (both.abs() == proj_clip).any().item()
+
+
+def rhn_window(steps, batch, hidden, depth, carry, masked, dtype, device=DEVICE, seed=0):
+    parts = 2 if carry == "coupled" else 3
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(device, dtype)
+    x_proj, s0 = rand(steps, batch, parts * hidden), rand(batch, hidden)
+    weights = [rand(parts * hidden, hidden, scale=hidden ** -0.5) for _ in range(depth)]
+    biases = [rand(parts * hidden) for _ in range(depth)]
+    mask = ((torch.rand(batch, hidden, generator=g) > 0.3).to(dtype) / 0.7).to(device, dtype) if masked else None
+    return x_proj, s0, mask, weights, biases
+
+
+def lstmp_inputs(steps, batch, cells, proj, dtype, device=DEVICE, seed=0):
+    """Inputs large enough that both clips act (checked by the tests)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(device, dtype)
+    return (rand(steps, batch, 4 * cells, scale=2.0), rand(batch, proj), rand(batch, cells, scale=3.0),
+            rand(4 * cells, proj, scale=2 * proj ** -0.5), rand(proj, cells, scale=4 * cells ** -0.5))
+
+
+# -- the CPU: the reference, the rules, the choice ------------------------------------------------
+
+def test_lstmp_reference_is_tensorflows_cell_with_its_clips():
+    """The functional reference against the cell written out in NumPy, both clips acting (the window
+    differs without them), and the forget bias added at run time."""
+    inputs = lstmp_inputs(4, 3, 6, 5, F64, device="cpu")
+    out, (h, c) = lstmp_window_reference(*inputs, forget_bias=1.0, cell_clip=3.0, proj_clip=2.0)
+    want_out, want_h, want_c = expected_lstmp(*inputs, cell_clip=3.0, proj_clip=2.0)
+    torch.testing.assert_close(out, want_out, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(h, want_h, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(c, want_c, rtol=1e-12, atol=1e-12)
+    assert clips_act(inputs, 3.0, 2.0)
+    no_bias, _ = lstmp_window_reference(*inputs, forget_bias=0.0, cell_clip=3.0, proj_clip=2.0)
+    torch.testing.assert_close(no_bias, expected_lstmp(*inputs, 0.0, 3.0, 2.0)[0], rtol=1e-12, atol=1e-12)
+
+
+def test_lstmp_window_on_the_cpu_runs_the_reference_and_says_why(monkeypatch):
+    inputs = lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu")
+    choice = choose_lstmp_path(*inputs)
+    assert choice.path is LSTMPPath.REFERENCE
+    assert choice.why == "not the persistent kernel: it runs on CUDA tensors only"
+    out, (h, c) = lstmp_window(*inputs, cell_clip=3.0, proj_clip=2.0)
+    want = lstmp_window_reference(*inputs, cell_clip=3.0, proj_clip=2.0)
+    assert torch.equal(out, want[0]) and torch.equal(h, want[1][0]) and torch.equal(c, want[1][1])
+    w_h = inputs[3].clone().requires_grad_()
+    assert "gradient" in choose_lstmp_path(*inputs[:3], w_h, inputs[4]).why
+    with pytest.raises(RuntimeError, match="forward only"):
+        lstmp_window(*inputs[:3], w_h, inputs[4], path=LSTMPPath.PERSISTENT)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # (the kernel is no custom operator)
+    assert choose_lstmp_path(*inputs).why.startswith("torch.compile and torch.export trace the reference")
+
+
+@pytest.mark.parametrize("change, error, match", [
+    (lambda a: a.update(x_proj=a["x_proj"][..., :-1]), ValueError, r"x_proj must be \(T, B, 4C\)"),
+    (lambda a: a.update(w_h=a["w_h"].t()), ValueError, r"w_h must be \(4C, P\) = \(24, 5\)"),
+    (lambda a: a.update(c0=a["c0"][:1]), ValueError, r"c0 must be \(B, C\) = \(2, 6\)"),
+    (lambda a: a.update(h0=a["h0"].tolist()), TypeError, "h0 must be a Tensor"),
+    (lambda a: a.update(w_p=a["w_p"].long()), TypeError, "w_p must be a floating-point tensor"),
+    (lambda a: a.update(cell_clip=0.0), ValueError, "cell_clip must be positive"),
+    (lambda a: a.update(proj_clip="3"), TypeError, "proj_clip must be a number or None"),
+    (lambda a: a.update(forget_bias=None), TypeError, "forget_bias must be a number"),
+])
+def test_lstmp_window_checks_its_arguments(change, error, match):
+    x_proj, h0, c0, w_h, w_p = lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu")
+    args = {"x_proj": x_proj, "h0": h0, "c0": c0, "w_h": w_h, "w_p": w_p}
+    change(args)
+    with pytest.raises(error, match=match):
+        lstmp_window(**args)
+
+
+def test_the_kernels_limits():
+    """The dtypes and sizes the persistent kernel is chosen for (the rules are pure: checked here
+    for an H100's budget, 132 SMs and 50 MiB of L2)."""
+    assert dtype_refusal({torch.bfloat16}, tf32=False) is None and dtype_refusal({torch.float16}, tf32=False) is None
+    assert dtype_refusal({torch.float32}, tf32=True) is None
+    assert "exact float32" in dtype_refusal({torch.float32}, tf32=False)
+    assert "float64" in dtype_refusal({torch.float64}, tf32=True)
+    assert "mixed dtypes (bfloat16, float32" in dtype_refusal({torch.float32, torch.bfloat16}, tf32=True)
+    h100 = Budget(132, 50 * 2 ** 20)
+    ptb = 10 * 2 * 830 * 830  # the RHN paper's PTB model: depth 10, hidden 830, its recurrent weights' values
+    assert size_refusal(2 * ptb, 20, h100) is None  # bfloat16: 26.3 MiB
+    assert "(52.6 MiB) exceed the GPU's L2 cache (50.0 MiB)" in size_refusal(4 * ptb, 20, h100)  # float32
+    elmo = 4 * 4096 * 512 + 512 * 4096  # ELMo's original biLM layer: W_h and W_P
+    assert size_refusal(4 * elmo, 32, h100) is None  # 40 MiB even in float32
+    assert size_refusal(2 * ptb, MAX_BATCH, h100) is None
+    assert f"a batch of {MAX_BATCH + 1} rows" in size_refusal(2 * ptb, MAX_BATCH + 1, h100)
+
+
+def test_the_kernels_are_chosen_only_when_asked_for(monkeypatch):
+    """Unmeasured on a GPU, the kernels are opt-in: a CUDA window is refused, saying how to opt in,
+    unless HIGHWAYNET_PERSISTENT=1 (read at import) or ``persistent.ENABLED`` asks for them."""
+    assert persistent.ENABLED is (os.environ.get("HIGHWAYNET_PERSISTENT") == "1")
+    monkeypatch.setattr(persistent, "ENABLED", False)
+    cuda_like = SimpleNamespace(is_cuda=True)  # (only its device is read before the switch)
+    why = persistent._refusal([cuda_like], [], 4)
+    assert why == "off until a GPU run has measured it (HIGHWAYNET_PERSISTENT=1 turns it on)"
+
+
+def test_programs_and_tiles():
+    cpu = torch.device("cpu")
+    assert programs_for(40, cpu) == 1  # the interpreter: one program, whatever the tiles
+    assert device_budget(cpu).sms == 1
+    with pytest.raises(ValueError, match="programs must be positive"):
+        programs_for(4, cpu, programs=0)
+    with pytest.raises(ValueError, match="block_n must be a power of two of at least 16, got 24"):
+        Tiles(16, 24, 32).check()
+    with pytest.raises(ValueError, match="block_b must be a power of two of at least 16, got 8"):
+        Tiles(8, 16, 32).check()
+
+
+def test_explain_says_why_the_rhn_does_not_take_the_persistent_kernel_on_the_cpu():
+    x = torch.randn(4, 2, 5)
+    for carry, path in (("coupled", None), ("independent", "loop")):
+        decisions = explain(RHN(5, 8, depth=2, carry=carry), x)
+        assert len(decisions) == 1
+        assert decisions[0].why.endswith("; not the persistent kernel: it runs on CUDA tensors only")
+        assert path is None or decisions[0].path == path
+
+
+# -- the kernels (the interpreter on the CPU, or a GPU) ------------------------------------------------
+
+@triton_kernels
+@pytest.mark.parametrize("carry, masked, batch, dtype", [
+    ("coupled", True, 3, torch.float32), ("independent", False, 17, torch.float32),
+    ("coupled", False, 3, torch.bfloat16), ("independent", True, 3, torch.bfloat16)])
+def test_persistent_rhn_window_matches_the_maths(carry, masked, batch, dtype):
+    """One window each way, the weights' gradients from the kernel's dz: a width of two column tiles,
+    three contraction steps, a batch of one or two row tiles; both carries, with and without the
+    dropout mask."""
+    from highwaynet.kernels.triton_persistent import rhn_backward, rhn_forward, rhn_gradients
+
+    steps, hidden, depth = 3, 20, 2
+    x_proj, s0, mask, weights, biases = rhn_window(steps, batch, hidden, depth, carry, masked, dtype)
+    grad_out = torch.randn(steps, batch, hidden, device=DEVICE).to(dtype)
+    out, z, states = rhn_forward(x_proj, s0, mask, weights, biases, tiles=TINY)
+    dz, grad_s0 = rhn_backward(grad_out, z, states, mask, weights, tiles=TINY)
+    grads = [rhn_gradients(dz, states, mask, depth)[0], grad_s0, *rhn_gradients(dz, states, mask, depth)[1:]]
+
+    leaves = [t.detach().double().requires_grad_() for t in (x_proj, s0, *weights, *biases)]
+    want = expected_rhn(leaves[0], leaves[1], None if mask is None else mask.double(), leaves[2:2 + depth],
+                        leaves[2 + depth:], carry)
+    want_grads = torch.autograd.grad((want * grad_out.double()).sum(), leaves)
+    tol = tolerance(dtype)
+    assert out.dtype == dtype and relative_error(out, want) < tol
+    names = ["x_proj", "s0", *(f"R_{d}" for d in range(depth)), *(f"b_{d}" for d in range(depth))]
+    for name, got, expected in zip(names, grads, want_grads, strict=True):
+        assert got.shape == expected.shape and relative_error(got, expected) < tol, name
+
+
+@triton_kernels
+@pytest.mark.parametrize("carry", ["coupled", "independent"])
+def test_rhn_on_the_persistent_kernel_matches_the_loop(carry, monkeypatch):
+    """The layer on the persistent path (forced: it is chosen on CUDA only) against its autograd loop:
+    bidirectional over a padded batch, state dropout, an initial state, outputs and every gradient
+    to 1e-5 in float32."""
+    import highwaynet.nn.rhn as rhn_module
+    from highwaynet.kernels.dispatch import Choice
+    from highwaynet.kernels.rhn_recurrence import choose_path
+
+    paths = []
+
+    def choose(*args, **kwargs):  # the persistent kernel wherever the layer would take a fused path
+        choice = choose_path(*args, **kwargs)
+        forced = Choice(RHNPath.PERSISTENT, "test") if kwargs["fused"] else choice
+        paths.append(forced.path)
+        return forced
+
+    monkeypatch.setattr(rhn_module, "choose_path", choose)
+    torch.manual_seed(3)
+    rhn = RHN(6, 18, depth=2, carry=carry, state_dropout=0.25, bidirectional=carry == "coupled").to(DEVICE)
+    x = torch.randn(4, 3, 6, device=DEVICE, requires_grad=True)
+    s0 = torch.randn(rhn.directions, 3, 18, device=DEVICE, requires_grad=True)
+    lengths = torch.tensor([4, 2, 3], device=DEVICE)
+    results = []
+    for fused in (True, False):
+        rhn.fused = fused
+        torch.manual_seed(8)
+        out, state = rhn(x, s0, lengths=lengths)
+        results.append((out, state, torch.autograd.grad(out.square().sum() + state.sum(), [x, s0, *rhn.parameters()])))
+    assert set(paths) == {RHNPath.PERSISTENT, RHNPath.LOOP}
+    (o1, s1, g1), (o2, s2, g2) = results
+    tol = tolerance(torch.float32)
+    assert relative_error(o1, o2) < tol and relative_error(s1, s2) < tol
+    for a, b in zip(g1, g2, strict=True):
+        assert relative_error(a, b) < tol
+
+
+@triton_kernels
+@pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="custom operators need torch >= 2.4")
+def test_persistent_rhn_operators_pass_opcheck():
+    """The recurrence's custom operators on the persistent path, with the independent carry's
+    ``[h | t | c]`` rows: their fake versions give the real outputs' shapes and strides."""
+    from highwaynet.kernels.rhn_recurrence import _backward_op, _forward_op
+
+    x_proj, s0, mask, weights, biases = rhn_window(3, 5, 7, 2, "independent", True, torch.float32)
+    forward, backward = _forward_op._opoverload, _backward_op._opoverload
+    args = ("persistent kernel", x_proj, s0, mask, weights, biases)
+    torch.library.opcheck(forward, args)
+    out, z, states = forward(*args)
+    torch.library.opcheck(backward, ("persistent kernel", torch.randn_like(out), z, states, mask, weights))
+
+
+@triton_kernels
+@pytest.mark.parametrize("batch, clips, dtype", [(3, (3.0, 2.0), torch.float32), (17, (None, None), torch.float32),
+                                                 (3, (3.0, 2.0), torch.bfloat16)])
+def test_persistent_lstmp_window_matches_tensorflows_cell(batch, clips, dtype):
+    """The LSTM with projection in one launch against the cell written out: widths of two tiles
+    (cells and outputs), contraction steps over both, clipping on (acting) and off."""
+    from highwaynet.kernels.triton_persistent import lstmp_forward
+
+    inputs = lstmp_inputs(3, batch, 20, 18, dtype)
+    out, h, c = lstmp_forward(*inputs, 1.0, *clips, tiles=TINY)
+    want_out, want_h, want_c = expected_lstmp(*inputs, 1.0, *clips)
+    assert clips[0] is None or clips_act(inputs, *clips)
+    tol = tolerance(dtype)
+    for got, want in ((out, want_out), (h, want_h), (c, want_c)):
+        assert got.dtype == dtype and got.shape == want.shape and relative_error(got.cpu(), want) < tol
+
+
+@interpreter_run
+@interpreter_runs_micro_steps
+def test_persistent_kernels_under_the_interpreter():
+    """This file's Triton tests on the CPU under Triton's interpreter (see the helper)."""
+    run_triton_tests_under_the_interpreter(__file__)
+
+
+# -- a GPU: several programs at once, the grid barrier, the choice ------------------------------------
+
+@gpu
+@pytest.mark.parametrize("carry", ["coupled", "independent"])
+@pytest.mark.parametrize("precision", ["bfloat16", "tf32", "float32"])
+@pytest.mark.parametrize("programs", [1, 2, 3, None])
+def test_persistent_rhn_with_programs_at_once(carry, precision, programs, monkeypatch):
+    """Programs that each own several tiles (1, 2, 3) or one (None: as many as tiles, up to the SMs)
+    meet at the grid barrier every micro-step: any program that reads a state or dz before all are
+    written makes a wrong window."""
+    from highwaynet.kernels.triton_persistent import rhn_backward, rhn_forward, rhn_gradients
+
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", precision == "tf32")
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    steps, batch, hidden, depth = 5, 20, 130, 3
+    x_proj, s0, mask, weights, biases = rhn_window(steps, batch, hidden, depth, carry, True, dtype)
+    grad_out = torch.randn(steps, batch, hidden, device=DEVICE).to(dtype)
+    out, z, states = rhn_forward(x_proj, s0, mask, weights, biases, programs=programs)
+    dz, grad_s0 = rhn_backward(grad_out, z, states, mask, weights, programs=programs)
+    grad_x = rhn_gradients(dz, states, mask, depth)[0]
+    leaves = [t.detach().double().requires_grad_() for t in (x_proj, s0)]
+    want = expected_rhn(*leaves, mask.double(), [w.double() for w in weights], [b.double() for b in biases], carry)
+    want_x, want_s0 = torch.autograd.grad((want * grad_out.double()).sum(), leaves)
+    tol = tolerance(dtype)
+    assert relative_error(out, want) < tol
+    assert relative_error(grad_x, want_x) < tol and relative_error(grad_s0, want_s0) < tol
+
+
+@gpu
+@pytest.mark.parametrize("precision", ["bfloat16", "tf32", "float32"])
+@pytest.mark.parametrize("programs", [1, 3, None])
+def test_persistent_lstmp_with_programs_at_once(precision, programs, monkeypatch):
+    from highwaynet.kernels.triton_persistent import lstmp_forward
+
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", precision == "tf32")
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    inputs = lstmp_inputs(10, 20, 256, 64, dtype)
+    out, h, c = lstmp_forward(*inputs, 1.0, 3.0, 3.0, programs=programs)
+    want_out, _, want_c = expected_lstmp(*inputs, 1.0, 3.0, 3.0)
+    tol = tolerance(dtype)
+    assert relative_error(out.cpu(), want_out) < tol and relative_error(c.cpu(), want_c) < tol
+
+
+@gpu
+def test_the_persistent_kernel_is_chosen_on_a_gpu_within_its_limits(monkeypatch):
+    """bfloat16 and TF32 within the L2 cache take it; exact float32 and weights over the L2 cache do not,
+    and say why; the RHN paper's PTB model in bfloat16 takes it, and its window (forward and
+    backward) is as close to float32's as PyTorch's own bfloat16 loop is."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    x = torch.randn(5, 4, 16, device="cuda")
+    rhn = RHN(16, 32, depth=3).cuda()
+    assert "off until a GPU run has measured it" in explain(rhn.bfloat16(), x.bfloat16())[0].why
+    rhn.float()
+    monkeypatch.setattr(persistent, "ENABLED", True)
+    decision = explain(rhn, x)[0]
+    assert decision.path == "gate kernel" and "not the persistent kernel: exact float32" in decision.why
+    assert explain(rhn.bfloat16(), x.bfloat16())[0].path == "persistent kernel"
+    independent = RHN(16, 32, depth=3, carry="independent").cuda().bfloat16()
+    assert explain(independent, x.bfloat16())[0].path == "persistent kernel"
+    with torch.no_grad():
+        inputs = lstmp_inputs(4, 8, 64, 32, torch.bfloat16)
+        assert choose_lstmp_path(*inputs).path is LSTMPPath.PERSISTENT
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    ptb_f32 = RHN(830, 830, depth=10).cuda()
+    x = torch.randn(35, 20, 830, device="cuda")
+    fits = 10 * 2 * 830 * 830 * 4 <= device_budget(x.device).l2_bytes
+    assert (explain(ptb_f32, x)[0].path == "persistent kernel") == fits
+    # the PTB model in bfloat16: its window against float32's, as close as PyTorch's bfloat16 loop
+    ptb_bf16 = RHN(830, 830, depth=10).cuda().bfloat16()
+    ptb_bf16.load_state_dict(ptb_f32.state_dict())
+    loop_bf16 = RHN(830, 830, depth=10, fused=False).cuda().bfloat16()
+    loop_bf16.load_state_dict(ptb_f32.state_dict())
+    assert explain(ptb_bf16, x.bfloat16())[0].path == "persistent kernel"
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    ptb_f32.fused = False
+    reference = ptb_f32(x)[0]
+    errors = {name: relative_error(model(x.bfloat16())[0], reference) for name, model in
+              (("persistent", ptb_bf16), ("loop", loop_bf16))}
+    assert errors["persistent"] < 2 * errors["loop"] + 1e-3, errors
