@@ -60,3 +60,32 @@ def site(tmp_path_factory) -> Path:
                            timeout=process_timeout(900))
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
     return out
+
+
+# -- the Triton kernels' tests, counted where they run --------------------------------------------------
+# Without a GPU, Triton's kernels run only under its interpreter, which Triton picks when a kernel is
+# defined: in this process they stay compiled-only (every other CPU test takes the PyTorch reference, as a
+# CPU user's code does), and test_kernels.py::test_triton_kernels_under_the_interpreter runs them all in
+# a subprocess. There they are counted: here they would read as dozens of "skipped: needs Triton".
+TRITON_HERE = torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"
+RUNS_TRITON_ELSEWHERE = "test_triton_kernels_under_the_interpreter"
+#: How many Triton tests this session left to that subprocess, and what it reported of them.
+triton_elsewhere = pytest.StashKey[int]()
+triton_report = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)  # (after -m and -k have selected: the subprocess test must be among them)
+def pytest_collection_modifyitems(config, items):
+    if TRITON_HERE or not any(item.name == RUNS_TRITON_ELSEWHERE for item in items):
+        return  # (selected alone, -m triton say, they stay: each skips saying why)
+    elsewhere = [item for item in items if item.get_closest_marker("triton")]
+    if elsewhere:
+        items[:] = [item for item in items if not item.get_closest_marker("triton")]
+        config.stash[triton_elsewhere] = len(elsewhere)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if triton_elsewhere in config.stash:
+        terminalreporter.write_line(f"Triton kernels: {config.stash[triton_elsewhere]} tests left to "
+                                    f"{RUNS_TRITON_ELSEWHERE}, which runs them under Triton's interpreter in a "
+                                    f"subprocess: {config.stash.get(triton_report, 'it did not run them')}")
