@@ -161,3 +161,29 @@ def test_the_docs_name_the_version_of_every_stored_result(monkeypatch):
             results.version_of({"about": "a record assembled by hand, no version"})
     finally:
         sys.modules.pop("results", None)
+
+
+def test_the_performance_page_gives_each_table_a_heading_full_headers_and_a_reading(monkeypatch):
+    """Each benchmark table sits under a heading of its own (its machine and precision), its ratio column
+    names in full the row it divides by (0.3's said '× forward:'), and a sentence under it says what
+    its numbers show."""
+    monkeypatch.syspath_prepend(str(RESULTS.parent / "_ext"))
+    import results
+
+    try:
+        blocks = results.performance().read_text().split("\n### ")[1:]
+    finally:
+        sys.modules.pop("results", None)
+    stored = [p for p in (RESULTS.parents[1] / "benchmarks").glob("*.json") if "ms" in json.loads(p.read_text())]
+    assert len(blocks) == len(stored)
+    for block in blocks:
+        lines = block.splitlines()
+        table = [line for line in lines if line.startswith("|")]
+        assert table and sum(line.startswith("| row |") for line in table) == 1, block[:200]  # one table a heading
+        rows = [line.split(" | ")[0].removeprefix("| ") for line in table[2:]]
+        for header in table[0].strip("| ").split(" | "):
+            if header.startswith("× "):
+                assert header.removeprefix("× ") in rows, (header, rows)
+        after = lines[lines.index(table[-1]) + 1:]
+        reading = next(line for line in after if line)
+        assert not reading.startswith("From ") and reading.endswith(".") and re.search(r"\d\.\d\d", reading), reading

@@ -292,33 +292,124 @@ def results(names: list[str] | None = None) -> list[Path]:
     return written
 
 
-def _table(record: dict[str, Any], name: str) -> str:
+#: The performance page's sections, in the page's order: the benchmark files by the start of their name
+#: (the longest start that fits), each section's heading.
+BENCHMARK_SECTIONS = [("dense_highway", "Dense highway layer, forward and backward"),
+                      ("mlp_step", "Highway MLP training step (the depth study's)"),
+                      ("optimizer_step", "Optimiser update, default against fused"),
+                      ("rhn", "RHN layer, forward and backward"),
+                      ("rhn_cpu_parts", "CPU RHN recurrence, part by part"),
+                      ("rhn_step", "One RHN micro-step on a GPU")]
+
+
+def _ratio_header(record: dict[str, Any], key: str) -> str:
+    """A ratio column's header: ``×`` and the row it divides by (the one at 1.00), in full."""
+    reference = next((row for row, value in record[key].items() if value == 1.0), None)
+    return "× " + (reference or key.removeprefix("ratio_to_").rstrip(":"))
+
+
+def _precision(record: dict[str, Any]) -> str:
+    settings = record.get("settings", {})
+    if settings.get("tf32"):
+        return "TF32"
+    return str(settings.get("dtype") or "float32").replace("tf32", "TF32")
+
+
+def _interpretation(section: str, record: dict[str, Any]) -> str:
+    """What a table's numbers say, in a sentence drawn from them (the rows each benchmark writes)."""
+    ms = record["ms"]
+
+    def ratio(a: str, b: str) -> float:
+        return ms[a] / ms[b]
+
+    try:
+        if section == "dense_highway":
+            others = [r for r in ms if r.startswith(("separate", "one projection"))]
+            best = min(others, key=ms.__getitem__)
+            return (f"highwaynet's layer takes {ratio('ours: Highway, eager', 'floor (projections alone)'):.2f}× the "
+                    f"time of its matrix products alone, and {ratio('ours: Highway, eager', best):.2f}× that of the "
+                    f"faster other algorithm, {best}; compiled, "
+                    f"{ratio('ours: Highway, torch.compile', 'floor (projections alone)'):.2f}× the products' time.")
+        if section == "mlp_step":
+            return (f"Replayed as a CUDA graph, a step takes {ratio('ours, CUDA graph', 'ours, eager'):.2f} of the "
+                    f"eager step's time: a net of 50 layers 50 wide is bound by launching its small kernels, and a "
+                    f"graph launches them at once. Eager, highwaynet's step (one projection) takes "
+                    f"{ratio('ours, eager', 'separate H and T, eager (Chainer, Lasagne)'):.2f} of the separate "
+                    f"projections' (Chainer, Lasagne).")
+        if section == "optimizer_step":
+            models = dict.fromkeys(r.split(":")[0] for r in ms)
+            return ("The fused update takes " + ", ".join(
+                f"{ratio(f'{m}: update, fused', f'{m}: update, default'):.2f} ({m})" for m in models)
+                + " of the default update's time; of a whole training step, " + ", ".join(
+                f"{ratio(f'{m}: training step, fused', f'{m}: training step, default'):.2f} ({m})" for m in models)
+                + ": the larger the model's share of time in its update, the more fusing it gives.")
+        if section == "rhn_cpu_parts":
+            products = sum(ms[r] for r in ("forward: products", "backward: walk products", "backward: weight products"))
+            return (f"The matrix products are {products / ms['window']:.0%} of a window's time; the C++ loops take "
+                    f"{ratio('window, C++ loops', 'window'):.2f} of the PyTorch loop's time, the rest being the "
+                    f"small operations between the products.")
+        if section == "rhn_step":
+            fused = min((r for r in ms if r.startswith("forward: one kernel")), key=ms.__getitem__)
+            back = min((r for r in ms if r.startswith("backward: one kernel")), key=ms.__getitem__)
+            variant = fused.removeprefix("forward: one kernel").lstrip(", ")
+            return (f"One kernel per micro-step{f' ({variant})' if variant else ''} takes "
+                    f"{ratio(fused, 'forward: product + gate'):.2f} of a product and a gate kernel forward, and "
+                    f"{ratio(back, 'backward: gate + product'):.2f} backward; forward it is "
+                    f"{ratio(fused, 'forward: product alone'):.2f}× the product alone.")
+        if section == "rhn":
+            lstm = next(r for r in ms if r.startswith("LSTM"))
+            text = (f"highwaynet's RHN takes {ratio('ours', 'floor'):.2f}× its matrix products alone and "
+                    f"{ratio('ours', 'labml loop'):.2f} of a loop of PyTorch operations' time (labml's); an "
+                    f"{lstm.split(' (')[0]} of the same parameters takes {ratio(lstm, 'ours'):.2f} of the RHN's")
+            if "ours, CUDA graph" in ms:
+                text += (f"; in a CUDA graph the RHN is {ratio('ours, CUDA graph', 'floor, CUDA graph'):.2f}× the "
+                         f"products' graph")
+            return text + "."
+    except (KeyError, StopIteration, ZeroDivisionError):
+        pass
+    fastest, slowest = min(ms, key=ms.__getitem__), max(ms, key=ms.__getitem__)
+    return f"The fastest row is {fastest} ({ms[fastest]:.3f} ms), {ratio(slowest, fastest):.1f}× faster than {slowest}."
+
+
+def _table(record: dict[str, Any], name: str, section: str) -> str:
+    """A benchmark's table under a heading of its own (the machine and precision), what made it, and a
+    sentence on what its numbers say."""
     from highwaynet.report import markdown_table
 
     ms = record["ms"]
     ratio_key = next((k for k in record if k.startswith("ratio_to_")), None)
     extra = [k for k in record if isinstance(record[k], dict) and k not in ("ms", "settings") and k != ratio_key
              and set(record[k]) == set(ms)]
-    header = ["row", "ms", *([ratio_key.replace("ratio_to_", "× ")] if ratio_key else []), *extra]
+    header = ["row", "ms", *([_ratio_header(record, ratio_key)] if ratio_key else []), *extra]
     rows = [[row, f"{value:.3f}", *([f"{record[ratio_key][row]:.2f}"] if ratio_key else []),
              *(f"{record[k][row]:.4g}" for k in extra)] for row, value in ms.items()]
-    command = record.get("command") or f"python benchmarks/{name.split('_h100')[0].split('_cpu')[0]}.py ..."
+    script = next((f"benchmarks/{stem}.py" for stem in (name, name.rsplit("_", 1)[0], section)
+                   if (BENCHMARKS / f"{stem}.py").is_file()), f"benchmarks/{section}.py")
+    command = record.get("command") or f"python {script} ..."
     settings = ", ".join(f"{k}={v}" for k, v in record.get("settings", {}).items() if k not in ("json", "tiles"))
-    return "\n".join([f"## {record['title']}", "", f"{record.get('device', '?')}; torch {record.get('torch', '?')}. "
+    return "\n".join([f"### {record.get('device', '?')}, {_precision(record)}", "",
+                      f"{record['title'][:1].upper()}{record['title'][1:]}. Torch {record.get('torch', '?')}; "
                       f"`{command}`" + (f" (settings: {settings})" if settings else "") + ".", "",
-                      markdown_table(header, rows), ""])
+                      markdown_table(header, rows), "", _interpretation(section, record), "",
+                      f"From `benchmarks/{name}.json`.", ""])
 
 
 def performance() -> Path:
-    """``_generated/performance.md``: one table per ``benchmarks/*.json``."""
+    """``_generated/performance.md``: a section per benchmark (:data:`BENCHMARK_SECTIONS`), in it a table per
+    ``benchmarks/*.json`` under a heading of its own, each with a sentence on what it says."""
     out = GENERATED / "performance.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    parts = []
+    sections: dict[str, list[str]] = {}
     for path in sorted(BENCHMARKS.glob("*.json")):
         record = json.loads(path.read_text())
         if "ms" in record:
-            parts.append(f"<!-- {path.name} -->\n" + _table(record, path.stem) + f"\nFrom `benchmarks/{path.name}`.\n")
-    out.write_text("\n".join(parts))
+            section = max((prefix for prefix, _ in BENCHMARK_SECTIONS if path.stem.startswith(prefix)), key=len,
+                          default=path.stem)
+            sections.setdefault(section, []).append(f"<!-- {path.name} -->\n" + _table(record, path.stem, section))
+    titles = dict(BENCHMARK_SECTIONS)
+    out.write_text("\n".join(f"## {titles.get(section, section)}\n\n" + "\n".join(tables)
+                             for section, tables in sorted(sections.items(), key=lambda item: [
+                                 p for p, _ in BENCHMARK_SECTIONS].index(item[0]) if item[0] in titles else 99)))
     return out
 
 
