@@ -51,15 +51,23 @@ def triton_kernels(test):
 
 #: For the test that runs a file's Triton tests under the interpreter: only without a GPU (with one,
 #: they run directly) and not inside that run itself.
-interpreter_run = pytest.mark.skipif(gating.triton_version() is None or torch.cuda.is_available() or INTERPRETING,
-                                     reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
+_interpreter_skip = pytest.mark.skipif(gating.triton_version() is None or torch.cuda.is_available() or INTERPRETING,
+                                       reason="needs Triton and no GPU (with a GPU the Triton tests run directly)")
 
 
-def run_triton_tests_under_the_interpreter(path: str, seconds: float = 600) -> None:
+def interpreter_run(test):
+    """The test that runs its file's Triton tests under the interpreter (skipped where they run directly);
+    the session leaves those tests to it and counts them in one line (see the hooks at the end)."""
+    return pytest.mark.interpreter_runner(_interpreter_skip(test))
+
+
+def run_triton_tests_under_the_interpreter(path: str, request: pytest.FixtureRequest | None = None,
+                                           seconds: float = 600) -> None:
     """Run the Triton tests (``-m triton``) of the test file ``path`` on the CPU under Triton's
     interpreter, and check that all of them ran and passed. A subprocess: Triton picks the
     interpreter when a kernel is defined, and in the calling process the kernels must stay
-    compiled-only, so that every other CPU test takes the PyTorch reference, as a CPU user's code does."""
+    compiled-only, so that every other CPU test takes the PyTorch reference, as a CPU user's code does.
+    With ``request``, the count is checked against the tests this session left to it, and reported."""
     import re
     import subprocess
     import sys
@@ -70,6 +78,14 @@ def run_triton_tests_under_the_interpreter(path: str, seconds: float = 600) -> N
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     summary = run.stdout.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
+    left_here = request.config.stash.get(triton_elsewhere, {}).get(Path(path)) if request is not None else None
+    if left_here is not None:
+        passed = int(re.search(r"(\d+) passed", summary)[1])
+        assert 0 < passed <= left_here, (left_here, summary)
+        gpu_only = (f"; the other {left_here - passed} are their GPU-only cases (GPU-sized shapes, bfloat16), "
+                    f"which run on a GPU") if passed < left_here else ""
+        request.config.stash.setdefault(triton_report, {})[Path(path)] = (
+            f"{passed} passed there ({summary.strip('= ').split(' in ')[-1]}){gpu_only}")
 
 
 def process_timeout(seconds: float) -> float:
@@ -95,3 +111,37 @@ def site(tmp_path_factory) -> Path:
                            timeout=process_timeout(900))
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
     return out
+
+
+# -- the Triton kernels' tests, counted where they run --------------------------------------------------
+# Without a GPU, Triton's kernels run only under its interpreter, which Triton picks when a kernel is
+# defined: in this process they stay compiled-only (every other CPU test takes the PyTorch reference, as a
+# CPU user's code does), and each file's runner test (@interpreter_run) runs that file's Triton tests in a
+# subprocess. There they are counted: here they would read as dozens of "skipped: needs Triton".
+TRITON_HERE = torch.cuda.is_available() or INTERPRETING
+#: How many Triton tests this session left to each file's runner, and what each runner reported of them.
+triton_elsewhere = pytest.StashKey[dict]()
+triton_report = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(trylast=True)  # (after -m and -k have selected: a file's runner must be among them)
+def pytest_collection_modifyitems(config, items):
+    if TRITON_HERE:
+        return
+    runners = {item.path for item in items if item.get_closest_marker("interpreter_runner")}
+    elsewhere = [item for item in items if item.get_closest_marker("triton") and item.path in runners]
+    if elsewhere:  # (selected without their runner, -m triton say, they stay: each skips saying why)
+        left = {id(item) for item in elsewhere}
+        items[:] = [item for item in items if id(item) not in left]
+        counts: dict[Path, int] = {}
+        for item in elsewhere:
+            counts[item.path] = counts.get(item.path, 0) + 1
+        config.stash[triton_elsewhere] = counts
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    reports = config.stash.get(triton_report, {})
+    for path, count in config.stash.get(triton_elsewhere, {}).items():
+        terminalreporter.write_line(f"Triton kernels: {count} tests of {path.name} left to its runner, which runs them "
+                                    f"under Triton's interpreter in a subprocess: "
+                                    f"{reports.get(path, 'it did not run them')}")

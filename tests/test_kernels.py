@@ -10,6 +10,7 @@ speed), so that CI checks the kernels too.
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from conftest import (
     needs_triton,
     process_timeout,
     run_triton_tests_under_the_interpreter,
+    triton_elsewhere,
     triton_kernels,
 )
 
@@ -446,11 +448,26 @@ def test_highway_under_torch_func_transforms_takes_the_reference():
     torch.testing.assert_close(tangent, torch.einsum("ijkl,kl->ij", jacobian, v), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.skipif(torch.cuda.is_available() or INTERPRETING,
+                    reason="the Triton tests run in this process (a GPU, or TRITON_INTERPRET=1)")
+def test_the_triton_tests_are_counted_where_they_run(request):
+    """Without a GPU the session does not list the Triton tests as dozens of skips (0.3 said "75 skipped:
+    needs Triton" though they ran): it leaves each file's to its runner (@interpreter_run), which runs
+    them and reports them in one line."""
+    session = request.session.items
+    runners = {item.path for item in session if item.get_closest_marker("interpreter_runner")}
+    if not runners:
+        pytest.skip("no interpreter runner is selected: the Triton tests stay here")
+    assert not [item.name for item in session if item.get_closest_marker("triton") and item.path in runners]
+    assert request.config.stash[triton_elsewhere].get(Path(__file__), 0) > 0 or Path(__file__) not in runners
+
+
 @interpreter_run
 @interpreter_runs_micro_steps
-def test_triton_kernels_under_the_interpreter():
-    """Run this file's Triton tests on the CPU under Triton's interpreter (see the helper)."""
-    run_triton_tests_under_the_interpreter(__file__)
+def test_triton_kernels_under_the_interpreter(request):
+    """Run this file's Triton tests on the CPU under Triton's interpreter (see the helper), counted in one
+    line of the session's summary; the interpreter leaves out their GPU-only cases."""
+    run_triton_tests_under_the_interpreter(__file__, request)
 
 
 @pytest.mark.skipif(gating.triton_version() is None, reason="needs Triton")

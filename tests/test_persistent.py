@@ -327,9 +327,9 @@ def test_persistent_lstmp_window_matches_tensorflows_cell(batch, clips, dtype):
 
 @interpreter_run
 @interpreter_runs_micro_steps
-def test_persistent_kernels_under_the_interpreter():
+def test_persistent_kernels_under_the_interpreter(request):
     """This file's Triton tests on the CPU under Triton's interpreter (see the helper)."""
-    run_triton_tests_under_the_interpreter(__file__)
+    run_triton_tests_under_the_interpreter(__file__, request)
 
 
 # -- a GPU: several programs at once, the grid barrier, the choice ------------------------------------

@@ -96,3 +96,25 @@ def test_on_a_measured_depth_sweep_every_estimate_is_within_half_again():
             estimates += 1
         progress.finished(seconds, epochs)
     assert estimates == len(plan) - 2  # from the third run on
+
+
+@pytest.mark.parametrize("pace, change", [
+    ([1.0] * 20 + [3.0] * 20, "three times slower from run 21 (other work starts on its cores)"),
+    ([1.0] * 12 + [3.0] * 12 + [1.0] * 16, "three times slower for runs 13 to 24, then free again"),
+])
+def test_the_estimate_follows_the_machines_recent_pace(pace, change):
+    """The measured depth sweep on a machine whose pace changes: from the second run after a change on,
+    every estimate is within half again of the time left at the pace the machine then runs at. (Without
+    the recent pace, the estimates kept the earlier pace: up to 1.9 times off.)"""
+    from highwaynet.config import DepthConfig
+    from highwaynet.recipes.depth import plan as depth_plan
+
+    took = [(s * f, e * f) for (s, e), f in zip(MEASURED_DEPTH_SWEEP, pace, strict=True)]
+    progress = SweepProgress(depth_plan(DepthConfig()))
+    changes = [i for i in range(1, len(pace)) if pace[i] != pace[i - 1]]
+    for i, (seconds, epochs) in enumerate(took):
+        estimate = progress.seconds_left()
+        if estimate is not None and not any(0 <= i - c < 2 for c in changes):
+            at_this_pace = sum(s * pace[i - 1] for s, _ in MEASURED_DEPTH_SWEEP[i:])
+            assert at_this_pace / 1.5 <= estimate <= 1.5 * at_this_pace, (change, i, estimate, at_this_pace)
+        progress.finished(seconds, epochs)

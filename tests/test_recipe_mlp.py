@@ -56,9 +56,12 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
     assert f"wrote {out / 'report.html'}" in capsys.readouterr().out
     report = (out / "report.md").read_text()
     test = json.loads((out / "results.json").read_text())["test"]
-    assert report.startswith("# Training run: run (mlp)\n\n2 epochs, ") and "![curves](curves.png)" in report
+    # (it opens with what the run found: its best epoch, and that epoch's weights tested)
+    assert report.startswith("# Training run: run (mlp)\n\n**What it found:**\n\n- The best epoch by val_loss is ")
+    tested = f"- Tested with that epoch's weights: loss {test['loss']:.4f}, acc {test['acc']:.4f}.\n\n2 epochs, "
+    assert tested in report
+    assert "![curves](curves.png)" in report
     assert "| epoch | lr | train_loss | train_acc | val_loss | val_acc |" in report and "\n| 2 | 0.1 | " in report
-    assert f"loss {test['loss']:.4f}, acc {test['acc']:.4f}." in report
     assert (out / "curves.png").stat().st_size > 10_000 and "data:image/png;base64" in (out / "report.html").read_text()
 
 

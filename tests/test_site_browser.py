@@ -113,13 +113,60 @@ def test_no_page_scrolls_sideways_at_1280_pixels(browser, served, path):
 
 
 def test_a_wide_equation_scrolls_in_its_own_box_whatever_the_theme_wraps_it_in(browser, served):
-    """The RHN guide's equation is wider than the column at 1280 pixels: the site's own stylesheet
-    scrolls it inside its box even under a theme whose wrapper does not (furo's older releases)."""
-    page = _at_1280(browser, served + "guide/rhn.html", style=".math-wrapper { overflow: visible !important; }")
+    """An equation wider than its column (the RHN guide's, in a column narrowed to 400 pixels) scrolls
+    inside its box under the site's own stylesheet, even under a theme whose wrapper does not (furo's
+    older releases)."""
+    page = _at_1280(browser, served + "guide/rhn.html", style=".math-wrapper { overflow: visible !important; } "
+                                                            "article { max-width: 400px !important; }")
     widest = page.evaluate("() => Math.max(...Array.from(document.querySelectorAll('mjx-container[display]'))"
                            ".map(e => e.scrollWidth - e.clientWidth))")
-    assert widest > 0, "no equation of the page is wider than its column any more: pick another page"
+    assert widest > 0, "no equation of the page is wider than a 400-pixel column: pick another page"
     assert not page.evaluate(_OVERFLOWING)
+    page.close()
+
+
+# Each display equation, whole in its box; each code line with a comment, whole in its box (a command
+# too long for it may scroll; a comment behind the scroll bar is not read).
+_CUT = """() => {
+    const cut = [];
+    for (const e of document.querySelectorAll('article mjx-container[display]'))
+        if (e.scrollWidth > e.clientWidth + 1) cut.push(`equation: ${e.scrollWidth} px in a ${e.clientWidth} px box`);
+    for (const pre of document.querySelectorAll('article pre')) {
+        const style = getComputedStyle(pre), text = document.createElement('canvas').getContext('2d');
+        text.font = style.font;
+        const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+        for (const line of pre.textContent.split('\\n'))
+            if (/(^|\\s)# /.test(line) && text.measureText(line).width > room + 1)
+                cut.push(`code: ${line.trim().slice(0, 70)}`);
+    }
+    return cut;
+}"""
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_equations_and_commented_code_fit_their_box_at_1280_pixels(browser, served, path):
+    """At a 1280-pixel window a reader sees each display equation whole (the RHN guide's was cut at its
+    right end) and each code comment whole (the getting-started page's ran behind the scroll bar)."""
+    page = _at_1280(browser, served + path)
+    cut = page.evaluate(_CUT)
+    assert not cut, f"{path}: {cut}"
+    page.close()
+
+
+def test_a_results_figure_opens_whole_on_a_click(browser, served):
+    """A figure drawn for the results is shown at the column's width and links to its full image."""
+    page = _at_1280(browser, served + "results/depth.html")
+    figures = page.evaluate("""() => Array.from(document.querySelectorAll('article img')).map(img =>
+        [img.getAttribute('src'), img.closest('a') && img.closest('a').getAttribute('href'), img.naturalWidth,
+         img.getBoundingClientRect().width])""")
+    assert figures
+    for src, href, natural, shown in figures:
+        assert href == src, (src, href)
+        assert shown <= natural
+    first = page.locator("article img").first
+    with page.expect_navigation():
+        first.click()
+    assert page.url.endswith(".png")
     page.close()
 
 

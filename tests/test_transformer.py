@@ -145,7 +145,7 @@ def test_the_transformer_depth_study_end_to_end(tmp_path, capsys, shared_data):
     assert next(r for r in rows if r["variant"] == "pre-residual")["gates"] is None
     assert all(len(c) == 2 for r in rows for c in r["curves"])
     report = (out / "report.md").read_text()
-    assert "![validation loss against steps](depth.png)" in report and "What it measured:" in report
+    assert "![validation loss against steps](depth.png)" in report and "**What it found:**" in report
     assert (out / "depth.png").stat().st_size > 10_000 and (out / "gates.png").is_file()
     run = out / "depth3" / "pre-gtrxl" / "lr0.003-seed1"
     assert main(["generate", str(run), "--length", "20", "--prompt", "ROMEO:"]) == 0

@@ -30,13 +30,22 @@ def _minutes(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def version_of(record: dict[str, Any]) -> str:
+    """The highwaynet version that produced a stored result (every record carries it: a run's
+    ``environment``, or, for a record assembled by hand, an ``environment`` with the version alone)."""
+    version = record.get("environment", {}).get("highwaynet")
+    if not isinstance(version, str) or not version:
+        raise ValueError("a stored result without the version that produced it (environment.highwaynet): store it "
+                         "with docs/results/store.py, or add the version by hand to a record assembled by hand")
+    return version
+
+
 def _provenance(record: dict[str, Any]) -> str:
-    env = record.get("environment", {})
-    machine = env.get("cuda") or f"{env.get('cpu', 'CPU')}, {_threads(env)}"
+    from highwaynet.report import environment_text
+
     lines = ["```{admonition} How this was made", ":class: note", "",
-             f"- Command: `{record['command']}`",
-             f"- Machine: {machine}; torch {env.get('torch', '?')}, Python {env.get('python', '?')}, "
-             f"highwaynet {env.get('highwaynet', '?')}",
+             f"- Made by: highwaynet {version_of(record)}, `{record['command']}`",
+             f"- Machine and versions: {environment_text(record.get('environment', {}))}",
              f"- Wall time: {_minutes(record.get('seconds'))}"]
     if record.get("note"):
         lines.append(f"- Note: {record['note']}")
@@ -57,18 +66,37 @@ def _sst2_depth(out: Path, record: dict[str, Any]) -> None:
     rows = [[label, *(next((format_mean_std(p, p["runs"]) for p in points if p["layers"] == d), "-") for d in depths)]
             for label, points in series.items()]
     (out / "report.md").write_text("\n".join([
-        "# SST-2 test accuracy as the stacks deepen", "", record["about"], "", "![depth](depth-sst2.png)", "",
+        "# SST-2 test accuracy as the stacks deepen", "", _made_by_hand(record), record["about"], "",
+        "![depth](depth-sst2.png)", "",
         markdown_table(["stack", *(f"{d} layers" for d in depths)], rows), ""]))
 
 
-def _report(out: Path, record: dict[str, Any]) -> None:
-    """The stored result's report, written by its recipe's own code (as the run's own report was)."""
+def _recipe(name: str) -> tuple[Any, Any]:
+    """A recipe's report writer and its verdicts (the sentences its report opens with), by the recipe's name."""
     from highwaynet.recipes import char_lm, depth, gates, rhn_depth, sentences_report, transformer_depth
 
-    writers = {"depth": depth.write_report, "gates": gates.write_gates_report, "lesion": gates.write_lesion_report,
-               "rhn-depth": rhn_depth.write_report, "char-lm": char_lm.write_report,
-               "sentences": sentences_report.write_report, "transformer-depth": transformer_depth.write_report}
-    writers[record["recipe"]](out, record["result"])
+    return {"depth": (depth.write_report, depth.verdicts),
+            "gates": (gates.write_gates_report, gates.gates_verdicts),
+            "lesion": (gates.write_lesion_report, gates.lesion_verdicts),
+            "rhn-depth": (rhn_depth.write_report, rhn_depth.verdicts),
+            "char-lm": (char_lm.write_report, char_lm.verdicts),
+            "sentences": (sentences_report.write_report, sentences_report.verdicts),
+            "transformer-depth": (transformer_depth.write_report, transformer_depth.verdicts)}[name]
+
+
+def _report(out: Path, record: dict[str, Any]) -> None:
+    """The stored result's report, written by its recipe's own code (as the run's own report was), and its
+    verdicts alone in ``verdicts.md`` (for a guide page to quote: the same sentences the report opens with)."""
+    write, verdicts = _recipe(record["recipe"])
+    write(out, record["result"])
+    from highwaynet.report import bullets
+
+    (out / "verdicts.md").write_text("".join(line + "\n" for line in bullets(verdicts(record["result"]))))
+
+
+def _made_by_hand(record: dict[str, Any]) -> str:
+    """The line that opens a record assembled by hand from several runs' reports: the version they ran."""
+    return f"*Made by highwaynet {version_of(record)}; assembled by hand from the runs' reports.*\n"
 
 
 def _five_sets(out: Path, record: dict[str, Any]) -> None:
@@ -80,8 +108,8 @@ def _five_sets(out: Path, record: dict[str, Any]) -> None:
                             for r in record["rows"]])
     effects = markdown_table(["change (one block, on top of the rows before it)", "effect on the test accuracy (%)",
                               "seeds"], [[e["change"], e["effect"], e["seeds"]] for e in record["effects"]])
-    (out / "report.md").write_text("\n".join([record["about"], "", table, "", "What each change did:", "",
-                                              effects, ""]))
+    (out / "report.md").write_text("\n".join([_made_by_hand(record), record["about"], "", table, "",
+                                              "What each change did:", "", effects, ""]))
 
 
 def _threads(env: dict[str, Any]) -> str:
@@ -128,6 +156,11 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
 
     rows = []
 
+    def add(names: str | list[str], row: list[str]) -> None:
+        """A row of the table, with the version(s) that made its records before its page's link."""
+        versions = sorted({version_of(records[n]) for n in ([names] if isinstance(names, str) else names)})
+        rows.append([*row[:-1], ", ".join(versions), row[-1]])
+
     def pct(value: float) -> str:
         return f"{value:.1f}%"
 
@@ -137,18 +170,19 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             deepest = max(n["depth"] for n in nets)
             by_kind = {n["kind"]: n for n in nets if n["depth"] == deepest}
             data = records[name]["result"]["config"]["data"]
-            rows.append([f"plain vs highway, {deepest} layers, {DATA_NAMES.get(data, data)}",
+            add(name, [f"plain vs highway, {deepest} layers, {DATA_NAMES.get(data, data)}",
                          "test accuracy: " + ", ".join(f"{kind} {by_kind[kind]['test_acc']['mean']:.1f} ± "
                                                        f"{by_kind[kind]['test_acc']['std']:.1f}%"
                                                        for kind in ("highway", "plain")), "{doc}`/results/depth`"])
     if "gates-mnist5k" in records:
         r = records["gates-mnist5k"]["result"]
-        rows.append([f"the gates of a {r['depth']}-layer highway network",
+        add("gates-mnist5k", [f"the gates of a {r['depth']}-layer highway network",
                      f"{pct(100 * r['closed_fraction'])} of gate outputs below 0.1", "{doc}`/results/gates`"])
     if "lesion-mnist5k" in records:
         r = records["lesion-mnist5k"]["result"]
-        rows.append(["lesioning one layer at a time", f"{r['harmless']} of {len(r['lesioned'])} layers cost at most "
-                     "a point", "{doc}`/results/gates`"])
+        add("lesion-mnist5k", ["lesioning one layer at a time",
+                               f"{r['harmless']} of {len(r['lesioned'])} layers cost at most a point",
+                               "{doc}`/results/gates`"])
     if "sentences-depth-sst2" in records:
         cells = []
         for label, points in records["sentences-depth-sst2"]["series"].items():
@@ -156,7 +190,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             if deepest["layers"] == 20:
                 values = deepest.get("values")
                 cells.append(f"{label.split(',')[0]} {format_mean_std(mean_std(values), len(values))}%")
-        rows.append(["BiLSTM stacks of 20 blocks, SST-2", ", ".join(cells) + " test accuracy",
+        add("sentences-depth-sst2", ["BiLSTM stacks of 20 blocks, SST-2", ", ".join(cells) + " test accuracy",
                      "{doc}`/results/sentences`"])
     if "sentences-five-sets" in records:
         table = records["sentences-five-sets"]["rows"]
@@ -167,7 +201,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             cells = [r[task].replace("*", "").split(" (")[0] for r in ours if r[task]]
             return max(cells, key=lambda c: float(c.split()[0]))
 
-        rows.append(["highway BiLSTM (best setting) vs Kim's CNN-rand, published",
+        add("sentences-five-sets", ["highway BiLSTM (best setting) vs Kim's CNN-rand, published",
                      ", ".join(f"{name} {best(task)} vs {kim[task]}" for name, task in
                                (("TREC", "trec"), ("SST-2", "sst2"), ("MR", "mr"), ("Subj", "subj"),
                                 ("SST-1", "sst1"))), "{doc}`/results/sentences`"])
@@ -177,7 +211,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
         for (task, word_features), runs in _runs_by_features(features).items():
             accuracy = [100 * r["test"]["acc"] for r in runs]
             cells.setdefault(task, []).append(f"{word_features} {format_mean_std(mean_std(accuracy), len(runs))}%")
-        rows.append(["words, characters or both into a highway BiLSTM",
+        add(list(features), ["words, characters or both into a highway BiLSTM",
                      "; ".join(f"{TASK_NAMES.get(task, task)}: " + ", ".join(c) for task, c in cells.items())
                      + " test accuracy",
                      "{doc}`/results/sentences`"])
@@ -185,7 +219,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
         for entry, result in records["rhn-depth-tinyshakespeare"]["result"]["corpora"].items():
             best = min(result["rhn"], key=lambda r: r["test"]["bpc"])
             lstm = result.get("lstm")
-            rows.append([f"RHN depth at a fixed budget ({entry})",
+            add("rhn-depth-tinyshakespeare", [f"RHN depth at a fixed budget ({entry})",
                          f"best depth {best['depth']}: {best['test']['bpc']:.3f} bits/char"
                          + (f" (LSTM, same time: {lstm['test']['bpc']:.3f})" if lstm else ""), "{doc}`/results/rhn`"])
     for name in ("tune-tinyshakespeare", "tune-austen"):
@@ -195,7 +229,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                 metric = next(iter(tuned.values()))["metric"]
                 digits = 3 if metric == "bpc" else 0  # bits per character to a thousandth; perplexities whole
                 trials = records[name]["result"]["config"].get("tune")
-                rows.append([f"RHN vs LSTM under equal tuning ({entry}, {trials} trials each)",
+                add(name, [f"RHN vs LSTM under equal tuning ({entry}, {trials} trials each)",
                              ", ".join(f"{f.upper()} {t['test']['mean']:.{digits}f} ± {t['test']['std']:.{digits}f} "
                                        f"{metric}" for f, t in tuned.items()), "{doc}`/results/rhn`"])
     for name in ("char-lm-austen", "char-lm-austen-long"):
@@ -203,7 +237,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             continue
         models = records[name]["result"]["rows"]
         epochs = records[name]["result"]["config"]["base"]["train"]["epochs"]
-        rows.append([f"character-aware LMs (Austen, words, {epochs} epochs)",
+        add(name, [f"character-aware LMs (Austen, words, {epochs} epochs)",
                      "test perplexity: " + "; ".join(f"{r['model']} {r['test_ppl']['mean']:.0f} ± "
                                                      f"{r['test_ppl']['std']:.0f}" for r in models),
                      "{doc}`/results/char-lm`"])
@@ -217,10 +251,10 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                                        if r["diverged"] < seeds else "diverged")
                  + (f" ({r['diverged']} of {seeds} diverged)" if 0 < r["diverged"] < seeds else "")
                  for r in result["rows"] if r["depth"] == deepest]
-        rows.append([f"Transformers of {deepest} blocks by residual connection (Tiny Shakespeare, chars; gate "
+        add(name, [f"Transformers of {deepest} blocks by residual connection (Tiny Shakespeare, chars; gate "
                      f"bias {result['config']['base']['gate_bias']:g})",
                      "validation loss (nats): " + ", ".join(cells), "{doc}`/results/transformer`"])
-    return markdown_table(["experiment", "what it measured", "page"], rows) + "\n"
+    return markdown_table(["experiment", "what it measured", "version", "page"], rows) + "\n"
 
 
 def results(names: list[str] | None = None) -> list[Path]:
@@ -246,10 +280,6 @@ def results(names: list[str] | None = None) -> list[Path]:
             _report(out, record)
             report_md = out / "report.md"
             report_md.write_text(_provenance(record) + report_md.read_text())
-            if record["recipe"] == "transformer-depth":  # (what it measured, for the guide's page too)
-                from highwaynet.recipes.transformer_depth import verdicts
-
-                (out / "verdicts.md").write_text("".join(f"- {line}.\n" for line in verdicts(record["result"])))
         written.append(out / "report.md")
     GENERATED.mkdir(exist_ok=True)
     for page in DOCS.rglob("*.md"):  # a page may name a result that has not been stored yet
@@ -262,33 +292,124 @@ def results(names: list[str] | None = None) -> list[Path]:
     return written
 
 
-def _table(record: dict[str, Any], name: str) -> str:
+#: The performance page's sections, in the page's order: the benchmark files by the start of their name
+#: (the longest start that fits), each section's heading.
+BENCHMARK_SECTIONS = [("dense_highway", "Dense highway layer, forward and backward"),
+                      ("mlp_step", "Highway MLP training step (the depth study's)"),
+                      ("optimizer_step", "Optimiser update, default against fused"),
+                      ("rhn", "RHN layer, forward and backward"),
+                      ("rhn_cpu_parts", "CPU RHN recurrence, part by part"),
+                      ("rhn_step", "One RHN micro-step on a GPU")]
+
+
+def _ratio_header(record: dict[str, Any], key: str) -> str:
+    """A ratio column's header: ``×`` and the row it divides by (the one at 1.00), in full."""
+    reference = next((row for row, value in record[key].items() if value == 1.0), None)
+    return "× " + (reference or key.removeprefix("ratio_to_").rstrip(":"))
+
+
+def _precision(record: dict[str, Any]) -> str:
+    settings = record.get("settings", {})
+    if settings.get("tf32"):
+        return "TF32"
+    return str(settings.get("dtype") or "float32").replace("tf32", "TF32")
+
+
+def _interpretation(section: str, record: dict[str, Any]) -> str:
+    """What a table's numbers say, in a sentence drawn from them (the rows each benchmark writes)."""
+    ms = record["ms"]
+
+    def ratio(a: str, b: str) -> float:
+        return ms[a] / ms[b]
+
+    try:
+        if section == "dense_highway":
+            others = [r for r in ms if r.startswith(("separate", "one projection"))]
+            best = min(others, key=ms.__getitem__)
+            return (f"highwaynet's layer takes {ratio('ours: Highway, eager', 'floor (projections alone)'):.2f}× the "
+                    f"time of its matrix products alone, and {ratio('ours: Highway, eager', best):.2f}× that of the "
+                    f"faster other algorithm, {best}; compiled, "
+                    f"{ratio('ours: Highway, torch.compile', 'floor (projections alone)'):.2f}× the products' time.")
+        if section == "mlp_step":
+            return (f"Replayed as a CUDA graph, a step takes {ratio('ours, CUDA graph', 'ours, eager'):.2f} of the "
+                    f"eager step's time: a net of 50 layers 50 wide is bound by launching its small kernels, and a "
+                    f"graph launches them at once. Eager, highwaynet's step (one projection) takes "
+                    f"{ratio('ours, eager', 'separate H and T, eager (Chainer, Lasagne)'):.2f} of the separate "
+                    f"projections' (Chainer, Lasagne).")
+        if section == "optimizer_step":
+            models = dict.fromkeys(r.split(":")[0] for r in ms)
+            return ("The fused update takes " + ", ".join(
+                f"{ratio(f'{m}: update, fused', f'{m}: update, default'):.2f} ({m})" for m in models)
+                + " of the default update's time; of a whole training step, " + ", ".join(
+                f"{ratio(f'{m}: training step, fused', f'{m}: training step, default'):.2f} ({m})" for m in models)
+                + ": the larger the model's share of time in its update, the more fusing it gives.")
+        if section == "rhn_cpu_parts":
+            products = sum(ms[r] for r in ("forward: products", "backward: walk products", "backward: weight products"))
+            return (f"The matrix products are {products / ms['window']:.0%} of a window's time; the C++ loops take "
+                    f"{ratio('window, C++ loops', 'window'):.2f} of the PyTorch loop's time, the rest being the "
+                    f"small operations between the products.")
+        if section == "rhn_step":
+            fused = min((r for r in ms if r.startswith("forward: one kernel")), key=ms.__getitem__)
+            back = min((r for r in ms if r.startswith("backward: one kernel")), key=ms.__getitem__)
+            variant = fused.removeprefix("forward: one kernel").lstrip(", ")
+            return (f"One kernel per micro-step{f' ({variant})' if variant else ''} takes "
+                    f"{ratio(fused, 'forward: product + gate'):.2f} of a product and a gate kernel forward, and "
+                    f"{ratio(back, 'backward: gate + product'):.2f} backward; forward it is "
+                    f"{ratio(fused, 'forward: product alone'):.2f}× the product alone.")
+        if section == "rhn":
+            lstm = next(r for r in ms if r.startswith("LSTM"))
+            text = (f"highwaynet's RHN takes {ratio('ours', 'floor'):.2f}× its matrix products alone and "
+                    f"{ratio('ours', 'labml loop'):.2f} of a loop of PyTorch operations' time (labml's); an "
+                    f"{lstm.split(' (')[0]} of the same parameters takes {ratio(lstm, 'ours'):.2f} of the RHN's")
+            if "ours, CUDA graph" in ms:
+                text += (f"; in a CUDA graph the RHN is {ratio('ours, CUDA graph', 'floor, CUDA graph'):.2f}× the "
+                         f"products' graph")
+            return text + "."
+    except (KeyError, StopIteration, ZeroDivisionError):
+        pass
+    fastest, slowest = min(ms, key=ms.__getitem__), max(ms, key=ms.__getitem__)
+    return f"The fastest row is {fastest} ({ms[fastest]:.3f} ms), {ratio(slowest, fastest):.1f}× faster than {slowest}."
+
+
+def _table(record: dict[str, Any], name: str, section: str) -> str:
+    """A benchmark's table under a heading of its own (the machine and precision), what made it, and a
+    sentence on what its numbers say."""
     from highwaynet.report import markdown_table
 
     ms = record["ms"]
     ratio_key = next((k for k in record if k.startswith("ratio_to_")), None)
     extra = [k for k in record if isinstance(record[k], dict) and k not in ("ms", "settings") and k != ratio_key
              and set(record[k]) == set(ms)]
-    header = ["row", "ms", *([ratio_key.replace("ratio_to_", "× ")] if ratio_key else []), *extra]
+    header = ["row", "ms", *([_ratio_header(record, ratio_key)] if ratio_key else []), *extra]
     rows = [[row, f"{value:.3f}", *([f"{record[ratio_key][row]:.2f}"] if ratio_key else []),
              *(f"{record[k][row]:.4g}" for k in extra)] for row, value in ms.items()]
-    command = record.get("command") or f"python benchmarks/{name.split('_h100')[0].split('_cpu')[0]}.py ..."
+    script = next((f"benchmarks/{stem}.py" for stem in (name, name.rsplit("_", 1)[0], section)
+                   if (BENCHMARKS / f"{stem}.py").is_file()), f"benchmarks/{section}.py")
+    command = record.get("command") or f"python {script} ..."
     settings = ", ".join(f"{k}={v}" for k, v in record.get("settings", {}).items() if k not in ("json", "tiles"))
-    return "\n".join([f"## {record['title']}", "", f"{record.get('device', '?')}; torch {record.get('torch', '?')}. "
+    return "\n".join([f"### {record.get('device', '?')}, {_precision(record)}", "",
+                      f"{record['title'][:1].upper()}{record['title'][1:]}. Torch {record.get('torch', '?')}; "
                       f"`{command}`" + (f" (settings: {settings})" if settings else "") + ".", "",
-                      markdown_table(header, rows), ""])
+                      markdown_table(header, rows), "", _interpretation(section, record), "",
+                      f"From `benchmarks/{name}.json`.", ""])
 
 
 def performance() -> Path:
-    """``_generated/performance.md``: one table per ``benchmarks/*.json``."""
+    """``_generated/performance.md``: a section per benchmark (:data:`BENCHMARK_SECTIONS`), in it a table per
+    ``benchmarks/*.json`` under a heading of its own, each with a sentence on what it says."""
     out = GENERATED / "performance.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    parts = []
+    sections: dict[str, list[str]] = {}
     for path in sorted(BENCHMARKS.glob("*.json")):
         record = json.loads(path.read_text())
         if "ms" in record:
-            parts.append(f"<!-- {path.name} -->\n" + _table(record, path.stem) + f"\nFrom `benchmarks/{path.name}`.\n")
-    out.write_text("\n".join(parts))
+            section = max((prefix for prefix, _ in BENCHMARK_SECTIONS if path.stem.startswith(prefix)), key=len,
+                          default=path.stem)
+            sections.setdefault(section, []).append(f"<!-- {path.name} -->\n" + _table(record, path.stem, section))
+    titles = dict(BENCHMARK_SECTIONS)
+    out.write_text("\n".join(f"## {titles.get(section, section)}\n\n" + "\n".join(tables)
+                             for section, tables in sorted(sections.items(), key=lambda item: [
+                                 p for p, _ in BENCHMARK_SECTIONS].index(item[0]) if item[0] in titles else 99)))
     return out
 
 
@@ -344,8 +465,25 @@ def _generate(app: Any) -> None:
     gpu_suite()
 
 
+def _link_figures(app: Any, doctree: Any, docname: str) -> None:
+    """Each figure drawn from stored results links to its full image (Sphinx links an image with a width to
+    its file: ``html_scaled_image_link``), and is shown at most as wide as the column: the column's width
+    for a figure wider than it (drawn for it: :data:`highwaynet.report.SHOWN_WIDTH`), else its own."""
+    from docutils import nodes
+    from sphinx.util.images import get_image_size
+
+    from highwaynet.report import SHOWN_WIDTH
+
+    for node in doctree.findall(nodes.image):
+        if "_generated/" not in node["uri"] or any(key in node for key in ("width", "height", "scale")):
+            continue
+        size = get_image_size(Path(app.srcdir) / node["uri"])
+        node["width"] = "100%" if size is None or size[0] >= SHOWN_WIDTH else f"{size[0]}px"
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", _generate)
+    app.connect("doctree-resolved", _link_figures)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

@@ -87,7 +87,7 @@ class TransformGate(Gate):
 
         >>> gate = TransformGate()
         >>> h, x = torch.ones(2, 3), torch.zeros(2, 3)
-        >>> gate(h, torch.zeros(2, 3), x)       # T = sigmoid(0) = 0.5: halfway between x and h
+        >>> gate(h, torch.zeros(2, 3), x)  # T = sigmoid(0) = 0.5: halfway between x and h
         tensor([[0.5000, 0.5000, 0.5000],
                 [0.5000, 0.5000, 0.5000]])
     """

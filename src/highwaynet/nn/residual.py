@@ -142,8 +142,8 @@ class GatedResidualNetwork(nn.Module):
     r"""The Temporal Fusion Transformer's gated residual network (Lim et al., 2021).
 
     .. math::
-        \eta_2 = \mathrm{ELU}(W_2 a + W_3 c + b_2), \quad \eta_1 = W_1 \eta_2 + b_1, \quad
-        \mathrm{GRN}(a, c) = \mathrm{LayerNorm}\big(\mathrm{skip}(a) + \sigma(W_4 \eta_1 + b_4)
+        \eta_2 &= \mathrm{ELU}(W_2 a + W_3 c + b_2), \quad \eta_1 = W_1 \eta_2 + b_1, \\
+        \mathrm{GRN}(a, c) &= \mathrm{LayerNorm}\big(\mathrm{skip}(a) + \sigma(W_4 \eta_1 + b_4)
         \odot (W_5 \eta_1 + b_5)\big)
 
     where :math:`\mathrm{skip}(a) = a`, or a linear projection where the output's width differs,

@@ -52,8 +52,8 @@ class RHNCell(nn.Module):
     Micro-layer ``d = 0 .. L-1`` of step ``t`` updates the state ``s``:
 
     .. math::
-        [z_H \mid z_T] = R_d\, s_{d-1} + b_d + [d = 0]\, W x_t, \qquad
-        s_d = \tanh(z_H) \odot \sigma(z_T) + s_{d-1} \odot (1 - \sigma(z_T))
+        [z_H \mid z_T] &= R_d\, s_{d-1} + b_d + [d = 0]\, W x_t, \\
+        s_d &= \tanh(z_H) \odot \sigma(z_T) + s_{d-1} \odot (1 - \sigma(z_T))
 
     with ``s_{-1}`` the previous step's state and ``s_{L-1}`` the new one (coupled carry gate; with
     ``carry="independent"`` each projection has a third part and ``C = σ(z_C)``).

@@ -19,13 +19,23 @@ from typing import Any, cast
 
 from ..config import CharLMConfig, LMConfig
 from ..data.corpora import load_corpus
-from ..report import compare, markdown_table, save_figure, subplots
+from ..report import (
+    FIGURE_WIDTH,
+    compare,
+    diverged,
+    findings,
+    loss_cell,
+    markdown_table,
+    save_figure,
+    seeds_cell,
+    subplots,
+)
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, format_mean_std, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, run_once, start_sweep, write_text
 from . import lm
 from .tuning import trial_config, tune_family
 
-__all__ = ["CharLMConfig", "run", "variants"]
+__all__ = ["CharLMConfig", "run", "variants", "verdicts", "write_report"]
 
 
 def variants(config: CharLMConfig) -> list[tuple[str, dict[str, Any]]]:
@@ -91,14 +101,14 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     """``char-lm.png`` (test perplexity of each model, error bars over seeds) and ``report.md``."""
 
     rows, config = summary["rows"], summary["config"]
-    fig, ax = subplots(figsize=(max(5.0, 1.1 * len(rows)), 3.6))
+    fig, ax = subplots(figsize=(min(FIGURE_WIDTH, max(5.0, 1.1 * len(rows))), 3.6))
     names = [r["model"] for r in rows]
     colors = ["C1" if "highway" in n else "C0" if "MLP" in n else "C2" for n in names]
     ax.bar(range(len(rows)), [r["test_ppl"]["mean"] for r in rows], yerr=[r["test_ppl"]["std"] for r in rows],
            color=colors, capsize=4)
     ax.set(xticks=range(len(rows)), ylabel="test perplexity (lower is better)",
            title=f"{config['corpus']}, about {config['budget']:,} parameters each")
-    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    ax.set_xticklabels(names, rotation=20, ha="right")
     low = min(r["test_ppl"]["mean"] - 2 * r["test_ppl"]["std"] for r in rows)
     ax.set_ylim(bottom=max(0.0, 0.9 * low))
     ax.grid(alpha=0.3, axis="y")
@@ -106,12 +116,13 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     table = markdown_table(["model", "LSTM state", "parameters", "test perplexity", "valid perplexity (last epoch)",
                             "train time (s)"],
                            [[r["model"], r["hidden"], f"{r['parameters']:,}",
-                             format_mean_std(r["test_ppl"], len(r["test_ppl"]["values"]), 1), f"{r['val_ppl']:.1f}",
+                             seeds_cell(r["test_ppl"], r["test_ppl"]["values"], 1), loss_cell(r["val_ppl"], digits=1),
                              f"{r['train_seconds']:.0f}"] for r in rows])
     base = config["base"]
     report = out / "report.md"
     write_text(report, "\n".join([
         "# Character-aware language models: highway layers, MLP layers, or words", "",
+        *findings(verdicts(summary)),
         f"{summary['corpus']}. Total time {summary['seconds']:.0f} s. Each word is read by its characters "
         f"(Kim et al., 2016: a `{base['char_encoder']}` character CNN, then highway or MLP layers) or by its own "
         f"vector (the word LSTM); then a {base['layers']}-layer LSTM and a softmax over the "
@@ -120,14 +131,16 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{base['bptt']} words x {base['batch_size']} streams; seeds {config['seeds']}"
         + (f"; each model's learning rate, dropout and layers chosen by {config['tune']} random-search trials"
            if config.get("tune") else "") + ".", "",
-        "![test perplexity](char-lm.png)", "", table, "", *_verdicts(rows), ""]))
+        "![test perplexity](char-lm.png)", "", table, ""]))
     return report
 
 
-def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
-    """The ablation's comparisons, each against the seeds' spread: highway against MLP layers of the
-    same count, the best highway model against none, the best character model against words."""
-    by_name = {r["model"]: r["test_ppl"] for r in rows}
+def verdicts(summary: dict[str, Any]) -> list[str]:
+    """The ablation's comparisons in test perplexity (mean ± std over the seeds), each against the seeds'
+    spread: highway against MLP layers of the same count, the best highway model against none, the best
+    character model against words (the report's first lines, and the docs' results page's)."""
+    # (a model with a diverged seed has no mean to compare: its table cell says so)
+    by_name = {r["model"]: r["test_ppl"] for r in summary["rows"] if not any(map(diverged, r["test_ppl"]["values"]))}
     lines = []
     for name in by_name:
         if "highway" in name and name.replace("highway", "MLP") in by_name:
@@ -142,4 +155,4 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
     if chars and words:
         best = min(chars, key=lambda n: by_name[n]["mean"])
         lines.append(compare(best, by_name[best], words[0], by_name[words[0]], 1))
-    return ["Test perplexity, mean ± std over the seeds:", "", *(f"- {line}." for line in lines)] if lines else []
+    return [f"in test perplexity, {line}" for line in lines]

@@ -16,6 +16,7 @@ training step is a CUDA graph. Every run is an ``mlp`` run folder, so that ``rep
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +24,19 @@ from typing import Any, cast
 
 from ..config import DepthConfig
 from ..data import load_image_data
-from ..report import markdown_table, save_figure, subplots, whole_numbers
+from ..report import (
+    FIGURE_WIDTH,
+    compare,
+    diverged,
+    diverged_rule,
+    findings,
+    loss_cell,
+    markdown_table,
+    save_figure,
+    seeds_cell,
+    subplots,
+    whole_numbers,
+)
 from ..training import TrainConfig, read_metrics
 from ..training.cuda_graph import use_cuda_graphs
 from ..training.progress import SweepProgress
@@ -38,7 +51,7 @@ from ..training.run_dir import (
 )
 from . import mlp
 
-__all__ = ["DepthConfig", "plan", "run", "write_report"]
+__all__ = ["DepthConfig", "chance_loss", "plan", "run", "verdicts", "write_report"]
 
 
 
@@ -97,7 +110,7 @@ def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir:
                          "train_loss": mean_std([r["final"]["train_loss"] for r in runs]),
                          "test_acc": mean_std([100 * r["test"]["acc"] for r in runs]),
                          "curves": curves, "run_dirs": [str(d) for d in run_dirs]})
-    summary = {"recipe": "depth", "config": asdict(config), "nets": nets,
+    summary = {"recipe": "depth", "config": asdict(config), "classes": data.num_classes, "nets": nets,
                "seconds": round(time.perf_counter() - start, 1)}
     return finish_sweep(out, summary, write_report)
 
@@ -113,15 +126,71 @@ def plan(config: DepthConfig) -> list[tuple[tuple[bool, int], int, bool]]:
             for _ in range(len(config.lrs) + len(config.seeds) - 1)]
 
 
+def chance_loss(summary: dict[str, Any]) -> float:
+    """The loss of guessing every class alike, ``ln(classes)``: a run that ends above it learnt nothing and
+    moved away (diverged). (Summaries written before 0.4 do not record the classes: every image set the
+    recipe loads has 10.)"""
+    return math.log(summary.get("classes", 10))
+
+
+def _final_losses(net: dict[str, Any]) -> list[float]:
+    return [curve[-1] for curve in net["curves"]]
+
+
+def _loss_summary(net: dict[str, Any], limit: float) -> str:
+    """A net's final training loss over its seeds, ``mean ± std``, or how many of them diverged."""
+    return seeds_cell(net["train_loss"], _final_losses(net), 4, limit)
+
+
+def verdicts(summary: dict[str, Any]) -> list[str]:
+    """What the sweep found, in sentences (the report's first lines, and the docs' results page's): how
+    each kind's final training loss moves with depth, then plain against highway at each depth, against
+    the seeds' spread, with their test accuracies."""
+    config, nets, limit = summary["config"], summary["nets"], chance_loss(summary)
+    by = {(n["kind"], n["depth"]): n for n in nets}
+    depths = [d for d in config["depths"] if ("plain", d) in by and ("highway", d) in by]
+    if not depths:
+        return []
+    first, last = depths[0], depths[-1]
+    lines = []
+    if last != first:
+        for kind in ("plain", "highway"):
+            a, b = by[(kind, first)], by[(kind, last)]
+            if not any(diverged(v, limit) for v in _final_losses(a) + _final_losses(b)):
+                move = "rises" if b["train_loss"]["mean"] > a["train_loss"]["mean"] else "falls"
+                lines.append(f"{kind.capitalize()} networks: the final training loss {move} from "
+                             f"{a['train_loss']['mean']:.3f} at {first} layers to {b['train_loss']['mean']:.3f} at "
+                             f"{last} (mean over {len(b['curves'])} seeds)")
+    for depth in depths:
+        plain, highway = by[("plain", depth)], by[("highway", depth)]
+        failed = [f"{kind} {_loss_summary(net, limit)}" for kind, net in (("plain", plain), ("highway", highway))
+                  if any(diverged(v, limit) for v in _final_losses(net))]
+        if failed:
+            line = f"{depth} layers: " + " and ".join(failed)
+        else:
+            line = f"{depth} layers: in final training loss, " + compare("highway", highway["train_loss"], "plain",
+                                                                          plain["train_loss"])
+        accuracy = ", ".join(f"{kind} {format_mean_std(net['test_acc'], len(net['curves']))}%"
+                             for kind, net in (("highway", highway), ("plain", plain)))
+        lines.append(f"{line}; test accuracy {accuracy}")
+    return lines
+
+
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
-    """``depth.png`` (training loss vs epoch, one panel per depth, plain vs highway) and ``report.md``."""
+    """``depth.png`` (training loss vs epoch, one panel per depth, plain vs highway) and ``report.md``,
+    which opens with :func:`verdicts`."""
     import numpy as np
 
-
     config, nets = summary["config"], summary["nets"]
-    depths = config["depths"]
-    fig, axes = subplots(1, len(depths), figsize=(3.4 * len(depths), 3.2), squeeze=False, sharey=True)
-    for ax, depth in zip(axes[0], depths, strict=True):
+    depths, limit = config["depths"], chance_loss(summary)
+    columns = min(2, len(depths))  # (panels two a row: each legible at the page's width)
+    panel_rows = -(-len(depths) // columns)
+    fig, axes = subplots(panel_rows, columns, figsize=(FIGURE_WIDTH, 3.0 * panel_rows + 0.4), squeeze=False,
+                         sharey=True)
+    panels = list(axes.flat)
+    for ax in panels[len(depths):]:
+        ax.axis("off")
+    for ax, depth in zip(panels, depths, strict=False):
         for net, color in ((n, "C0" if n["kind"] == "plain" else "C1") for n in nets if n["depth"] == depth):
             curves = np.array(net["curves"])
             epochs = np.arange(1, curves.shape[1] + 1)
@@ -131,24 +200,26 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         ax.set(title=f"{depth} layers", xlabel="epoch", yscale="log")
         whole_numbers(ax.xaxis)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
-    axes[0][0].set_ylabel("training loss (mean over seeds)")
-    fig.suptitle(f"Plain vs highway networks on {config['data']}", y=1.0)
+        ax.legend()
+    for row in axes:
+        row[0].set_ylabel("training loss")
+    fig.suptitle(f"Plain vs highway networks on {config['data']} (mean over seeds)")
     save_figure(fig, out / "depth.png", dpi=120)
 
-    rows = [[n["depth"], n["kind"], f"{n['parameters']:,}", f"{n['lr']:g}",
-             format_mean_std(n["train_loss"], len(n["curves"]), 4),
+    rows = [[n["depth"], n["kind"], f"{n['parameters']:,}", f"{n['lr']:g}", _loss_summary(n, limit),
              format_mean_std(n["test_acc"], len(n["curves"]), 2)] for n in nets]
-    search = [[n["depth"], n["kind"], *(f"{v:.4f}" for v in n["search"].values())] for n in nets]
+    search = [[n["depth"], n["kind"], *(loss_cell(v, limit) for v in n["search"].values())] for n in nets]
+    rule = diverged_rule(limit, f"the loss of guessing the {summary.get('classes', 10)} classes alike")
     report = out / "report.md"
     write_text(report, "\n".join([
         f"# Plain vs highway networks at {', '.join(map(str, depths))} layers ({config['data']})", "",
+        *findings(verdicts(summary)),
         f"Total time {summary['seconds']:.0f} s. Highway layers {config['highway_width']} wide, plain layers "
         f"{config['plain_width']} wide; SGD with momentum 0.9, batch {config['batch_size']}, {config['epochs']} "
         f"epochs, seeds {config['seeds']}; He initialisation; highway gate bias {config['gate_bias']}. The learning "
         f"rate of each net is the one of {config['lrs']} whose first-seed run ends with the lowest training loss.",
         "", "![training loss vs epoch](depth.png)", "",
         markdown_table(["layers", "net", "parameters", "lr", "final training loss", "test accuracy (%)"], rows), "",
-        "Learning-rate search: final training loss of the first seed at each rate (nan: diverged).", "",
+        f"Learning-rate search: final training loss of the first seed at each rate ({rule}).", "",
         markdown_table(["layers", "net", *(f"lr {lr:g}" for lr in config["lrs"])], search), ""]))
     return report

@@ -11,12 +11,13 @@ from typing import Any
 import torch
 
 from ..analysis import gate_modules, lesion, record_gates
-from ..report import markdown_table, save_figure, subplots, whole_numbers
+from ..report import FIGURE_WIDTH, findings, markdown_table, save_figure, subplots, whole_numbers
 from ..training import files
 from ..training.run_dir import write_text
 from . import mlp
 
-__all__ = ["analyze_gates", "lesion_layers", "write_gates_report", "write_lesion_report"]
+__all__ = ["analyze_gates", "gates_verdicts", "lesion_layers", "lesion_verdicts", "write_gates_report",
+           "write_lesion_report"]
 
 
 def _load_highway(run_dir: str | Path, data_dir: str | Path | None, download: bool):
@@ -92,32 +93,61 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     return result
 
 
+def gates_verdicts(result: dict[str, Any]) -> list[str]:
+    """What the gates' analysis found, in sentences (the report's first lines, and the docs' page's)."""
+    per_layer = result["mean_activity_per_layer"]
+    closed = 100 * result["closed_fraction"]
+    busiest = max(range(len(per_layer)), key=per_layer.__getitem__)
+    return [f"{closed:.1f}% of the gate outputs on the test set are below 0.1: "
+            + ("most units of most layers carry their input through" if closed > 50 else
+               "most units transform their input"),
+            f"the mean gate output per layer ranges from {min(per_layer):.3f} to {max(per_layer):.3f}, highest at "
+            f"highway layer {busiest} of {len(per_layer)}",
+            f"the gates depend on the input: T's standard deviation over the test examples, averaged over the "
+            f"units, is {result['input_dependence']:.3f}"]
+
+
+def lesion_verdicts(result: dict[str, Any]) -> list[str]:
+    """What lesioning found, in sentences (the report's first lines, and the docs' page's)."""
+    lesioned, baseline = result["lesioned"], result["baseline"]
+    worst = min(range(len(lesioned)), key=lesioned.__getitem__)
+    return [f"{result['harmless']} of {len(lesioned)} highway layers can each be lesioned alone at a cost of at most "
+            f"one point of test accuracy (intact: {100 * baseline:.2f}%)",
+            f"lesioning layer {worst} costs the most: {100 * (baseline - lesioned[worst]):.1f} points, to "
+            f"{100 * lesioned[worst]:.2f}%"]
+
+
 def write_gates_report(out: Path, result: dict[str, Any]) -> Path:
     """The highway paper's Fig. 2 for one net: gate biases, mean gate activity, and single examples' gates."""
     import numpy as np
 
     panels = [("transform gate bias", np.array(result["bias"]), "RdBu_r"),
-              ("mean transform gate output\n(test set)", np.array(result["mean_activity"]), "viridis")]
-    panels += [(f"gate outputs, one example\n(label {e['label']})", np.array(e["gates"]), "viridis")
+              ("mean gate output\n(test set)", np.array(result["mean_activity"]), "viridis")]
+    panels += [(f"one example's gates\n(label {e['label']})", np.array(e["gates"]), "viridis")
                for e in result["examples"]]
-    fig, axes = subplots(1, len(panels) + 1, figsize=(2.6 * (len(panels) + 1), 4.2))
-    for ax, (title, values, cmap) in zip(axes, panels, strict=False):
+    columns = 3  # (panels three a row: each legible at the page's width)
+    panel_rows = -(-(len(panels) + 1) // columns)
+    fig, axes = subplots(panel_rows, columns, figsize=(FIGURE_WIDTH, 3.6 * panel_rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[len(panels) + 1:]:
+        ax.axis("off")
+    for ax, (title, values, cmap) in zip(flat, panels, strict=False):
         image = ax.imshow(values, aspect="auto", cmap=cmap, interpolation="nearest",
                           vmin=None if cmap == "RdBu_r" else 0, vmax=None if cmap == "RdBu_r" else 1)
         ax.set(title=title, xlabel="unit", ylabel="highway layer")
-        ax.title.set_fontsize(9)
         whole_numbers(ax.yaxis)
-        fig.colorbar(image, ax=ax, fraction=0.05)
+        fig.colorbar(image, ax=ax, fraction=0.08)
     per_layer = result["mean_activity_per_layer"]
-    axes[-1].plot(per_layer, range(len(per_layer)), "o-", ms=3)
-    axes[-1].invert_yaxis()
-    axes[-1].set(title="mean gate output\nper layer", xlabel="mean T", ylabel="highway layer")
-    axes[-1].title.set_fontsize(9)
-    whole_numbers(axes[-1].yaxis)
+    last = flat[len(panels)]
+    last.plot(per_layer, range(len(per_layer)), "o-", ms=3)
+    last.invert_yaxis()
+    last.set(title="mean gate output\nper layer", xlabel="mean T", ylabel="highway layer")
+    whole_numbers(last.yaxis)
     save_figure(fig, out / "gates.png", dpi=110)
     report = out / "report.md"
     write_text(report, "\n".join([
         f"# What the gates of a {result['depth']}-layer highway network learned ({result['data']})", "",
+        *findings(gates_verdicts(result)),
         f"Run: `{result['run_dir']}`; test accuracy {100 * result['test_acc']:.2f}%.", "",
         "![gates](gates.png)", "",
         markdown_table(["measure", "value"], [
@@ -140,11 +170,12 @@ def write_lesion_report(out: Path, result: dict[str, Any]) -> Path:
            title=f"{result['depth']}-layer highway net, {result['data']}")
     whole_numbers(ax.xaxis)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend()
     save_figure(fig, out / "lesion.png", dpi=120)
     report = out / "report.md"
     write_text(report, "\n".join([
         f"# Lesioning a {result['depth']}-layer highway network ({result['data']})", "",
+        *findings(lesion_verdicts(result)),
         f"Run: `{result['run_dir']}`. Intact test accuracy {100 * result['baseline']:.2f}%; "
         f"{result['harmless']} of {len(lesioned)} layers can be lesioned alone at a cost of at most one point.", "",
         "![lesion](lesion.png)", "",

@@ -19,14 +19,24 @@ from typing import Any, cast
 
 from ..config import RHNDepthConfig
 from ..data.corpora import load_corpus
-from ..report import compare, markdown_table, save_figure, subplots
+from ..report import (
+    FIGURE_WIDTH,
+    compare,
+    findings,
+    loss_cell,
+    markdown_table,
+    save_figure,
+    seeds_cell,
+    subplots,
+    with_rule,
+)
 from ..training.cuda_graph import use_cuda_graphs
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, format_mean_std, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, run_once, start_sweep, write_text
 from . import lm
 from .tuning import tune_family
 
-__all__ = ["RHNDepthConfig", "run"]
+__all__ = ["RHNDepthConfig", "run", "verdicts", "write_report"]
 
 
 
@@ -101,13 +111,36 @@ def _metric(level: str) -> tuple[str, str]:
     return ("bpc", "bits per character") if level == "char" else ("ppl", "perplexity")
 
 
+def verdicts(summary: dict[str, Any]) -> list[str]:
+    """What the sweep found, a sentence per corpus (the report's first lines, and the docs' results
+    page's): the best recurrence depth and whether it beats the LSTM of the same parameters and time;
+    with ``tune``, which family leads under equal tuning, against the seeds' spread."""
+    lines = []
+    for entry, result in summary["corpora"].items():
+        key = _metric(result["level"])[0]
+        if "tuning" in result:
+            (a, a_tuned), (b, b_tuned) = list(result["tuning"].items())[:2]
+            lines.append(f"{entry}: under equal tuning, in test {key}, "
+                         + compare(a.upper(), a_tuned["test"], b.upper(), b_tuned["test"]))
+            continue
+        best = min(result["rhn"], key=lambda r: r["test"][key])
+        line = f"{entry}: the best RHN has recurrence depth {best['depth']} (test {key} {best['test'][key]:.3f})"
+        if "lstm" in result:
+            lstm = result["lstm"]
+            line += (f"; it {'beats' if best['test'][key] < lstm['test'][key] else 'does not beat'} the LSTM of "
+                     f"equal parameters trained for the same time ({lstm['train_seconds']:.0f} s, test {key} "
+                     f"{lstm['test'][key]:.3f})")
+        lines.append(line)
+    return lines
+
+
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth.png`` (test metric against recurrence depth, LSTM as a line) and ``report.md``; for a
     sweep run with ``tune``, ``tuning.png`` (each family's trials) and the equal-tuning tables."""
     corpora = summary["corpora"]
     if any("tuning" in result for result in corpora.values()):
         return _write_tuning_report(out, summary)
-    fig, axes = subplots(1, len(corpora), figsize=(5 * len(corpora), 3.6), squeeze=False)
+    fig, axes = subplots(1, len(corpora), figsize=(min(FIGURE_WIDTH, 5 * len(corpora)), 3.6), squeeze=False)
     sections = []
     for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
         key, label = _metric(result["level"])
@@ -120,20 +153,15 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         ax.set(xlabel="recurrence depth", ylabel=f"{label} (lower is better)", xticks=depths,
                title=f"{entry}, {summary['config']['budget']:,} parameters")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend()
         table = markdown_table(
             ["model", "depth", "hidden", "parameters", "epochs", f"valid {key}", f"test {key}", "train time (s)"],
             [[r["model"].upper(), r["depth"] or "-", r["hidden"], f"{r['parameters']:,}", r["epochs"],
-              r["final"][f"val_{key}"], r["test"][key], f"{r['train_seconds']:.0f}"]
+              loss_cell(r["final"][f"val_{key}"], digits=3), loss_cell(r["test"][key], digits=3),
+              f"{r['train_seconds']:.0f}"]
              for r in rows + ([result["lstm"]] if "lstm" in result else [])])
         best = min(rows, key=lambda r: r["test"][key])
-        text = [f"## {entry}", "", table, ""]
-        if "lstm" in result:
-            lstm = result["lstm"]
-            verdict = "beats" if best["test"][key] < lstm["test"][key] else "does not beat"
-            text += [f"The best RHN (depth {best['depth']}, test {key} {best['test'][key]:.3f}) {verdict} the LSTM "
-                     f"of equal parameters trained for the same time ({lstm['train_seconds']} s, "
-                     f"test {key} {lstm['test'][key]:.3f}).", ""]
+        text = [f"## {entry}", "", with_rule(table), ""]
         text += [f"Sample from the depth-{best['depth']} RHN (temperature 0.8):", "", "```",
                  best["sample"].strip(), "```", ""]
         sections.append("\n".join(text))
@@ -141,6 +169,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     report = out / "report.md"
     write_text(report, "\n".join([
         "# RHN: recurrence depth at a fixed parameter budget", "",
+        *findings(verdicts(summary)),
         f"Total time {summary['seconds']:.0f} s. Each RHN's state size is chosen so that the whole model "
         f"(embedding tied to the decoder) has about {summary['config']['budget']:,} parameters; every RHN "
         "trains for the same number of steps; the LSTM trains for as long as the best RHN did. Dropout "
@@ -153,7 +182,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
 def _tuning_rows(tuned: dict[str, Any]) -> list[list[Any]]:
     shape = "depth" if "depth" in tuned["trials"][0] else "layers"
     return [["**best**" if i == tuned["best"] else i + 1, f"{t['lr']:.2g}", f"{t['dropout']:.2f}",
-             f"{shape} {t[shape]}", t["hidden"], f"{t['parameters']:,}", f"{t['best_val']:.4f}",
+             f"{shape} {t[shape]}", t["hidden"], f"{t['parameters']:,}", loss_cell(t["best_val"]),
              f"{t['train_seconds']:.0f}"]
             for i, t in enumerate(tuned["trials"])]
 
@@ -162,7 +191,7 @@ def _write_tuning_report(out: Path, summary: dict[str, Any]) -> Path:
     """RHN against LSTM under equal tuning: each family's trials (validation), and the best's test."""
 
     corpora = summary["corpora"]
-    fig, axes = subplots(1, len(corpora), figsize=(4.5 * len(corpora), 3.6), squeeze=False)
+    fig, axes = subplots(1, len(corpora), figsize=(min(FIGURE_WIDTH, 4.5 * len(corpora)), 3.6), squeeze=False)
     sections = []
     for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
         key, label = _metric(result["level"])
@@ -174,25 +203,23 @@ def _write_tuning_report(out: Path, summary: dict[str, Any]) -> Path:
         ax.set(xticks=range(len(tuning)), xticklabels=[f.upper() for f in tuning], ylabel="validation loss (nats)",
                title=f"{entry}: {len(next(iter(tuning.values()))['trials'])} trials each")
         ax.grid(alpha=0.3)
-        best = {f: t["test"] for f, t in tuning.items()}
         table = markdown_table(["family (best of its trials)", "settings", f"test {key}, mean ± std over seeds",
                                 "seeds"],
                                [[f.upper(), ", ".join(f"{k} {v}" for k, v in t["best_settings"].items()
                                                       if k in ("lr", "dropout", "depth", "layers", "hidden")),
-                                 format_mean_std(t["test"], len(t["test"]["values"]), 3), len(t["test"]["values"])]
+                                 seeds_cell(t["test"], t["test"]["values"], 3), len(t["test"]["values"])]
                                 for f, t in tuning.items()])
-        (a, a_stat), (b, b_stat) = list(best.items())[:2]
-        verdict = compare(a.upper(), a_stat, b.upper(), b_stat)
-        sections.append("\n".join([f"## {entry}", "", table, "", f"Under equal tuning: {verdict}.", "",
-                                    *[f"### {f.upper()} trials\n\n" + markdown_table(
+        sections.append("\n".join([f"## {entry}", "", with_rule(table), "",
+                                    *[f"### {f.upper()} trials\n\n" + with_rule(markdown_table(
                                         ["trial", "lr", "dropout", "shape", "hidden", "parameters",
-                                         "best validation loss", "train time (s)"], _tuning_rows(t)) + "\n"
+                                         "best validation loss", "train time (s)"], _tuning_rows(t))) + "\n"
                                       for f, t in tuning.items()]]))
     save_figure(fig, out / "tuning.png", dpi=120)
     config = summary["config"]
     report = out / "report.md"
     write_text(report, "\n".join([
         "# RHN against LSTM under equal tuning", "",
+        *findings(verdicts(summary)),
         f"Total time {summary['seconds']:.0f} s. Each family (RHN, LSTM) gets {config['tune']} random-search trials "
         f"at about {config['budget']:,} parameters (Melis, Dyer & Blunsom, 2018): a learning rate, one dropout rate "
         "and its shape (the RHN's recurrence depth, the LSTM's layers), the state size following from the budget; "

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ..models.sentence import ENCODER_DESCRIPTIONS, STACKED_ENCODERS
-from ..report import markdown_table, save_figure, subplots
+from ..report import compare, findings, markdown_table, save_figure, subplots
 from ..training.run_dir import count, format_mean_std, write_text
 
-__all__ = ["KIM_CNN_RAND", "plot_depth", "write_report"]
+__all__ = ["KIM_CNN_RAND", "plot_depth", "verdicts", "write_report"]
 
 #: Kim (2014)'s CNN-rand test accuracy (%) on each of the five sets, as published.
 KIM_CNN_RAND = {"mr": 76.1, "sst1": 45.0, "sst2": 82.7, "subj": 89.6, "trec": 91.2}
@@ -30,15 +30,38 @@ def plot_depth(series: dict[str, list[dict[str, Any]]], task: str, path: Path) -
     ax.set(xlabel="layers in the stack", ylabel="test accuracy (%)", title=f"{task}: accuracy vs depth",
            xticks=sorted({r["layers"] for points in series.values() for r in points}))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend()
     save_figure(fig, path, dpi=120)
+
+
+def verdicts(summary: dict[str, Any]) -> list[str]:
+    """What the sweep found, a sentence per task (the report's first lines, and the docs' results page's):
+    its best encoder against Kim's published CNN-rand, and at the deepest stack both kinds of stack
+    against each other, against the spread over seeds (or folds)."""
+    lines = []
+    for task in dict.fromkeys(row["task"] for row in summary["table"]):
+        rows = [r for r in summary["table"] if r["task"] == task]
+        best = max(rows, key=lambda r: r["mean"])
+        layers = f", {count(best['layers'], 'layer')}" if best["encoder"] in STACKED_ENCODERS else ""
+        line = f"{task}: the best encoder, {best['encoder']}{layers}, reaches {format_mean_std(best, best['runs'])}%"
+        if task in KIM_CNN_RAND:
+            line += f" test accuracy (Kim's CNN-rand, published: {KIM_CNN_RAND[task]:.1f}%)"
+        stacks = {e: {r["layers"]: r for r in rows if r["encoder"] == e} for e in STACKED_ENCODERS}
+        shared = set.intersection(*(set(by_layers) for by_layers in stacks.values()))
+        deepest = max(shared, default=None)
+        if deepest is not None and deepest > 1:
+            (a, b) = STACKED_ENCODERS[:2]
+            line += f"; at {deepest} layers, " + compare(a, stacks[a][deepest], b, stacks[b][deepest], 1,
+                                                        higher_is_better=True)
+        lines.append(line)
+    return lines
 
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth-<task>.png`` (test accuracy against stack depth, BiLSTM vs HBiLSTM, error bars) and ``report.md``."""
     table = summary["table"]
     encoders = dict.fromkeys(row["encoder"] for row in table)
-    lines = ["# Sentence classification", "",
+    lines = ["# Sentence classification", "", *findings(verdicts(summary)),
              "Encoders: " + "; ".join(f"`{e}`, {ENCODER_DESCRIPTIONS[e]}" for e in encoders) + ".", "",
              f"{count(len(summary['runs']), 'run')}, {sum(r['seconds'] for r in summary['runs']):.0f} s of "
              "training summed over them (runs of a sweep may have run side by side). Test accuracy (%), mean ± std "

@@ -30,7 +30,17 @@ import torch
 
 from ..config import LMConfig, TransformerDepthConfig
 from ..data.corpora import Corpus, load_corpus
-from ..report import compare, markdown_table, save_figure, subplots, whole_numbers
+from ..report import (
+    FIGURE_WIDTH,
+    compare,
+    diverged_rule,
+    findings,
+    loss_cell,
+    markdown_table,
+    save_figure,
+    subplots,
+    whole_numbers,
+)
 from ..training import read_metrics
 from ..training.progress import SweepProgress
 from ..training.run_dir import finish_sweep, finite_or_inf, format_mean_std, mean_std, run_once, start_sweep, write_text
@@ -160,9 +170,9 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
 
     config, rows = summary["config"], summary["rows"]
     depths, per_epoch = config["depths"], summary["steps_per_epoch"] or 1
-    columns = min(3, len(depths))  # (panels in rows of three: each readable on a page)
+    columns = min(2, len(depths))  # (panels two a row: each legible at the page's width)
     rows_of_panels = -(-len(depths) // columns)
-    fig, axes = subplots(rows_of_panels, columns, figsize=(4.2 * columns, 3.4 * rows_of_panels), squeeze=False,
+    fig, axes = subplots(rows_of_panels, columns, figsize=(FIGURE_WIDTH, 3.2 * rows_of_panels), squeeze=False,
                          sharey=True)
     panels = list(axes.flat)
     for ax in panels[len(depths):]:
@@ -180,7 +190,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         ax.set(title=f"{depth} blocks", xlabel="step")
         whole_numbers(ax.xaxis)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize="small")
     for row in axes:
         row[0].set_ylabel("validation loss (nats/char)")
     fig.suptitle("Causal Transformers on Tiny Shakespeare (characters), by residual connection", y=1.0)
@@ -189,7 +199,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     gated = [r for r in rows if r["depth"] == max(depths) and r.get("gates")]
     figures = ["![validation loss against steps](depth.png)", ""]
     if gated:
-        fig, axes = subplots(1, 2, figsize=(8, 3.2), squeeze=False)
+        fig, axes = subplots(1, 2, figsize=(FIGURE_WIDTH, 3.2), squeeze=False)
         for ax, part in zip(axes[0], ("attention", "mlp"), strict=True):
             for row in gated:
                 ax.plot(range(1, len(row["gates"][part]) + 1), row["gates"][part], "o-", ms=3,
@@ -197,7 +207,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
             ax.set(title=f"{part} connections, {max(depths)} blocks", xlabel="block", ylabel="mean gate")
             whole_numbers(ax.xaxis)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize="small")
         save_figure(fig, out / "gates.png")
         figures += ["The mean gate of each block (highway: T, GTrXL: z, ReZero: α), first validation window, "
                     "best weights, mean over seeds:", "", "![mean gate per block](gates.png)", ""]
@@ -208,11 +218,12 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
           format_mean_std(r["val_loss"], seeds - r["diverged"], 3), f"{r['diverged']} of {seeds}",
           f"{r['train_seconds']['mean']:.0f}"] for r in rows])
     search = markdown_table(["blocks", "variant", *(f"lr {lr:g}" for lr in config["lrs"])],
-                            [[r["depth"], r["variant"], *(f"{v:.3f}" for v in r["search"].values())] for r in rows])
+                            [[r["depth"], r["variant"], *(loss_cell(v, digits=3) for v in r["search"].values())]
+                             for r in rows])
     base, train = config["base"], config["base"]["train"]
     report = out / "report.md"
     write_text(report, "\n".join([
-        "# Residual, highway, GTrXL and ReZero connections in deep Transformers", "",
+        "# Residual, highway, GTrXL and ReZero connections in deep Transformers", "", *findings(verdicts(summary)),
         f"Total time {summary['seconds']:.0f} s. Character-level causal Transformers on {base['corpus']}: width "
         f"{base['hidden']}, {base['heads']} heads, context {base['bptt']}, batch {base['batch_size']}, "
         f"{train['epochs'] * per_epoch} steps of {train['optimizer']} ({train['schedule']} rate, gradient norm "
@@ -222,6 +233,6 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"one of {config['lrs']} whose first seed ends with the lowest validation loss. A variant failed to train "
         f"where a seed diverged or ended no better than the characters' frequencies "
         f"({summary['unigram_nats']:.2f} nats, the dotted line).", "", *figures, table, "",
-        "Learning-rate search: final validation loss of the first seed at each rate (nan: diverged).", "", search,
-        "", "What it measured:", "", *(f"- {line}." for line in verdicts(summary)), ""]))
+        f"Learning-rate search: final validation loss of the first seed at each rate ({diverged_rule()}).", "",
+        search, ""]))
     return report

@@ -13,6 +13,14 @@ writing: about the same for every run). The time left is the sum, over the runs 
   it (every run's, where its family has not run yet): on the line through their costs and epochs'
   seconds once they span a factor of two, else in proportion to the cost.
 
+That sum is in the machine's time as it was at the start; it is then scaled by the *recent pace*: how
+long the latest runs took against what their family's runs said of each before it ran (their seconds
+summed over those estimates', the last :data:`RECENT_RUNS`; not against their shape's mean, which would
+take a slower machine for a costlier shape). Each run's time is kept divided by the pace it ran at, so
+that the estimates stay in the start's time. A machine that becomes busy (other work on its cores) shows
+in the time left after a run or two, and one that becomes free again as soon: without the pace, a sweep
+that slowed threefold near its end said "34 s left" with three minutes to go.
+
 There is an estimate once two runs have been timed. Finished runs skipped on a resume take no time
 and are not counted.
 """
@@ -22,7 +30,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Hashable, Sequence
 
-__all__ = ["SweepProgress"]
+__all__ = ["RECENT_RUNS", "SweepProgress"]
+
+#: How many of the latest timed runs set the recent pace (few: a change of the machine's load shows soon;
+#: more than one: one run's noise does not swing the estimate).
+RECENT_RUNS = 3
 
 #: A planned run: ``(shape, cost)`` or ``(shape, cost, family)``.
 PlannedRun = tuple[Hashable, float] | tuple[Hashable, float, Hashable]
@@ -50,31 +62,45 @@ class SweepProgress:
         self.by_shape: dict[Hashable, list[float]] = {}
         self.by_family: dict[Hashable, list[tuple[float, float]]] = {}  # (cost, epochs' seconds) of its runs
         self.fixed: list[float] = []  # each timed run's seconds outside its epochs
+        self.paced: list[tuple[float, float]] = []  # of each run estimated: (its seconds, the estimate before it)
 
     def finished(self, seconds: float | None, epochs_seconds: float | None = None) -> None:
         """The next planned run is done: trained in ``seconds`` (of which ``epochs_seconds`` in its
         epochs; default: all of it), or None where it was skipped (done before)."""
         if self.done < self.total and seconds is not None:
             shape, cost, family = self.plan[self.done]
+            if len(self.fixed) >= 2:  # (what its family's runs said of it before it ran, against what it took)
+                self.paced.append((seconds, self._estimate(shape, cost, family, of_shape=False)))
+            pace = self.pace()  # (its time as the start's pace would have taken it)
+            seconds, epochs_seconds = seconds / pace, None if epochs_seconds is None else epochs_seconds / pace
             scaled = seconds if epochs_seconds is None else min(seconds, epochs_seconds)
             self.by_shape.setdefault(shape, []).append(seconds)
             self.by_family.setdefault(family, []).append((cost, scaled))
             self.fixed.append(seconds - scaled)
         self.done += 1
 
-    def _estimate(self, shape: Hashable, cost: float, family: Hashable) -> float:
-        if shape in self.by_shape:
+    def _estimate(self, shape: Hashable, cost: float, family: Hashable, of_shape: bool = True) -> float:
+        if of_shape and shape in self.by_shape:
             return statistics.fmean(self.by_shape[shape])
         runs = self.by_family.get(family) or [run for family_runs in self.by_family.values() for run in family_runs]
         # (the first run timed also pays for what warms up once, the thread pool and the caches: its
         # fixed part is left out)
         return statistics.median(self.fixed[1:]) + _epochs_seconds(runs, cost)
 
+    def pace(self) -> float:
+        """The recent pace: the latest :data:`RECENT_RUNS` runs' seconds over what their families' runs said of
+        each before it ran (1, the start's pace, until that many runs were estimated)."""
+        recent = self.paced[-RECENT_RUNS:]
+        estimated = sum(e for _, e in recent)
+        # (fewer runs than that: one run's noise would set it)
+        return sum(s for s, _ in recent) / estimated if len(recent) == RECENT_RUNS and estimated > 0 else 1.0
+
     def seconds_left(self) -> float | None:
-        """The estimate of the time the runs still to go take; None before two runs were timed."""
+        """The estimate of the time the runs still to go take, at the recent pace; None before two runs
+        were timed."""
         if len(self.fixed) < 2:
             return None
-        return sum(self._estimate(*run) for run in self.plan[self.done:])
+        return self.pace() * sum(self._estimate(*run) for run in self.plan[self.done:])
 
     def line(self) -> str:
         """``run 5 of 24 (4 done, 20 to go; about 3 min left)``."""

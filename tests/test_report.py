@@ -1,0 +1,189 @@
+"""What every report says first, how it shows a diverged run, its footer and its figures' text, on the
+results the docs store (docs/results/*.json), written by each recipe's own report code."""
+
+import copy
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from highwaynet import report
+from highwaynet.recipes import char_lm, depth, gates, rhn_depth, sentences_report, transformer_depth
+from highwaynet.training import files
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+# Each recipe's report writer and its verdicts (what docs/_ext/results.py draws the results pages with).
+RECIPES = {"depth": (depth.write_report, depth.verdicts),
+           "gates": (gates.write_gates_report, gates.gates_verdicts),
+           "lesion": (gates.write_lesion_report, gates.lesion_verdicts),
+           "rhn-depth": (rhn_depth.write_report, rhn_depth.verdicts),
+           "char-lm": (char_lm.write_report, char_lm.verdicts),
+           "sentences": (sentences_report.write_report, sentences_report.verdicts),
+           "transformer-depth": (transformer_depth.write_report, transformer_depth.verdicts)}
+STORED = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))}
+BY_RECIPE = {name: record for name, record in STORED.items() if record.get("recipe") in RECIPES}
+
+
+def test_every_recipe_has_a_stored_result_to_check():
+    assert {record["recipe"] for record in BY_RECIPE.values()} == set(RECIPES)
+
+
+@pytest.mark.parametrize("name", sorted(BY_RECIPE))
+def test_every_report_opens_with_its_verdicts(name, tmp_path):
+    """Under its title, before anything else, the sentences its recipe's ``verdicts`` give: the same the
+    docs' results page prints (one source)."""
+    record = BY_RECIPE[name]
+    write, verdicts = RECIPES[record["recipe"]]
+    write(tmp_path, record["result"])
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    found = verdicts(record["result"])
+    assert found, "a stored result whose recipe finds nothing to say"
+    assert lines[0].startswith("# ") and lines[1:4] == ["", "**What it found:**", ""]
+    assert lines[4:4 + len(found)] == report.bullets(found)
+    assert all(re.match(r"- [A-Z0-9].*\.$", line) for line in lines[4:4 + len(found)])
+
+
+def test_the_depth_verdicts_compare_the_two_kinds_at_each_depth():
+    summary = STORED["depth-mnist5k"]["result"]
+    lines = depth.verdicts(summary)
+    deepest = max(summary["config"]["depths"])
+    highway = next(n for n in summary["nets"] if n["kind"] == "highway" and n["depth"] == deepest)
+    assert lines[-1].startswith(f"{deepest} layers: in final training loss, highway beats plain by ")
+    assert f"test accuracy highway {highway['test_acc']['mean']:.1f} ± {highway['test_acc']['std']:.1f}%" in lines[-1]
+    assert len(lines) == 2 + len(summary["config"]["depths"])  # each kind's trend, then a line per depth
+
+
+def test_a_diverged_loss_shows_as_diverged_with_the_rule_stated(tmp_path):
+    """A loss above that of guessing the classes alike, or not a number, is no result: every table of the
+    depth report says *diverged*, and states the rule."""
+    summary = copy.deepcopy(STORED["depth-mnist5k"]["result"])
+    net = next(n for n in summary["nets"] if n["kind"] == "highway" and n["depth"] == 100)
+    net["search"] = {"0.01": 1.16, "0.03": 0.27, "0.1": 237.2}
+    net["curves"][1][-1] = math.nan  # a seed that diverged in its last epoch
+    depth.write_report(tmp_path, summary)
+    text = (tmp_path / "report.md").read_text()
+    assert "| 100 | highway | 1.1600 | 0.2700 | diverged |" in text and "237.2" not in text
+    assert "| 100 | highway | 544,660 | 0.03 | diverged (1 of 3 seeds) |" in text
+    assert f"above {math.log(10):.2f}, the loss of guessing the 10 classes alike" in text
+    assert "100 layers: highway diverged (1 of 3 seeds)" in text  # (no mean to compare: the verdict says so)
+
+
+@pytest.mark.parametrize("value, limit, cell", [(0.2684, math.inf, "0.2684"), (237.2, math.log(10), "diverged"),
+                                                (math.nan, math.inf, "diverged"), (math.inf, math.inf, "diverged"),
+                                                (2.2, math.log(10), "2.2000")])
+def test_loss_cell(value, limit, cell):
+    assert report.loss_cell(value, limit) == cell
+
+
+def test_the_footer_is_readable_text(tmp_path):
+    record = STORED["lesion-mnist5k"]
+    out = tmp_path / "lesion"
+    out.mkdir()
+    files.claim(out, "analysis", "the lesion study")
+    gates.write_lesion_report(out, record["result"])
+    page = report.write_html(out).read_text()
+    footer = re.search(r"<p><small>(.*?)</small></p></body>", page)[1]
+    import torch
+
+    import highwaynet
+
+    assert footer.startswith(f"Page rendered with highwaynet {highwaynet.__version__}, torch {torch.__version__}, ")
+    assert "Python " in footer and "{" not in footer and "&quot;" not in footer
+
+
+def test_environment_text_says_each_part_in_words():
+    env = {"highwaynet": "0.4.0", "torch": "2.13.0+cpu", "numpy": "2.4.6", "python": "3.11.7",
+           "platform": "Linux-x86_64", "cpu": "AMD EPYC", "cpu_threads": 2, "cuda": None}
+    assert report.environment_text(env) == ("highwaynet 0.4.0, torch 2.13.0+cpu, NumPy 2.4.6, Python 3.11.7 on "
+                                            "AMD EPYC (2 threads), no GPU; Linux-x86_64")
+    assert report.environment_text({"highwaynet": "0.1.0"}) == "highwaynet 0.1.0"
+    assert report.environment_text({**env, "cuda": "NVIDIA H100", "cpu_threads": 1}).split(";")[0].endswith(
+        "AMD EPYC (1 thread), GPU: NVIDIA H100")
+
+
+def _smallest_text_shown(fig, dpi: int) -> float:
+    """The smallest text of ``fig`` in pixels as the docs' column shows the figure."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()  # (tick labels exist once drawn)
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text() and t.get_visible()]
+    return min(sizes) * report.shown_points(fig, dpi)
+
+
+@pytest.mark.parametrize("name", sorted(BY_RECIPE))
+def test_every_figure_is_legible_at_the_page_s_width(name, tmp_path, monkeypatch):
+    """Shown in the docs' column (about 736 pixels wide), no text of a report's figure is smaller than
+    ``report.SMALLEST_TEXT`` pixels (before, the depth figure's legends showed about 6 pixels high)."""
+    smallest, save = {}, files.save_figure
+
+    def measuring(fig, path, dpi=120):
+        smallest[Path(path).name] = _smallest_text_shown(fig, dpi)
+        save(fig, path, dpi)
+
+    monkeypatch.setattr(files, "save_figure", measuring)
+    record = BY_RECIPE[name]
+    RECIPES[record["recipe"]][0](tmp_path, record["result"])
+    assert smallest or record["recipe"] == "sentences", "no figure drawn"  # (a sweep of one depth draws none)
+    for figure, pixels in smallest.items():
+        assert pixels >= report.SMALLEST_TEXT - 1e-6, (figure, pixels)
+
+
+def test_legible_raises_small_text_of_a_wide_figure():
+    fig, ax = report.subplots(figsize=(16, 3))
+    ax.plot([1, 2], label="a line")
+    ax.legend(fontsize=6)
+    ax.set_title("title", fontsize=8)
+    assert _smallest_text_shown(fig, 120) < 4
+    report.legible(fig, 120)
+    assert _smallest_text_shown(fig, 120) == pytest.approx(report.SMALLEST_TEXT)
+
+
+def test_the_docs_name_the_version_of_every_stored_result(monkeypatch):
+    """Every stored result carries the version that produced it; the results pages and the README's table
+    print it."""
+    monkeypatch.syspath_prepend(str(RESULTS.parent / "_ext"))
+    import results
+
+    try:
+        for name, record in STORED.items():
+            assert re.fullmatch(r"\d+\.\d+\.\d+\S*", results.version_of(record)), name
+        for path in results.results():
+            name = path.parent.name
+            assert re.search(rf"Made by:? highwaynet {re.escape(results.version_of(STORED[name]))}[,;]",
+                             path.read_text()), name
+        summary = results.readme_summary().splitlines()
+        assert summary[0] == "| experiment | what it measured | version | page |"
+        assert all(re.search(r"\| \d+\.\d+\.\d+(, \d+\.\d+\.\d+)* \| \[", row) for row in summary[2:])
+        with pytest.raises(ValueError, match="without the version that produced it"):
+            results.version_of({"about": "a record assembled by hand, no version"})
+    finally:
+        sys.modules.pop("results", None)
+
+
+def test_the_performance_page_gives_each_table_a_heading_full_headers_and_a_reading(monkeypatch):
+    """Each benchmark table sits under a heading of its own (its machine and precision), its ratio column
+    names in full the row it divides by (0.3's said '× forward:'), and a sentence under it says what
+    its numbers show."""
+    monkeypatch.syspath_prepend(str(RESULTS.parent / "_ext"))
+    import results
+
+    try:
+        blocks = results.performance().read_text().split("\n### ")[1:]
+    finally:
+        sys.modules.pop("results", None)
+    stored = [p for p in (RESULTS.parents[1] / "benchmarks").glob("*.json") if "ms" in json.loads(p.read_text())]
+    assert len(blocks) == len(stored)
+    for block in blocks:
+        lines = block.splitlines()
+        table = [line for line in lines if line.startswith("|")]
+        assert table and sum(line.startswith("| row |") for line in table) == 1, block[:200]  # one table a heading
+        rows = [line.split(" | ")[0].removeprefix("| ") for line in table[2:]]
+        for header in table[0].strip("| ").split(" | "):
+            if header.startswith("× "):
+                assert header.removeprefix("× ") in rows, (header, rows)
+        after = lines[lines.index(table[-1]) + 1:]
+        reading = next(line for line in after if line)
+        assert not reading.startswith("From ") and reading.endswith(".") and re.search(r"\d\.\d\d", reading), reading
