@@ -30,8 +30,8 @@ _WHERE = {
 __all__ = [
     "RHN", "BranchGate", "CharCNNHighway", "CharVocab", "Gate", "GatedResidual", "GatedResidualNetwork", "Highway",
     "HighwayConv1d", "HighwayConv2d", "HighwayLSTM", "HighwayLSTMBlock", "Projection", "RHNCell", "TransformGate",
-    "ZeroPad", "analysis", "elmo", "explain", "functional", "gate_modules", "highway_combine", "kernels", "lesion", "nn",
-    "record_gates",
+    "ZeroPad", "analysis", "elmo", "explain", "functional", "gate_modules", "highway_combine", "kernels", "lesion",
+    "nn", "record_gates",
 ]  # (a list as written, which type checkers read: the names of _WHERE, as a test checks)
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ imports on first use
