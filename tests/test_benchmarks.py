@@ -46,6 +46,10 @@ SCRIPTS = [
      {"labml as written", "floor", "ours", "ours, torch.compile"}),
     ("rhn_cpu_parts.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
      {"window", "forward", "forward: products", "backward", "backward: walk products"}),
+    ("elmo.py", ["--projection", "8", "--cells", "16", "--filters", "tiny", "--batch", "2", "--tokens", "5",
+                 "--repeats", "1", "--whole"],
+     {"floor (products alone)", "ours", "ours, PyTorch operations", "AllenNLP per-step", "biLM: ours",
+      "biLM: AllenNLP per-step LSTMs"}),
     ("import_time.py", ["--repeats", "1"], {"import torch", "import highwaynet", "highwaynet --help"}),
     ("optimizer_step.py", ["--vocab", "50", "--repeats", "1"],
      {f"{model}: {what}, {impl}" for model in ("sentences", "depth", "lm") for what in ("update", "training step")
