@@ -27,12 +27,13 @@ layers): ours, and ours with AllenNLP's per-step LSTM in place of each ``Project
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 from pathlib import Path
 from unittest import mock
 
 import torch
-from common import measure_rows, report
+from common import report, timed_calls
 
 from highwaynet.elmo import ELMO_FILTERS, ELMoBiLM, ProjectedLSTM
 from highwaynet.kernels import lstmp
@@ -95,6 +96,19 @@ def with_per_step_lstms(run):
     return mock.patch.object(ProjectedLSTM, "forward", per_step)(run)
 
 
+def interleaved(rows, device: torch.device, repeats: int) -> dict[str, float]:
+    """Each row's median seconds a call over ``repeats`` rounds, every round timing each row once in turn
+    after one untimed call of each (a call here is seconds: common.measure_rows' warm-up calls per
+    block would double the run)."""
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    for fn in rows.values():
+        fn()
+    for _ in range(repeats):
+        for name, fn in rows.items():
+            times[name] += timed_calls(fn, device, 1)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--projection", type=int, default=512)
@@ -142,7 +156,7 @@ def main() -> None:
             whole_ours, whole_theirs = rows["biLM: ours"](), rows["biLM: AllenNLP per-step LSTMs"]()
             for a, b in zip(whole_ours[0], whole_theirs[0], strict=True):
                 assert torch.allclose(a, b, rtol=0, atol=1e-4), (a - b).abs().max()
-        times = measure_rows(rows, device, args.repeats, block=1)
+        times = interleaved(rows, device, args.repeats)
     per_step = times["AllenNLP per-step"]
     lstm_rows = [name for name in times if not name.startswith("biLM")]
     speedup = {name: per_step / times[name] if name in lstm_rows

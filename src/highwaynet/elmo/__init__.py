@@ -7,7 +7,7 @@ into highwaynet's layers, computing what the original computes.
 - :data:`MODELS` and :func:`download_model`: the published models by name;
 - :func:`embed_file`: a file of sentences to an HDF5 file of vectors (``highwaynet elmo embed``).
 
-Reading the weight files needs h5py: ``pip install 'highwaynet[elmo]'``.
+Reading the weight files needs h5py, the ``elmo`` extra (``pip install h5py``).
 """
 
 from .bilm import ELMO_FILTERS, ELMoBiLM, ProjectedLSTM

@@ -283,7 +283,7 @@ class ELMoBiLM(nn.Module):
             FileNotFoundError: a file is missing.
             ValueError: a file is not what it should be: the options' key, the missing dataset, or the
                 dataset whose shape disagrees with the options, named.
-            ImportError: h5py is not installed (``pip install 'highwaynet[elmo]'``).
+            ImportError: h5py, the ``elmo`` extra, is not installed (``pip install h5py``).
         """
         opts = read_options(options)
         arrays = read_weights(weights, opts)
@@ -307,7 +307,7 @@ class ELMoBiLM(nn.Module):
         try:
             import h5py
         except ImportError:
-            raise ImportError("writing ELMo weights needs h5py: pip install 'highwaynet[elmo]'") from None
+            raise ImportError("writing ELMo weights needs h5py, highwaynet's elmo extra: pip install h5py") from None
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         opts = read_options(self.options())

@@ -208,7 +208,7 @@ def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray
     checked against the shape the options give it.
 
     Raises:
-        ImportError: h5py is not installed (``pip install 'highwaynet[elmo]'``).
+        ImportError: h5py, the ``elmo`` extra, is not installed (``pip install h5py``).
         FileNotFoundError: there is no such file.
         ValueError: it is not an HDF5 file, a dataset is missing (named, with what to check), or a
             dataset's shape is not the one the options give (both shapes named, and the options that set it).
@@ -216,7 +216,7 @@ def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray
     try:
         import h5py
     except ImportError:
-        raise ImportError("reading ELMo weights needs h5py: pip install 'highwaynet[elmo]' (or pip install h5py)") \
+        raise ImportError("reading ELMo weights needs h5py, highwaynet's elmo extra: pip install h5py") \
             from None
     path = Path(weights)
     if not path.is_file():
