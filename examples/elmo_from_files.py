@@ -35,15 +35,14 @@ def main() -> None:
     parser.add_argument("--weights", help="a real weights.hdf5")
     args = parser.parse_args()
     torch.manual_seed(0)
-    folder = Path(tempfile.mkdtemp())
-    if args.options and args.weights:
-        options, weights = Path(args.options), Path(args.weights)
-    else:  # a small biLM in the published layout: 2 layers of 64 cells projected to 16, two highway layers
-        small = ELMoBiLM(16, 64, 2, filters=((1, 8), (2, 8), (3, 16)), num_highway=2, char_dim=8)
-        options, weights = small.save_files(folder)
-    print(f"options: {options.read_text().strip()[:120]}...")
-
-    bilm = ELMoBiLM.from_files(options, weights)
+    with tempfile.TemporaryDirectory() as folder:
+        if args.options and args.weights:
+            options, weights = Path(args.options), Path(args.weights)
+        else:  # a small biLM in the published layout: 2 layers of 64 cells projected to 16, two highway layers
+            small = ELMoBiLM(16, 64, 2, filters=((1, 8), (2, 8), (3, 16)), num_highway=2, char_dim=8)
+            options, weights = small.save_files(folder)
+        print(f"options: {' '.join(options.read_text().split())[:100]}...")
+        bilm = ELMoBiLM.from_files(options, weights)
     print(f"loaded a biLM of {sum(p.numel() for p in bilm.parameters()):,} parameters, frozen: "
           f"{not any(p.requires_grad for p in bilm.parameters())}")
 
