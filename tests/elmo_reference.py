@@ -14,7 +14,7 @@ import numpy as np
 FILTERS = [[1, 4], [2, 6], [3, 6]]  # 16 filters
 
 
-def options(*, skip: bool = True, layers: int = 2, projection: int = 6, cells: int = 10, highway: int = 2,
+def options(*, skip: bool = True, layers: int = 2, projection: int = 6, cells: int = 20, highway: int = 2,
             activation: str = "relu", filters=FILTERS, cell_clip: float | None = 0.5,
             proj_clip: float | None = 0.3, char_dim: int = 4) -> dict:
     lstm = {"use_skip_connections": skip, "projection_dim": projection, "dim": cells, "n_layers": layers}
