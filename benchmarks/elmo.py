@@ -96,12 +96,12 @@ def with_per_step_lstms(run):
     return mock.patch.object(ProjectedLSTM, "forward", per_step)(run)
 
 
-def interleaved(rows, device: torch.device, repeats: int) -> dict[str, float]:
+def interleaved(rows, device: torch.device, repeats: int, warmup: bool) -> dict[str, float]:
     """Each row's median seconds a call over ``repeats`` rounds, every round timing each row once in turn
-    after one untimed call of each (a call here is seconds: common.measure_rows' warm-up calls per
-    block would double the run)."""
+    (after one untimed call of each with ``warmup``: at the full shape a call is many seconds, its
+    one-time costs small, and common.measure_rows' warm-up calls per block would double the run)."""
     times: dict[str, list[float]] = {name: [] for name in rows}
-    for fn in rows.values():
+    for fn in rows.values() if warmup else ():
         fn()
     for _ in range(repeats):
         for name, fn in rows.items():
@@ -120,6 +120,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--whole", action="store_true", help="also time the whole biLM forward")
+    parser.add_argument("--no-warmup", action="store_true", help="no untimed round first (the rows were checked "
+                                                                 "against each other before: their first calls)")
     parser.add_argument("--json", default="benchmarks/elmo_cpu.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -156,13 +158,13 @@ def main() -> None:
             whole_ours, whole_theirs = rows["biLM: ours"](), rows["biLM: AllenNLP per-step LSTMs"]()
             for a, b in zip(whole_ours[0], whole_theirs[0], strict=True):
                 assert torch.allclose(a, b, rtol=0, atol=1e-4), (a - b).abs().max()
-        times = interleaved(rows, device, args.repeats)
+        times = interleaved(rows, device, args.repeats, not args.no_warmup)
     per_step = times["AllenNLP per-step"]
     lstm_rows = [name for name in times if not name.startswith("biLM")]
     speedup = {name: per_step / times[name] if name in lstm_rows
                else times["biLM: AllenNLP per-step LSTMs"] / times[name] for name in times}
     settings = {"parameters": parameters, "batch": args.batch, "tokens": args.tokens, "projection": args.projection,
-                "cells": args.cells, "threads": args.threads, "repeats": args.repeats,
+                "cells": args.cells, "threads": args.threads, "repeats": args.repeats, "warmup": not args.no_warmup,
                 "unit": "one direction of one LSTM layer (the biLM runs four)"}
     report(f"ELMo's biLM LSTM, forward ({parameters / 1e6:.1f} M parameters, batch {args.batch} x {args.tokens} "
            f"tokens)", times, "floor (products alone)", device, args.json, settings,

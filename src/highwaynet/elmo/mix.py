@@ -55,8 +55,8 @@ class ScalarMix(nn.Module):
     Example::
 
         >>> mix = ScalarMix(3)
-        >>> mix([torch.ones(2, 4, 8), torch.zeros(2, 4, 8), torch.zeros(2, 4, 8)])[0, 0, 0].item()
-        0.3333333432674866
+        >>> round(mix([torch.ones(2, 4, 8), torch.zeros(2, 4, 8), torch.zeros(2, 4, 8)])[0, 0, 0].item(), 4)
+        0.3333
     """
 
     def __init__(self, num_layers: int, *, layer_norm: bool = False, trainable: bool = True,
