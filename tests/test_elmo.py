@@ -231,11 +231,13 @@ def test_cached_words_skip_the_character_encoder_and_give_the_same_vectors(tmp_p
     options_file, weights_file, _ = write_model(tmp_path, options())
     bilm = ELMoBiLM.from_files(options_file, weights_file, stateful=False)
     ids = batch_to_ids([["the", "cat", "the", "dog"], ["the", "cat"]])
-    plain = bilm(ids)[0]
-    bilm.cache_words(["the", "cat", "<S>", "</S>"])
     seen = []
     encode = bilm.token_encoder.forward
     monkeypatch.setattr(bilm.token_encoder, "forward", lambda rows: seen.append(rows.shape[0]) or encode(rows))
+    plain = bilm(ids)[0]
+    assert seen == [5]  # <S>, the, cat, dog, </S>: each distinct token once, of 10
+    bilm.cache_words(["the", "cat", "<S>", "</S>"])
+    seen.clear()
     cached = bilm(ids)[0]
     assert seen == [1]  # "dog" alone went through the encoder (repeats and cached words did not)
     for a, b in zip(cached, plain, strict=True):

@@ -1,6 +1,8 @@
 """``highwaynet elmo embed``: the output file's layout and values, running again, resuming, bad input,
 and two processes under torchrun writing one file."""
 
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from highwaynet.cli import main
 from highwaynet.elmo import ELMoBiLM, batch_to_ids
 from highwaynet.elmo.mix import remove_sentence_boundaries
 
+WORKER = Path(__file__).with_name("elmo_embed_worker.py")
 LINES = ["The cat sat on the mat .", "A dog .", "Colorless green ideas sleep furiously", "x",
          "M K V L A A G I", "one two"]
 
@@ -102,13 +105,18 @@ def test_model_and_files_are_asked_for_plainly(model, tmp_path, capsys):
     assert "elmo-2x4096_512_2048cnn_2xhighway/options.json not found" in capsys.readouterr().err
 
 
-def test_two_processes_under_torchrun_write_one_file_that_one_process_writes(model, tmp_path):
+def test_two_processes_under_torchrun_write_one_file_that_one_process_writes(model, tmp_path, monkeypatch):
     source = tmp_path / "sentences.txt"
     source.write_text("\n".join(LINES * 2) + "\n")  # 12 lines: 3 batches of 4, rank 0 takes two
+    monkeypatch.setenv("ELMO_PIECES_LOG", str(tmp_path / "pieces.log"))
     for processes in (1, 2):
-        launch(["-m", "highwaynet", "elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]),
+        (tmp_path / "pieces.log").unlink(missing_ok=True)
+        launch([str(WORKER), "elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]),
                 "--input", str(source), "--out", str(tmp_path / f"out{processes}.hdf5"), "--batch-size", "4",
                 "--device", "cpu", "--no-progress"], processes)
+    # each batch embedded once, batch k by rank k mod 2
+    assert sorted((tmp_path / "pieces.log").read_text().splitlines()) == [
+        "0 batch-00000000.h5", "0 batch-00000002.h5", "1 batch-00000001.h5"]
     with h5py.File(tmp_path / "out1.hdf5", "r") as one, h5py.File(tmp_path / "out2.hdf5", "r") as two:
         assert sorted(one) == sorted(two) and len(one) == 12
         for name in one:
