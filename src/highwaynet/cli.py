@@ -365,8 +365,8 @@ def _add_elmo(commands: Any) -> None:
                "--out vectors.hdf5 --layers top")
     model = embed.add_argument_group("model (--options and --weights, or --model)")
     # (dest: args.options is the train and reproduce commands' settings)
-    model.add_argument("--options", dest="options_file", help="the biLM's options.json")
-    model.add_argument("--weights", dest="weights_file", help="the biLM's weights.hdf5")
+    model.add_argument("--options", dest="options_file", metavar="OPTIONS", help="the biLM's options.json")
+    model.add_argument("--weights", dest="weights_file", metavar="WEIGHTS", help="the biLM's weights.hdf5")
     model.add_argument("--model", help="a published model by name: small, medium, original, original-5.5b, seqvec "
                                        "(looked for in --data-dir, or fetched with --download)")
     model.add_argument("--data-dir", help="where --model's files are (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet)")
