@@ -166,7 +166,8 @@ def main() -> None:
     settings = {"parameters": parameters, "batch": args.batch, "tokens": args.tokens, "projection": args.projection,
                 "cells": args.cells, "threads": args.threads, "repeats": args.repeats, "warmup": not args.no_warmup,
                 "unit": "one direction of one LSTM layer (the biLM runs four)"}
-    report(f"ELMo's biLM LSTM, forward ({parameters / 1e6:.1f} M parameters, batch {args.batch} x {args.tokens} "
+    what = "LSTM and whole biLM" if args.whole else "LSTM"
+    report(f"ELMo's biLM {what}, forward ({parameters / 1e6:.1f} M parameters, batch {args.batch} x {args.tokens} "
            f"tokens)", times, "floor (products alone)", device, args.json, settings,
            {"speed-up": speedup})
 
