@@ -40,7 +40,8 @@ class DataFile:
         name: the file's name (relative path) inside a data folder.
         url: where it can be downloaded from (None when there is no direct public file).
         sha256: the sha256 of its contents (of the decompressed bytes for ``.gz`` files, so that a
-            file recompressed by a distribution still matches).
+            file recompressed by a distribution still matches); empty where the publisher gives
+            none (the file is then used unchecked).
     """
 
     name: str
@@ -134,7 +135,8 @@ def _download(url: str, sha256: str, target: Path) -> None:
                 for block in iter(lambda: response.read(1 << 16), b""):
                     out.write(block)
                     bar.update(len(block))
-        check_sha256(partial, sha256, url)
+        if sha256:
+            check_sha256(partial, sha256, url)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
