@@ -40,8 +40,11 @@ ELMO_FILTERS: tuple[tuple[int, int], ...] = ((1, 32), (2, 32), (3, 64), (4, 128)
 
 
 def _check_mask(mask: Tensor, where: str) -> Tensor:
-    """Each row's length, where ``mask`` (B, T) is True on a prefix of each row (else ValueError)."""
+    """Each row's length, where ``mask`` (B, T) is True on a prefix of each row (else ValueError; not
+    checked while compiling, where reading a tensor's values would break the graph)."""
     lengths = mask.sum(1)
+    if torch.compiler.is_compiling():
+        return lengths
     positions = torch.arange(mask.shape[1], device=mask.device)
     if not torch.equal(mask, positions < lengths[:, None]):
         raise ValueError(f"{where}: each sentence's tokens must come first in its row and padding after them; a row "
@@ -162,7 +165,7 @@ class ProjectedLSTM(nn.Module):
         bias[2 * self.cell_size:3 * self.cell_size] += self.forget_bias
         gates = torch.addmm(bias, x.transpose(0, 1).reshape(steps * batch, -1), self.weight_ih.t())
         gates = gates.view(steps, batch, -1)
-        if lengths is not None and bool((lengths == steps).all()):
+        if lengths is not None and not torch.compiler.is_compiling() and bool((lengths == steps).all()):
             lengths = None  # (every row full: the paths that run every row every step may take it)
         path = note(self, choose_path(gates, self.weight_hh, self.weight_proj, h0, c0, lengths)).path
         out, h, c = lstmp_recurrence(gates, self.weight_hh, self.weight_proj, h0, c0, lengths,
@@ -408,7 +411,7 @@ class ELMoBiLM(nn.Module):
         if ids.device != self.state_h.device:
             raise ValueError(f"ELMoBiLM: ids are on {ids.device} but the model on {self.state_h.device}; move one "
                              f"to the other")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= NUM_IDS):
+        if ids.numel() and not torch.compiler.is_compiling() and (int(ids.min()) < 0 or int(ids.max()) >= NUM_IDS):
             raise ValueError(f"ELMoBiLM: character ids must lie in 0..{NUM_IDS - 1} (UTF-8 bytes and ELMo's markers, "
                              f"shifted by one); got {int(ids.min())}..{int(ids.max())}: make them with batch_to_ids")
         ids = ids.long()
