@@ -1,7 +1,9 @@
 """ELMo's biLM from bilm-tf's files, against an independent float64 NumPy reference of the TensorFlow
 computation (tests/elmo_reference.py), on small files the tests write with h5py in the published layout."""
 
+import hashlib
 import json
+import warnings
 
 import h5py
 import numpy as np
@@ -9,7 +11,7 @@ import pytest
 import torch
 from elmo_reference import TensorFlowReference, char_ids, options, write_model
 
-from highwaynet.data.download import DataNotFoundError
+from highwaynet.data.download import DataNotFoundError, UncheckedDownloadWarning
 from highwaynet.elmo import MODELS, ELMo, ELMoBiLM, ProjectedLSTM, ScalarMix, batch_to_ids, download_model
 from highwaynet.elmo import files as elmo_files
 from highwaynet.kernels import explain
@@ -378,23 +380,59 @@ def test_a_saved_biLM_loads_back_the_same(tmp_path):
                                                  strict=True))
 
 
-def test_published_models_are_found_in_a_folder_or_downloaded_without_a_network(tmp_path, monkeypatch):
-    assert set(MODELS) == {"small", "medium", "original", "original-5.5b", "seqvec"}
-    assert MODELS["original"].weights.url.endswith("2x4096_512_2048cnn_2xhighway/"
-                                                    "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
+@pytest.fixture
+def tiny_published(tmp_path, monkeypatch):
+    """A published model "tiny" whose files are file:// URLs (no network), without a sha256 as the
+    published ELMo and SeqVec files are; the files' sha256s."""
     options_file, weights_file, _ = write_model(tmp_path / "publisher", options())
     published = elmo_files.PublishedModel(
         elmo_files.DataFile("tiny/options.json", options_file.as_uri(), ""),
         elmo_files.DataFile("tiny/weights.hdf5", weights_file.as_uri(), ""), "a tiny model")
     monkeypatch.setitem(MODELS, "tiny", published)
+    return tuple(hashlib.sha256(f.read_bytes()).hexdigest() for f in (options_file, weights_file))
+
+
+def test_published_models_are_found_in_a_folder_or_downloaded_without_a_network(tmp_path, tiny_published):
+    assert set(MODELS) - {"tiny"} == {"small", "medium", "original", "original-5.5b", "seqvec"}
+    assert MODELS["original"].weights.url.endswith("2x4096_512_2048cnn_2xhighway/"
+                                                    "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
+    assert all(not m.options.sha256 and not m.weights.sha256 for m in MODELS.values())  # (none published)
     with pytest.raises(DataNotFoundError, match="tiny/options.json not found.*download=True"):
         download_model("tiny", tmp_path / "data")
-    got = download_model("tiny", tmp_path / "data", download=True)
+    with pytest.warns(UncheckedDownloadWarning) as unchecked:
+        got = download_model("tiny", tmp_path / "data", download=True)
     assert got == (tmp_path / "data" / "tiny" / "options.json", tmp_path / "data" / "tiny" / "weights.hdf5")
-    assert download_model("tiny", tmp_path / "data") == got  # found the second time
+    # each file named with the sha256 it was found to have, and how to pin it
+    assert [str(w.message).split(" was downloaded")[0] for w in unchecked] == [str(p) for p in got]
+    for warning, digest in zip(unchecked, tiny_published, strict=True):
+        assert f"Its sha256 is {digest};" in str(warning.message)
+        assert "sha256=(OPTIONS, WEIGHTS)" in str(warning.message)
+        assert "--sha256 OPTIONS WEIGHTS" in str(warning.message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert download_model("tiny", tmp_path / "data") == got  # found the second time, quietly
     ELMoBiLM.from_files(*got)
     with pytest.raises(ValueError, match="unknown ELMo model 'large'"):
         download_model("large")
+
+
+def test_a_pinned_sha256_checks_the_published_files(tmp_path, tiny_published):
+    """``sha256=`` (``--sha256``): a download checked, quietly; a file that does not match, downloaded
+    (then deleted) or found on disk, refused, naming both hashes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = download_model("tiny", tmp_path / "data", download=True, sha256=tuple(h.upper() for h in tiny_published))
+    assert all(p.is_file() for p in got)
+    wrong = ("0" * 64, tiny_published[1])
+    with pytest.raises(OSError, match=f"options.json does not match its sha256 \\(expected {'0' * 64}, got "
+                                      f"{tiny_published[0]}\\)"):
+        download_model("tiny", tmp_path / "data", sha256=wrong)
+    with pytest.raises(OSError, match="does not match its sha256"):
+        download_model("tiny", tmp_path / "fresh", download=True, sha256=wrong)
+    assert not any(p.is_file() for p in (tmp_path / "fresh").rglob("*"))  # (nothing half-written left)
+    for bad in ("0" * 64, ("0" * 64,), ("0" * 63, "0" * 64), ("g" * 64, "0" * 64)):
+        with pytest.raises(ValueError, match="sha256 must be two sha256s"):
+            download_model("tiny", tmp_path / "data", sha256=bad)
 
 
 @pytest.mark.parametrize("name, millions", [("small", 13.6), ("medium", 28.0), ("original", 93.6)])

@@ -1,6 +1,8 @@
 """``highwaynet elmo embed``: the output file's layout and values, running again, resuming, bad input,
 and two processes under torchrun writing one file."""
 
+import hashlib
+import warnings
 from pathlib import Path
 
 import h5py
@@ -11,7 +13,9 @@ from elmo_reference import options, write_model
 from test_distributed import launch
 
 from highwaynet.cli import main
+from highwaynet.data.download import UncheckedDownloadWarning
 from highwaynet.elmo import ELMoBiLM, batch_to_ids
+from highwaynet.elmo import files as elmo_files
 from highwaynet.elmo.mix import remove_sentence_boundaries
 
 WORKER = Path(__file__).with_name("elmo_embed_worker.py")
@@ -103,6 +107,35 @@ def test_model_and_files_are_asked_for_plainly(model, tmp_path, capsys):
     assert main(["elmo", "embed", "--model", "original", "--data-dir", str(tmp_path), "--input", str(source),
                  "--out", str(tmp_path / "o.hdf5")]) == 2
     assert "elmo-2x4096_512_2048cnn_2xhighway/options.json not found" in capsys.readouterr().err
+
+
+def test_a_published_model_downloads_unchecked_saying_so_or_pinned_with_sha256(model, tmp_path, capsys, monkeypatch):
+    """``--model NAME --download``: the publishers give no sha256, so each file comes with a warning that
+    gives its own; ``--sha256 OPTIONS WEIGHTS`` checks them (a wrong one refused, nothing left of it)."""
+    monkeypatch.setitem(elmo_files.MODELS, "tiny", elmo_files.PublishedModel(
+        elmo_files.DataFile("tiny/options.json", model[0].as_uri(), ""),
+        elmo_files.DataFile("tiny/weights.hdf5", model[1].as_uri(), ""), "a tiny model"))
+    digests = [hashlib.sha256(path.read_bytes()).hexdigest() for path in model]
+    source = tmp_path / "s.txt"
+    source.write_text("a b\n")
+
+    def run(data, *extra):
+        return main(["elmo", "embed", "--model", "tiny", "--data-dir", str(tmp_path / data), "--download", "--input",
+                     str(source), "--out", str(tmp_path / data / "o.hdf5"), "--device", "cpu", "--no-progress", *extra])
+
+    assert run("pinned", "--sha256", digests[0], "0" * 64) == 2
+    assert f"weights.hdf5.part does not match its sha256 (expected {'0' * 64}, got {digests[1]})" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "pinned" / "tiny" / "weights.hdf5").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedDownloadWarning)
+        assert run("pinned", "--sha256", *digests) == 0
+    with pytest.warns(UncheckedDownloadWarning) as unchecked:
+        assert run("unchecked") == 0
+    assert [f"Its sha256 is {d};" in str(w.message) for w, d in zip(unchecked, digests, strict=True)] == [True, True]
+    assert main(["elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]), "--sha256", *digests,
+                 "--input", str(source), "--out", str(tmp_path / "o.hdf5")]) == 2
+    assert "--sha256 checks --model's files" in capsys.readouterr().err
 
 
 def test_two_processes_under_torchrun_write_one_file_that_one_process_writes(model, tmp_path, monkeypatch):

@@ -370,7 +370,12 @@ def _add_elmo(commands: Any) -> None:
     model.add_argument("--model", help="a published model by name: small, medium, original, original-5.5b, seqvec "
                                        "(looked for in --data-dir, or fetched with --download)")
     model.add_argument("--data-dir", help="where --model's files are (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet)")
-    model.add_argument("--download", action="store_true", help="download --model's files from their publisher")
+    model.add_argument("--download", action="store_true",
+                       help="download --model's files from their publisher (unchecked, with a warning that gives "
+                            "each file's sha256: the publishers give none)")
+    model.add_argument("--sha256", nargs=2, metavar=("OPTIONS", "WEIGHTS"),
+                       help="check --model's two files against these sha256s (the options file's, then the weight "
+                            "file's), found or downloaded")
     embed.add_argument("--input", required=True, help="the sentences, one a line (UTF-8)")
     embed.add_argument("--out", required=True, help="the HDF5 file to write")
     embed.add_argument("--layers", choices=("all", "top", "average"), default="all",
@@ -391,7 +396,9 @@ def _elmo_embed(args: argparse.Namespace) -> None:
     if args.model is not None:
         if args.options_file or args.weights_file:
             raise ValueError("pass --model, or --options and --weights, not both")
-        options, weights = download_model(args.model, args.data_dir, download=args.download)
+        options, weights = download_model(args.model, args.data_dir, download=args.download, sha256=args.sha256)
+    elif args.sha256:
+        raise ValueError("--sha256 checks --model's files; for --options and --weights, check them with sha256sum")
     elif not (args.options_file and args.weights_file):
         raise ValueError("pass --options and --weights (a biLM's options.json and weights.hdf5), or --model NAME")
     else:

@@ -25,8 +25,9 @@ dataset                                                       shape
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -246,7 +247,7 @@ def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray
 
 @dataclass(frozen=True)
 class PublishedModel:
-    """A published biLM: its options and weight files (URLs; the publishers give no sha256) and what it is."""
+    """A published biLM: its options and weight files (URLs, and a sha256 where one is known) and what it is."""
 
     options: DataFile
     weights: DataFile
@@ -264,8 +265,11 @@ def _elmo(folder: str, stem: str, about: str) -> PublishedModel:
 
 
 #: The published models by name, with their files' public URLs (AllenNLP's ELMo page and bio_embeddings'
-#: SeqVec). The publishers give no sha256 for these files, so a download is not checked against one:
-#: the loader's checks of every dataset's name and shape are what catch a wrong or damaged file.
+#: SeqVec). The publishers give no sha256 for these files (nor does bilm-tf, AllenNLP or SeqVec's
+#: repository), so a download is not checked against one: an
+#: :class:`~highwaynet.data.download.UncheckedDownloadWarning` names each file and gives the sha256 it
+#: was found to have, which :func:`download_model`'s ``sha256`` (``--sha256`` on ``highwaynet elmo
+#: embed``) pins; the loader's checks of every dataset's name and shape catch a wrong or damaged file.
 MODELS: dict[str, PublishedModel] = {
     "small": _elmo("2x1024_128_2048cnn_1xhighway", "elmo_2x1024_128_2048cnn_1xhighway",
                    "ELMo small: 2 layers of 1,024 cells projected to 128, one highway layer (13.6 M parameters)"),
@@ -282,20 +286,37 @@ MODELS: dict[str, PublishedModel] = {
 }
 
 
-def download_model(name: str, data_dir: str | Path | None = None, *, download: bool = False) -> tuple[Path, Path]:
+def download_model(name: str, data_dir: str | Path | None = None, *, download: bool = False,
+                   sha256: tuple[str, str] | None = None) -> tuple[Path, Path]:
     """The options and weight files of a published model (:data:`MODELS`), found in ``data_dir`` (or
     ``$HIGHWAYNET_DATA``, ``~/.cache/highwaynet``) under ``elmo-<folder>/`` or ``seqvec/``, or with
     ``download=True`` fetched there from the publisher.
 
+    Args:
+        sha256: the sha256 of the options file and of the weight file, to check them against (found on
+            disk or downloaded); None: the publisher's, where it gives one. The publishers give none
+            (see :data:`MODELS`): a download is then unchecked, and a warning gives the sha256 it was
+            found to have, to pin here.
+
     Raises:
-        ValueError: no model of that name.
+        ValueError: no model of that name, or ``sha256`` not two sha256s.
         DataNotFoundError: a file is missing and ``download`` is false, or the download failed.
+        OSError: a file does not match its sha256 (a download that does not is deleted).
     """
     if name not in MODELS:
         raise ValueError(f"unknown ELMo model {name!r}; the published ones are: {', '.join(MODELS)}")
     model = MODELS[name]
+    files = [model.options, model.weights]
+    if sha256 is not None:
+        if isinstance(sha256, str) or not isinstance(sha256, (tuple, list)) or len(sha256) != 2 or not all(
+                isinstance(h, str) and re.fullmatch(r"[0-9a-fA-F]{64}", h) for h in sha256):
+            raise ValueError(f"download_model: sha256 must be two sha256s (64 hexadecimal digits each), the options "
+                             f"file's and the weight file's, got {sha256!r}")
+        files = [replace(file, sha256=digest.lower()) for file, digest in zip(files, sha256, strict=True)]
     folders = [Path(data_dir) if data_dir is not None else None, default_data_dir()]
     hint = f"download {model.options.url} and {model.weights.url} into a folder and pass --options and --weights"
-    options = locate(model.options, folders, download=download, hint=hint)
-    weights = locate(model.weights, folders, download=download, hint=hint)
+    pin = (f"pass both files' sha256 as download_model({name!r}, ..., sha256=(OPTIONS, WEIGHTS)), or "
+           f"highwaynet elmo embed --model {name} --sha256 OPTIONS WEIGHTS")
+    options = locate(files[0], folders, download=download, hint=hint, pin=pin)
+    weights = locate(files[1], folders, download=download, hint=hint, pin=pin)
     return options, weights
