@@ -14,7 +14,8 @@
 #   bench-persistent
 #                  the persistent recurrence kernel's first timings (docs/notes/persistent-kernel.md): the
 #                  RHN at the PTB shape against cuDNN's LSTM and the one-kernel path, and ELMo's LSTM
-#                  window, bfloat16 then TF32, each with two other tiles (its tests: tests-kernels)
+#                  (benchmarks/elmo.py: the per-step algorithm, cuDNN's projected LSTM; the whole biLM in
+#                  bfloat16), bfloat16 then TF32, each with two other tiles (its tests: tests-kernels)
 #   bench          the three bench parts; all (the default): tests and bench
 #   tests-all      the whole suite but for the docs toolchain, the browser and the wheel build, on the
 #                  GPU (the default device), side by side (pytest-xdist where installed); writes
@@ -81,7 +82,7 @@ if [[ $what == bench-persistent ]]; then
   # most wanted first, so that a call cut short keeps the headline: the RHN against cuDNN in bfloat16
   tiles=(--tiles 32x32x64x4 32x16x128x8)
   timed benchmarks/rhn.py --device cuda --dtype bfloat16 --no-compile "${tiles[@]}" --json "$out/rhn_h100_bfloat16_persistent.json"
-  timed benchmarks/lstmp.py --device cuda --dtype bfloat16 "${tiles[@]}" --json "$out/lstmp_h100_bfloat16.json"
+  timed benchmarks/elmo.py --device cuda --dtype bfloat16 --whole --repeats 20 "${tiles[@]}" --json "$out/elmo_h100_bfloat16.json"
   timed benchmarks/rhn.py --device cuda --tf32 --no-compile "${tiles[@]}" --json "$out/rhn_h100_tf32_persistent.json"
-  timed benchmarks/lstmp.py --device cuda --tf32 "${tiles[@]}" --json "$out/lstmp_h100_tf32.json"
+  timed benchmarks/elmo.py --device cuda --tf32 --repeats 20 "${tiles[@]}" --json "$out/elmo_h100_tf32.json"
 fi

@@ -44,10 +44,12 @@ SCRIPTS = [
     ("rhn.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1",
                 "--dtype", "bfloat16"],
      {"labml as written", "floor", "ours", "ours, torch.compile"}),
-    ("lstmp.py", ["--steps", "3", "--batch", "2", "--input", "8", "--cells", "12", "--proj", "6", "--repeats", "1"],
-     {"per step (AllenNLP's algorithm)", "hoisted reference", "floor", "cuDNN LSTM, proj_size (no clips)"}),
     ("rhn_cpu_parts.py", ["--depth", "2", "--hidden", "8", "--steps", "3", "--batch", "2", "--repeats", "1"],
      {"window", "forward", "forward: products", "backward", "backward: walk products"}),
+    ("elmo.py", ["--projection", "8", "--cells", "16", "--filters", "tiny", "--batch", "2", "--tokens", "5",
+                 "--repeats", "1", "--whole"],
+     {"floor (products alone)", "ours", "ours, PyTorch operations", "AllenNLP per-step", "biLM: ours",
+      "biLM: AllenNLP per-step LSTMs"}),
     ("import_time.py", ["--repeats", "1"], {"import torch", "import highwaynet", "highwaynet --help"}),
     ("optimizer_step.py", ["--vocab", "50", "--repeats", "1"],
      {f"{model}: {what}, {impl}" for model in ("sentences", "depth", "lm") for what in ("update", "training step")
@@ -88,13 +90,15 @@ def test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter(tmp_p
 
 
 @interpreter_runs_micro_steps
-def test_lstmp_benchmark_times_the_persistent_kernel_under_the_interpreter(tmp_path):
-    """``lstmp.py``'s persistent-kernel rows (default tiles and others), checked against the per-step
-    algorithm before they are timed: on the CPU under Triton's interpreter, at a tiny shape."""
-    rows = run_script("lstmp.py", ["--device", "cpu", "--tf32", "--steps", "2", "--batch", "3", "--input", "8",
-                                   "--cells", "20", "--proj", "18", "--repeats", "1", "--tiles", "16x16x16x4"],
-                      tmp_path / "result.json", interpret=True)
-    assert {"persistent kernel", "persistent kernel, tiles 16x16x16x4", "hoisted reference"} <= set(rows), sorted(rows)
+def test_elmo_benchmark_times_the_persistent_kernel_under_the_interpreter(tmp_path):
+    """``elmo.py``'s persistent-kernel rows (default tiles and others, the path forced through ELMo's
+    layer), checked against AllenNLP's per-step algorithm before they are timed: on the CPU under
+    Triton's interpreter, at a tiny shape."""
+    rows = run_script("elmo.py", ["--device", "cpu", "--tf32", "--projection", "16", "--cells", "20", "--filters",
+                                  "tiny", "--batch", "3", "--tokens", "3", "--repeats", "1", "--no-warmup",
+                                  "--tiles", "16x16x16x4"], tmp_path / "result.json", interpret=True)
+    assert {"ours, persistent kernel", "ours, persistent kernel, tiles 16x16x16x4", "ours, PyTorch operations",
+            "AllenNLP per-step"} <= set(rows), sorted(rows)
 
 
 def test_rhn_benchmark_switches_reach_what_the_layer_reads(monkeypatch):

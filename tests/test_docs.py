@@ -13,7 +13,7 @@ import highwaynet
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each public module and the page that documents it (docs/api/NAME.md); names documented elsewhere.
-API_MODULES = ["nn", "functional", "analysis", "kernels", "models", "training", "data", "config", "report"]
+API_MODULES = ["nn", "functional", "analysis", "kernels", "elmo", "models", "training", "data", "config", "report"]
 DOCUMENTED_ELSEWHERE = {"highwaynet.training.TrainConfig": "highwaynet.config.TrainConfig"}
 
 

@@ -59,3 +59,13 @@ def test_your_own_block_trains_deep_behind_each_connection_and_its_gates_report(
     gates = [float(t) for t in re.search(r"mean T per block: ([\d. ]+)", out)[1].split()]
     assert len(gates) == 16 and all(0 < t < 1 for t in gates), out
     assert re.search(r"block \d+ \(its gate the most open\) shut: test accuracy [\d.]+%", out), out
+
+
+def test_elmo_from_files_loads_a_biLM_in_the_published_layout_and_embeds():
+    pytest.importorskip("h5py", reason="the elmo extra: pip install h5py")
+    out = run_example("elmo_from_files.py")
+    assert re.search(r"ids \(2, 9, 50\); 3 layers of \(2, 9, 32\); tokens per row \[9, 5\]", out), out
+    changed, reset = map(float, re.findall(r"changed by ([\d.]+)", out))
+    assert changed > 0 and reset == 0, out  # stateful, and reset_states() starts over
+    assert "per-residue vectors (20, 32), per-protein (32,)" in out, out
+    assert "trainable: ['mixes.0.weights', 'mixes.0.gamma', 'mixes.1.weights', 'mixes.1.gamma']" in out, out

@@ -22,7 +22,8 @@ def written_out(encoder: CharCNNHighway, chars: torch.Tensor) -> torch.Tensor:
         feats = []
         for (width, _), conv in zip(encoder.filters, encoder.convs, strict=True):
             kernel, bias = conv.weight.detach().double(), conv.bias.detach().double()  # (count, dim, width)
-            windows = range(max(1, length - width + 1))  # inside the word, or the first
+            windows = (range(max(1, length - width + 1)) if encoder.pool == "word"  # inside the word, or the first
+                       else range(len(word) - width + 1))  # "all": every window of the row
             values = []
             for start in windows:
                 e = torch.stack([table[int(word[start + i])] for i in range(width)], dim=1)  # (dim, width)
@@ -43,6 +44,22 @@ def test_the_encoder_is_its_maths():
     encoder = CharCNNHighway(len(vocab), filters=((1, 3), (2, 4), (4, 5)), num_highway=2, char_dim=6).double()
     chars = vocab.encode(["highway", "a", "gates", "xyz"])  # 'a' and 'xyz' shorter than the widest filter
     torch.testing.assert_close(encoder(chars), written_out(encoder, chars), rtol=1e-12, atol=1e-12)
+
+
+def test_pooling_over_every_window_is_elmos():
+    """pool="all" (ELMo's encoder): every window of the row, padding included, then the activation."""
+    torch.manual_seed(3)
+    vocab = CharVocab.from_words(["highway", "gates", "a"])
+    chars = vocab.encode(["highway", "a", "gates"], length=9)
+    encoder = CharCNNHighway(len(vocab), filters=((1, 3), (2, 4), (4, 5)), num_highway=1, char_dim=6,
+                             pool="all").double()
+    torch.testing.assert_close(encoder(chars), written_out(encoder, chars), rtol=1e-12, atol=1e-12)
+    by_word = CharCNNHighway(len(vocab), filters=((1, 3), (2, 4), (4, 5)), num_highway=1, char_dim=6).double()
+    by_word.load_state_dict(encoder.state_dict())
+    assert not torch.allclose(by_word(chars), encoder(chars))  # (padding reaches the "all" maxima)
+    assert "pool='all'" in repr(encoder)
+    with pytest.raises(ValueError, match="pool must be 'word' or 'all'"):
+        CharCNNHighway(10, pool="every")
 
 
 def test_gradients_check_in_float64():

@@ -8,6 +8,7 @@ run several programs at once, which only a GPU does: the grid barrier itself is 
 """
 
 import os
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,14 +23,17 @@ from conftest import (
     triton_kernels,
 )
 
+from highwaynet.elmo import ProjectedLSTM
 from highwaynet.kernels import explain, persistent
-from highwaynet.kernels.lstmp import LSTMPPath, choose_lstmp_path, lstmp_window, lstmp_window_reference
+from highwaynet.kernels.dispatch import Choice
+from highwaynet.kernels.lstmp import LSTMPPath, choose_path, lstmp_recurrence, lstmp_recurrence_reference
 from highwaynet.kernels.persistent import (
     MAX_BATCH,
     Budget,
     Tiles,
     device_budget,
     dtype_refusal,
+    lstmp_refusal,
     programs_for,
     size_refusal,
 )
@@ -38,6 +42,15 @@ from highwaynet.nn import RHN
 
 F64 = torch.float64
 TINY = Tiles(16, 16, 16)  # several tiles and contraction steps at the tests' small sizes
+
+
+@pytest.fixture
+def set_tf32():
+    """Sets ``torch.backends.cuda.matmul.allow_tf32`` for a test, restored after it (pytest's monkeypatch
+    cannot: from pytest 9 it restores an instance's own attribute, which the cuBLAS module has none of)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    yield lambda allow: setattr(torch.backends.cuda.matmul, "allow_tf32", allow)
+    torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def gpu(test):
@@ -126,54 +139,126 @@ def lstmp_inputs(steps, batch, cells, proj, dtype, device=DEVICE, seed=0):
             rand(4 * cells, proj, scale=2 * proj ** -0.5), rand(proj, cells, scale=4 * cells ** -0.5))
 
 
+def seam_args(inputs, forget_bias=1.0):
+    """:func:`lstmp_recurrence`'s first arguments from :func:`lstmp_inputs`' (``x_proj, h0, c0, w_h,
+    w_p``): ``gates`` is ``x_proj`` with the forget bias added to its ``f`` part, as the caller
+    (:class:`ProjectedLSTM`) folds it in, then the weights and the state."""
+    x_proj, h0, c0, w_h, w_p = inputs
+    cells = c0.shape[1]
+    gates = x_proj.clone()
+    gates[..., 2 * cells:3 * cells] += forget_bias
+    return gates, w_h, w_p, h0, c0
+
+
 # -- the CPU: the reference, the rules, the choice ------------------------------------------------
 
 def test_lstmp_reference_is_tensorflows_cell_with_its_clips():
-    """The functional reference against the cell written out in NumPy, both clips acting (the window
-    differs without them), and the forget bias added at run time."""
+    """The reference against the cell written out in NumPy, both clips acting (the window differs
+    without them); the forget bias is the caller's (gates without it are the cell with forget_bias
+    0); rows that end early (TensorFlow's ``sequence_length``) are each its own shorter window, zeros
+    after it; no projection is the identity projection, unclipped."""
     inputs = lstmp_inputs(4, 3, 6, 5, F64, device="cpu")
-    out, (h, c) = lstmp_window_reference(*inputs, forget_bias=1.0, cell_clip=3.0, proj_clip=2.0)
+    out, h, c = lstmp_recurrence_reference(*seam_args(inputs), cell_clip=3.0, proj_clip=2.0)
     want_out, want_h, want_c = expected_lstmp(*inputs, cell_clip=3.0, proj_clip=2.0)
     torch.testing.assert_close(out, want_out, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(h, want_h, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(c, want_c, rtol=1e-12, atol=1e-12)
     assert clips_act(inputs, 3.0, 2.0)
-    no_bias, _ = lstmp_window_reference(*inputs, forget_bias=0.0, cell_clip=3.0, proj_clip=2.0)
+    no_bias = lstmp_recurrence_reference(*seam_args(inputs, 0.0), cell_clip=3.0, proj_clip=2.0)[0]
     torch.testing.assert_close(no_bias, expected_lstmp(*inputs, 0.0, 3.0, 2.0)[0], rtol=1e-12, atol=1e-12)
 
+    lengths = torch.tensor([4, 2, 0])
+    out, h, c = lstmp_recurrence_reference(*seam_args(inputs), lengths, cell_clip=3.0, proj_clip=2.0)
+    x_proj, h0, c0, w_h, w_p = inputs
+    for row, steps in enumerate(lengths.tolist()):
+        one = (x_proj[:steps, row:row + 1], h0[row:row + 1], c0[row:row + 1], w_h, w_p)
+        row_out, row_h, row_c = (expected_lstmp(*one, 1.0, 3.0, 2.0) if steps
+                                 else (out[:0, :1], h0[row:row + 1], c0[row:row + 1]))
+        torch.testing.assert_close(out[:steps, row:row + 1], row_out, rtol=1e-12, atol=1e-12)
+        assert out[steps:, row].eq(0).all()
+        torch.testing.assert_close(h[row:row + 1], row_h, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(c[row:row + 1], row_c, rtol=1e-12, atol=1e-12)
 
-def test_lstmp_window_on_the_cpu_runs_the_reference_and_says_why(monkeypatch):
+    square = lstmp_inputs(4, 3, 6, 6, F64, device="cpu")
+    gates, w_h, _, h0, c0 = seam_args(square)
+    out, h, c = lstmp_recurrence_reference(gates, w_h, None, h0, c0, cell_clip=3.0, proj_clip=0.01)
+    want_out, _, want_c = expected_lstmp(*square[:4], torch.eye(6, dtype=F64), cell_clip=3.0)
+    torch.testing.assert_close(out, want_out, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(c, want_c, rtol=1e-12, atol=1e-12)
+
+
+def test_lstmp_recurrence_on_the_cpu_takes_the_cpp_loop_and_says_why(monkeypatch):
+    """On the CPU the C++ loop (float32, float64) or the PyTorch operations (other dtypes, a
+    gradient, compiling), each reason ending in why not the persistent kernel; a forced path that
+    cannot run these tensors is refused, not run wrong."""
     inputs = lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu")
-    choice = choose_lstmp_path(*inputs)
-    assert choice.path is LSTMPPath.REFERENCE
-    assert choice.why == "not the persistent kernel: it runs on CUDA tensors only"
-    out, (h, c) = lstmp_window(*inputs, cell_clip=3.0, proj_clip=2.0)
-    want = lstmp_window_reference(*inputs, cell_clip=3.0, proj_clip=2.0)
-    assert torch.equal(out, want[0]) and torch.equal(h, want[1][0]) and torch.equal(c, want[1][1])
-    w_h = inputs[3].clone().requires_grad_()
-    assert "gradient" in choose_lstmp_path(*inputs[:3], w_h, inputs[4]).why
-    with pytest.raises(RuntimeError, match="forward only"):
-        lstmp_window(*inputs[:3], w_h, inputs[4], path=LSTMPPath.PERSISTENT)
-    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # (the kernel is no custom operator)
-    assert choose_lstmp_path(*inputs).why.startswith("torch.compile and torch.export trace the reference")
+    args = seam_args(inputs)
+    choice = choose_path(*args)
+    assert choice == Choice(LSTMPPath.CPP, "a float32 or float64 CPU tensor; not the persistent kernel: it runs on "
+                                           "CUDA tensors only")
+    out, h, c = lstmp_recurrence(*args, cell_clip=3.0, proj_clip=2.0)
+    for got, want in zip((out, h, c), lstmp_recurrence_reference(*args, cell_clip=3.0, proj_clip=2.0), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    half = choose_path(*(t.bfloat16() for t in args))
+    assert half == Choice(LSTMPPath.PYTORCH, "the C++ loop runs float32 and float64, not bfloat16; not the "
+                                             "persistent kernel: it runs on CUDA tensors only")
+    w_h = args[1].clone().requires_grad_()
+    with_grad = (args[0], w_h, *args[2:])
+    assert choose_path(*with_grad) == Choice(LSTMPPath.PYTORCH, "a gradient is needed: the C++ loop and the "
+                                                                "persistent kernel run forward only")
+    for path in (LSTMPPath.PERSISTENT, LSTMPPath.CPP):
+        with pytest.raises(RuntimeError, match=re.escape(f"the {path.value} runs forward only")):
+            lstmp_recurrence(*with_grad, path=path)
+    with pytest.raises(RuntimeError, match="needs Triton and CUDA tensors"):
+        lstmp_recurrence(*args, path=LSTMPPath.PERSISTENT)
+    gates, w_square, _, h_square, c_square = seam_args(lstmp_inputs(3, 2, 6, 6, torch.float32, device="cpu"))
+    with pytest.raises(RuntimeError, match="computes an LSTM with a projection"):
+        lstmp_recurrence(gates, w_square, None, h_square, c_square, path=LSTMPPath.PERSISTENT)
+    with pytest.raises(RuntimeError, match="runs every row every step"):
+        lstmp_recurrence(*args, torch.tensor([3, 1]), path=LSTMPPath.PERSISTENT)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # (neither is a custom operator)
+    assert choose_path(*args).why.startswith("torch.compile and torch.export trace the PyTorch operations")
+
+
+def test_the_lstm_kernel_is_refused_where_it_would_compute_another_function(monkeypatch):
+    """Within the device's limits (set aside here: as on a GPU, opted in) the kernel still needs a
+    projection and every row running every step; rows all full count as no lengths."""
+    monkeypatch.setattr(persistent, "_refusal", lambda *args: None)
+    x_proj, h0, c0, w_h, w_p = inputs = lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu")
+    assert lstmp_refusal(x_proj, h0, c0, w_h, w_p) is None
+    assert lstmp_refusal(x_proj, h0, c0, w_h, None) == "no projection (P = C), where it computes one"
+    assert lstmp_refusal(x_proj, h0, c0, w_h, w_p, torch.tensor([3, 3])) is None
+    ragged = "rows of different lengths, where it runs every row every step"
+    assert lstmp_refusal(x_proj, h0, c0, w_h, w_p, torch.tensor([3, 1])) == ragged
+    args = seam_args(inputs)
+    assert choose_path(*args).path is LSTMPPath.PERSISTENT
+    assert choose_path(*args, torch.tensor([3, 3])).path is LSTMPPath.PERSISTENT
+    assert choose_path(*args, torch.tensor([3, 1])) == Choice(
+        LSTMPPath.CPP, f"a float32 or float64 CPU tensor; not the persistent kernel: {ragged}")
 
 
 @pytest.mark.parametrize("change, error, match", [
-    (lambda a: a.update(x_proj=a["x_proj"][..., :-1]), ValueError, r"x_proj must be \(T, B, 4C\)"),
-    (lambda a: a.update(w_h=a["w_h"].t()), ValueError, r"w_h must be \(4C, P\) = \(24, 5\)"),
+    (lambda a: a.update(gates=a["gates"][..., :-1]), ValueError, r"gates must be \(T, B, 4C\)"),
+    (lambda a: a.update(weight_hh=a["weight_hh"].t()), ValueError, r"weight_hh must be \(4C, P\) = \(24, 5\)"),
+    (lambda a: a.update(weight_proj=a["weight_proj"][:, :-1]), ValueError, r"weight_proj must be \(P, C\)"),
+    (lambda a: a.update(weight_proj=None), ValueError, r"weight_hh must be \(4C, P\) = \(24, 6\)"),
     (lambda a: a.update(c0=a["c0"][:1]), ValueError, r"c0 must be \(B, C\) = \(2, 6\)"),
     (lambda a: a.update(h0=a["h0"].tolist()), TypeError, "h0 must be a Tensor"),
-    (lambda a: a.update(w_p=a["w_p"].long()), TypeError, "w_p must be a floating-point tensor"),
+    (lambda a: a.update(weight_proj=a["weight_proj"].long()), TypeError, "weight_proj must be a floating-point"),
+    (lambda a: a.update(lengths=torch.tensor([3.0, 1.0])), TypeError, "lengths must be an integer tensor"),
+    (lambda a: a.update(lengths=torch.tensor([3, 1, 2])), ValueError, r"lengths must be \(2,\)"),
+    (lambda a: a.update(lengths=torch.tensor([4, 1])), ValueError, r"lengths must lie in 0..3 .*got 1..4"),
     (lambda a: a.update(cell_clip=0.0), ValueError, "cell_clip must be positive"),
     (lambda a: a.update(proj_clip="3"), TypeError, "proj_clip must be a number or None"),
-    (lambda a: a.update(forget_bias=None), TypeError, "forget_bias must be a number"),
+    (lambda a: a.update(path="C++ loop"), TypeError, "path must be an LSTMPPath"),
+    (lambda a: a.update(overwrite_gates=1), TypeError, "overwrite_gates must be a bool"),
 ])
-def test_lstmp_window_checks_its_arguments(change, error, match):
-    x_proj, h0, c0, w_h, w_p = lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu")
-    args = {"x_proj": x_proj, "h0": h0, "c0": c0, "w_h": w_h, "w_p": w_p}
+def test_lstmp_recurrence_checks_its_arguments(change, error, match):
+    gates, weight_hh, weight_proj, h0, c0 = seam_args(lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu"))
+    args = {"gates": gates, "weight_hh": weight_hh, "weight_proj": weight_proj, "h0": h0, "c0": c0}
     change(args)
     with pytest.raises(error, match=match):
-        lstmp_window(**args)
+        lstmp_recurrence(**args)
 
 
 def test_the_kernels_limits():
@@ -262,13 +347,12 @@ def test_rhn_on_the_persistent_kernel_matches_the_loop(carry, monkeypatch):
     bidirectional over a padded batch, state dropout, an initial state, outputs and every gradient
     to 1e-5 in float32."""
     import highwaynet.nn.rhn as rhn_module
-    from highwaynet.kernels.dispatch import Choice
-    from highwaynet.kernels.rhn_recurrence import choose_path
+    from highwaynet.kernels.rhn_recurrence import choose_path as choose_rhn_path
 
     paths = []
 
     def choose(*args, **kwargs):  # the persistent kernel wherever the layer would take a fused path
-        choice = choose_path(*args, **kwargs)
+        choice = choose_rhn_path(*args, **kwargs)
         forced = Choice(RHNPath.PERSISTENT, "test") if kwargs["fused"] else choice
         paths.append(forced.path)
         return forced
@@ -325,6 +409,49 @@ def test_persistent_lstmp_window_matches_tensorflows_cell(batch, clips, dtype):
         assert got.dtype == dtype and got.shape == want.shape and relative_error(got.cpu(), want) < tol
 
 
+@triton_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lstmp_recurrence_on_the_persistent_kernel_is_tensorflows_cell(dtype):
+    """The seam on the kernel (forced): the forget bias folded into ``gates`` by the caller and added
+    by nobody else, rows all full given as lengths, both clips acting; against the cell written out."""
+    inputs = lstmp_inputs(3, 5, 20, 18, dtype)
+    out, h, c = lstmp_recurrence(*seam_args(inputs), torch.full((5,), 3, device=DEVICE), cell_clip=3.0,
+                                 proj_clip=2.0, path=LSTMPPath.PERSISTENT)
+    want_out, want_h, want_c = expected_lstmp(*inputs, 1.0, 3.0, 2.0)
+    assert clips_act(inputs, 3.0, 2.0)
+    tol = tolerance(dtype)
+    for got, want in ((out, want_out), (h, want_h), (c, want_c)):
+        assert got.dtype == dtype and got.shape == want.shape and relative_error(got.cpu(), want) < tol
+
+
+@triton_kernels
+@pytest.mark.parametrize("reverse", [False, True])
+def test_elmos_lstm_takes_the_persistent_kernel_where_it_may(reverse, monkeypatch, set_tf32):
+    """:class:`ProjectedLSTM` (ELMo's biLM layer) gets the kernel through the seam: opted in, within the
+    limits (on the CPU under the interpreter the device's rules are set aside) and without gradients,
+    ``explain`` names it and the outputs are the PyTorch operations'; a padded batch is refused, saying
+    why."""
+    monkeypatch.setattr(persistent, "ENABLED", True)
+    set_tf32(True)
+    if DEVICE == "cpu":
+        monkeypatch.setattr(persistent, "_refusal", lambda *args: None)
+    torch.manual_seed(0)
+    lstm = ProjectedLSTM(8, 18, 20, cell_clip=0.5, proj_clip=0.3, reverse=reverse).to(DEVICE)
+    x = torch.randn(3, 4, 8, device=DEVICE)
+    (decision,) = explain(lstm, x)
+    assert decision.path == "persistent kernel"
+    with torch.no_grad():
+        fast, (h, c) = lstm(x)
+    plain, (plain_h, plain_c) = lstm(x)  # (the parameters need a gradient: the PyTorch operations)
+    tol = tolerance(torch.float32)
+    for got, want in ((fast, plain), (h, plain_h), (c, plain_c)):
+        assert relative_error(got, want.detach()) < tol
+    mask = torch.tensor([[True] * 4, [True] * 2 + [False] * 2, [True] * 4], device=DEVICE)
+    (padded,) = explain(lstm, x, mask)
+    assert padded.path != "persistent kernel" and padded.why.endswith("rows of different lengths, where it runs "
+                                                                      "every row every step")
+
+
 @interpreter_run
 @interpreter_runs_micro_steps
 def test_persistent_kernels_under_the_interpreter(request):
@@ -338,13 +465,13 @@ def test_persistent_kernels_under_the_interpreter(request):
 @pytest.mark.parametrize("carry", ["coupled", "independent"])
 @pytest.mark.parametrize("precision", ["bfloat16", "tf32", "float32"])
 @pytest.mark.parametrize("programs", [1, 2, 3, None])
-def test_persistent_rhn_with_programs_at_once(carry, precision, programs, monkeypatch):
+def test_persistent_rhn_with_programs_at_once(carry, precision, programs, set_tf32):
     """Programs that each own several tiles (1, 2, 3) or one (None: as many as tiles, up to the SMs)
     meet at the grid barrier every micro-step: any program that reads a state or dz before all are
     written makes a wrong window."""
     from highwaynet.kernels.triton_persistent import rhn_backward, rhn_forward, rhn_gradients
 
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", precision == "tf32")
+    set_tf32(precision == "tf32")
     dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
     steps, batch, hidden, depth = 5, 20, 130, 3
     x_proj, s0, mask, weights, biases = rhn_window(steps, batch, hidden, depth, carry, True, dtype)
@@ -363,10 +490,10 @@ def test_persistent_rhn_with_programs_at_once(carry, precision, programs, monkey
 @gpu
 @pytest.mark.parametrize("precision", ["bfloat16", "tf32", "float32"])
 @pytest.mark.parametrize("programs", [1, 3, None])
-def test_persistent_lstmp_with_programs_at_once(precision, programs, monkeypatch):
+def test_persistent_lstmp_with_programs_at_once(precision, programs, set_tf32):
     from highwaynet.kernels.triton_persistent import lstmp_forward
 
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", precision == "tf32")
+    set_tf32(precision == "tf32")
     dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
     inputs = lstmp_inputs(10, 20, 256, 64, dtype)
     out, h, c = lstmp_forward(*inputs, 1.0, 3.0, 3.0, programs=programs)
@@ -376,11 +503,11 @@ def test_persistent_lstmp_with_programs_at_once(precision, programs, monkeypatch
 
 
 @gpu
-def test_the_persistent_kernel_is_chosen_on_a_gpu_within_its_limits(monkeypatch):
+def test_the_persistent_kernel_is_chosen_on_a_gpu_within_its_limits(monkeypatch, set_tf32):
     """bfloat16 and TF32 within the L2 cache take it; exact float32 and weights over the L2 cache do not,
     and say why; the RHN paper's PTB model in bfloat16 takes it, and its window (forward and
     backward) is as close to float32's as PyTorch's own bfloat16 loop is."""
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    set_tf32(False)
     x = torch.randn(5, 4, 16, device="cuda")
     rhn = RHN(16, 32, depth=3).cuda()
     assert "off until a GPU run has measured it" in explain(rhn.bfloat16(), x.bfloat16())[0].why
@@ -393,8 +520,8 @@ def test_the_persistent_kernel_is_chosen_on_a_gpu_within_its_limits(monkeypatch)
     assert explain(independent, x.bfloat16())[0].path == "persistent kernel"
     with torch.no_grad():
         inputs = lstmp_inputs(4, 8, 64, 32, torch.bfloat16)
-        assert choose_lstmp_path(*inputs).path is LSTMPPath.PERSISTENT
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+        assert choose_path(*seam_args(inputs)).path is LSTMPPath.PERSISTENT
+    set_tf32(True)
     ptb_f32 = RHN(830, 830, depth=10).cuda()
     x = torch.randn(35, 20, 830, device="cuda")
     fits = 10 * 2 * 830 * 830 * 4 <= device_budget(x.device).l2_bytes
@@ -405,7 +532,7 @@ def test_the_persistent_kernel_is_chosen_on_a_gpu_within_its_limits(monkeypatch)
     loop_bf16 = RHN(830, 830, depth=10, fused=False).cuda().bfloat16()
     loop_bf16.load_state_dict(ptb_f32.state_dict())
     assert explain(ptb_bf16, x.bfloat16())[0].path == "persistent kernel"
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    set_tf32(False)
     ptb_f32.fused = False
     reference = ptb_f32(x)[0]
     errors = {name: relative_error(model(x.bfloat16())[0], reference) for name, model in

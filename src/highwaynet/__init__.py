@@ -24,18 +24,18 @@ _WHERE = {
     "gate_modules": "analysis", "lesion": "analysis", "record_gates": "analysis",
     "highway_combine": "functional",
     "explain": "kernels",
-    "analysis": None, "functional": None, "kernels": None, "nn": None,
+    "analysis": None, "elmo": None, "functional": None, "kernels": None, "nn": None,
 }
 
 __all__ = [
     "RHN", "BranchGate", "CharCNNHighway", "CharVocab", "Gate", "GatedResidual", "GatedResidualNetwork", "Highway",
     "HighwayConv1d", "HighwayConv2d", "HighwayLSTM", "HighwayLSTMBlock", "Projection", "RHNCell", "TransformGate",
-    "ZeroPad", "analysis", "explain", "functional", "gate_modules", "highway_combine", "kernels", "lesion", "nn",
-    "record_gates",
+    "ZeroPad", "analysis", "elmo", "explain", "functional", "gate_modules", "highway_combine", "kernels", "lesion",
+    "nn", "record_gates",
 ]  # (a list as written, which type checkers read: the names of _WHERE, as a test checks)
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ imports on first use
-    from . import analysis, functional, kernels, nn
+    from . import analysis, elmo, functional, kernels, nn
     from .analysis import gate_modules, lesion, record_gates
     from .functional import highway_combine
     from .kernels import explain

@@ -340,12 +340,71 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("folders", nargs="+", metavar="FOLDER")
     report.set_defaults(run=_report)
 
+    _add_elmo(commands)
+
     pred = commands.add_parser("predict", help="classify sentences with a trained sentence classifier",
                                description="Print the label and class probabilities of each sentence.")
     pred.add_argument("run_dir", metavar="RUN_DIR")
     pred.add_argument("sentences", nargs="+", metavar="SENTENCE")
     pred.set_defaults(run=_predict)
     return parser
+
+
+def _add_elmo(commands: Any) -> None:
+    elmo = commands.add_parser("elmo", help="ELMo and SeqVec vectors from the published weights, without AllenNLP",
+                               description="ELMo's and SeqVec's published biLMs (bilm-tf's options.json and "
+                                           "weights.hdf5), run by highwaynet.")
+    actions = elmo.add_subparsers(dest="subcommand", required=True, metavar="ACTION")
+    embed = actions.add_parser(
+        "embed", help="embed a file of sentences (one a line) into an HDF5 file",
+        description="Embed every line of --input (one sentence a line, tokens separated by white space; a protein "
+                    "for SeqVec: its residues separated by spaces) into --out: one dataset per line, named by its "
+                    "index from 0. Run again, it goes on where it stopped; under torchrun each process embeds its "
+                    "share and one file results.",
+        epilog="example: highwaynet elmo embed --options options.json --weights weights.hdf5 --input sentences.txt "
+               "--out vectors.hdf5 --layers top")
+    model = embed.add_argument_group("model (--options and --weights, or --model)")
+    # (dest: args.options is the train and reproduce commands' settings)
+    model.add_argument("--options", dest="options_file", metavar="OPTIONS", help="the biLM's options.json")
+    model.add_argument("--weights", dest="weights_file", metavar="WEIGHTS", help="the biLM's weights.hdf5")
+    model.add_argument("--model", help="a published model by name: small, medium, original, original-5.5b, seqvec "
+                                       "(looked for in --data-dir, or fetched with --download)")
+    model.add_argument("--data-dir", help="where --model's files are (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet)")
+    model.add_argument("--download", action="store_true",
+                       help="download --model's files from their publisher (unchecked, with a warning that gives "
+                            "each file's sha256: the publishers give none)")
+    model.add_argument("--sha256", nargs=2, metavar=("OPTIONS", "WEIGHTS"),
+                       help="check --model's two files against these sha256s (the options file's, then the weight "
+                            "file's), found or downloaded")
+    embed.add_argument("--input", required=True, help="the sentences, one a line (UTF-8)")
+    embed.add_argument("--out", required=True, help="the HDF5 file to write")
+    embed.add_argument("--layers", choices=("all", "top", "average"), default="all",
+                       help="every layer (layers, tokens, 2P), the top one, or their mean (default: %(default)s)")
+    embed.add_argument("--batch-size", type=_positive_int, default=64, help="sentences a batch (default: %(default)s)")
+    embed.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N (default: %(default)s)")
+    embed.add_argument("--stateful", action="store_true",
+                       help="carry the LSTM states from batch to batch, as AllenNLP's elmo command did (a line's "
+                            "vectors then depend on the lines before it); default: each batch starts from zeros")
+    embed.add_argument("--no-progress", action="store_true", help="no progress bar")
+    embed.set_defaults(run=_elmo_embed)
+
+
+def _elmo_embed(args: argparse.Namespace) -> None:
+    from .elmo.embed import embed_file
+    from .elmo.files import download_model
+
+    if args.model is not None:
+        if args.options_file or args.weights_file:
+            raise ValueError("pass --model, or --options and --weights, not both")
+        options, weights = download_model(args.model, args.data_dir, download=args.download, sha256=args.sha256)
+    elif args.sha256:
+        raise ValueError("--sha256 checks --model's files; for --options and --weights, check them with sha256sum")
+    elif not (args.options_file and args.weights_file):
+        raise ValueError("pass --options and --weights (a biLM's options.json and weights.hdf5), or --model NAME")
+    else:
+        options, weights = args.options_file, args.weights_file
+    embed_file(options, weights, args.input, args.out, layers=args.layers, batch_size=args.batch_size,
+               device=check_device(args.device), stateful=args.stateful, progress=not args.no_progress)
 
 
 def parse(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any]:

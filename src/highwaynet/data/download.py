@@ -6,6 +6,8 @@ package, a Python package that ships it). With ``download=True`` a missing file 
 public source into the folder and checked against its sha256 before it is used. A file found on
 disk is checked against its sha256 too, once: the result is remembered (by the file's path, size
 and modification time, in ``~/.cache/highwaynet/verified.json``), so that later runs read it unhashed.
+A file whose publisher gives no sha256 is downloaded unchecked, and says so: an
+:class:`UncheckedDownloadWarning` names it and gives the sha256 it was found to have, for a user to pin.
 """
 
 from __future__ import annotations
@@ -18,18 +20,24 @@ import os
 import shutil
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-__all__ = ["DataFile", "DataNotFoundError", "default_data_dir", "locate", "package_file", "read_text",
-           "search_folders", "sha256_of"]
+__all__ = ["DataFile", "DataNotFoundError", "UncheckedDownloadWarning", "default_data_dir", "locate", "package_file",
+           "read_text", "search_folders", "sha256_of"]
 
 
 class DataNotFoundError(FileNotFoundError):
     """A data file was not found; the message says where it was looked for and how to get it."""
+
+
+class UncheckedDownloadWarning(UserWarning):
+    """A file was downloaded without a sha256 to check it against (its publisher gives none): the
+    message names it and gives the sha256 it was found to have, so that a user can pin it."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,8 @@ class DataFile:
         name: the file's name (relative path) inside a data folder.
         url: where it can be downloaded from (None when there is no direct public file).
         sha256: the sha256 of its contents (of the decompressed bytes for ``.gz`` files, so that a
-            file recompressed by a distribution still matches).
+            file recompressed by a distribution still matches); empty where the publisher gives
+            none (the file is then downloaded unchecked, with an :class:`UncheckedDownloadWarning`).
     """
 
     name: str
@@ -91,7 +100,8 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hint: str) -> Path:
+def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hint: str,
+           pin: str = "pin it where the loader takes a sha256") -> Path:
     """The path of ``file``: the first folder that holds it, else a verified download into ``folders[0]``.
 
     Args:
@@ -99,6 +109,8 @@ def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hi
         folders: where to look, in order; ``None`` entries are skipped. Downloads go to the first.
         download: fetch the file from ``file.url`` when it is nowhere to be found.
         hint: how a user can get the file by hand, quoted in the error.
+        pin: how a user can pin the sha256 of a file downloaded unchecked (``file.sha256`` empty),
+            quoted in the :class:`UncheckedDownloadWarning`.
 
     Raises:
         DataNotFoundError: the file is nowhere and ``download`` is false (or there is no URL).
@@ -118,14 +130,14 @@ def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hi
     target = places[0] / file.name
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _download(file.url, file.sha256, target)
+        _download(file.url, file.sha256, target, pin)
     except urllib.error.URLError as error:  # (no network, a host that does not answer, an HTTP error)
         raise DataNotFoundError(f"{file.name} could not be downloaded from {file.url} ({error.reason}); looked in: "
                                 f"{looked}. Try again where the network reaches it, or: {hint}") from None
     return target
 
 
-def _download(url: str, sha256: str, target: Path) -> None:
+def _download(url: str, sha256: str, target: Path, pin: str) -> None:
     partial = target.with_name(target.name + ".part")
     try:
         with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
@@ -134,7 +146,12 @@ def _download(url: str, sha256: str, target: Path) -> None:
                 for block in iter(lambda: response.read(1 << 16), b""):
                     out.write(block)
                     bar.update(len(block))
-        check_sha256(partial, sha256, url)
+        if sha256:
+            check_sha256(partial, sha256, url)
+        else:
+            warnings.warn(f"{target} was downloaded from {url} without a sha256 check: its publisher gives none. "
+                          f"Its sha256 is {sha256_of(partial)}; once you trust this copy, {pin}, and the file "
+                          f"will be checked against it from then on", UncheckedDownloadWarning, stacklevel=4)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

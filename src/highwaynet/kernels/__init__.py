@@ -10,8 +10,10 @@
 - :mod:`.rhn_eager` and :mod:`.rhn_cpu`: the recurrence on the CPU, in PyTorch operations laid out
   to be few, and with each micro-step's gating one pass of C++ (built on first use);
 - :mod:`.persistent` (the rules) and :mod:`.triton_persistent` (the kernels): a whole window of the
-  RHN (forward and backward) or of an LSTM with projection and clipping (:mod:`.lstmp`, ELMo's biLM
-  layer; :func:`lstmp_window`) in one launch each way, the time loop inside the kernel;
+  RHN (forward and backward) or of an LSTM with projection and clipping (ELMo's biLM layer) in one
+  launch each way, the time loop inside the kernel;
+- :func:`lstmp_recurrence` (:mod:`.lstmp`): that LSTM's loop over time, on the persistent kernel,
+  a C++ loop on the CPU (:mod:`.lstmp_cpu`) or its PyTorch reference;
 - :mod:`.dispatch`: each layer's choice of path as a typed value with its reason, and
   :func:`explain`, which reports them for a model and an input.
 
@@ -21,7 +23,7 @@ Triton is imported only where a kernel may run (a CUDA tensor, or ``TRITON_INTER
 from .dense_highway import highway_layer
 from .dispatch import explain
 from .gating import gate_backward, gate_forward
-from .lstmp import lstmp_window
+from .lstmp import lstmp_recurrence
 from .rhn_recurrence import rhn_recurrence
 
-__all__ = ["explain", "gate_backward", "gate_forward", "highway_layer", "lstmp_window", "rhn_recurrence"]
+__all__ = ["explain", "gate_backward", "gate_forward", "highway_layer", "lstmp_recurrence", "rhn_recurrence"]

@@ -1,9 +1,10 @@
 """Which path a layer runs, and why: each fused layer's choice is a typed value made by one function.
 
-The layers with fast paths (:class:`~highwaynet.nn.Highway`, :class:`~highwaynet.nn.RHN`) each call
-one function per forward that returns a :class:`Choice`: the path (a member of the layer's own
-``Enum``, :class:`~highwaynet.kernels.dense_highway.DensePath` or
-:class:`~highwaynet.kernels.rhn_recurrence.RHNPath`) and, in words, why. :func:`explain` runs a
+The layers with fast paths (:class:`~highwaynet.nn.Highway`, :class:`~highwaynet.nn.RHN`,
+:class:`~highwaynet.elmo.ProjectedLSTM`) each call one function per forward that returns a
+:class:`Choice`: the path (a member of the layer's own ``Enum``,
+:class:`~highwaynet.kernels.dense_highway.DensePath`, :class:`~highwaynet.kernels.rhn_recurrence.RHNPath`
+or :class:`~highwaynet.kernels.lstmp.LSTMPPath`) and, in words, why. :func:`explain` runs a
 model once and collects those choices, so that a user can see which path each layer took and what
 kept it off a faster one::
 

@@ -1,22 +1,27 @@
-r"""A window of an LSTM with projection and clipping (ELMo's biLM layer), its input products hoisted.
+r"""The recurrence of an LSTM with a projection and clipping (ELMo's biLM layer), its input products hoisted.
 
 TensorFlow's ``LSTMCell(num_units=C, num_proj=P, cell_clip, proj_clip)``, as bilm-tf builds ELMo's
-biLM (no peepholes): given each step's input products ``x_t W_xᵀ + b`` (computed for the whole
-window at once, outside the recurrence), the previous output ``h`` ``(B, P)`` and cell ``c``
-``(B, C)``,
+biLM (no peepholes), one step from the previous output ``h`` ``(B, P)`` and cell ``c`` ``(B, C)``:
 
 .. math::
-    [i \mid j \mid f \mid o] &= x_t W_x^\top + b + h W_h^\top \qquad \text{(TensorFlow's gate order)}\\
-    c' &= \operatorname{clip}\big(\sigma(f + \beta)\, c + \sigma(i) \tanh(j),\ \pm c_{\max}\big)\\
+    [i \mid j \mid f \mid o] &= \underbrace{x_t W_x^\top + b + \beta\,e_f}_{\text{gates}_t} + h W_h^\top
+    \qquad \text{(TensorFlow's gate order)}\\
+    c' &= \operatorname{clip}\big(\sigma(f)\, c + \sigma(i) \tanh(j),\ \pm c_{\max}\big)\\
     h' &= \operatorname{clip}\big((\sigma(o) \tanh(c'))\, W_P^\top,\ \pm h_{\max}\big)
 
-with ``β = forget_bias`` (1 in ELMo, added at run time, not stored in ``b``), ``W_h`` ``(4C, P)``
-the recurrent part of TensorFlow's kernel (transposed) and ``W_P`` ``(P, C)`` the projection.
+with ``β`` TensorFlow's ``forget_bias`` (1 in ELMo), ``W_h`` ``(4C, P)`` the recurrent part of
+TensorFlow's kernel (transposed) and ``W_P`` ``(P, C)`` the projection (none: ``h' = σ(o) tanh(c')``,
+``P = C``). The input term ``gates`` does not depend on the state: the caller computes it for the
+whole window as one product, the forget bias folded into its ``f`` part, and
+:func:`lstmp_recurrence` runs the loop over time on it, on one of three paths (:class:`LSTMPPath`)
+that :func:`choose_path` picks and :func:`~highwaynet.kernels.explain` reports:
 
-:func:`lstmp_window_reference` is that loop in PyTorch operations (differentiable): the functional
-reference. :func:`lstmp_window` runs it, or on a GPU the persistent kernel
-(:func:`~.triton_persistent.lstmp_forward`: the whole window one launch; forward only, so where a
-gradient is needed the reference runs), as :func:`choose_lstmp_path` decides.
+- :func:`lstmp_recurrence_reference`, the loop in PyTorch operations (autograd, any device and
+  dtype, ``torch.compile``): the reference every other path is tested against;
+- the C++ loop (:mod:`.lstmp_cpu`): float32 and float64 CPU tensors without gradients;
+- the persistent Triton kernel (:func:`~.triton_persistent.lstmp_forward`: the whole window in one
+  launch, forward only), on CUDA within :func:`~.persistent.lstmp_refusal`'s limits, opt-in
+  (:data:`~.persistent.ENABLED`), with a projection and every row running every step.
 """
 
 from __future__ import annotations
@@ -26,120 +31,211 @@ import enum
 import torch
 from torch import Tensor
 
+from . import lstmp_cpu
 from .dispatch import Choice
+from .gating import triton_available
 from .persistent import lstmp_refusal
 
-__all__ = ["LSTMPPath", "choose_lstmp_path", "lstmp_window", "lstmp_window_reference"]
+__all__ = ["LSTMPPath", "choose_path", "lstmp_recurrence", "lstmp_recurrence_reference"]
 
 
 class LSTMPPath(str, enum.Enum):
-    """The ways :func:`lstmp_window` runs a window."""
+    """The ways :func:`lstmp_recurrence` runs the loop over time; :func:`choose_path` picks one per call."""
 
-    #: :func:`lstmp_window_reference`: PyTorch operations, one step at a time; differentiable.
-    REFERENCE = "reference"
-    #: The persistent Triton kernel: the window in one launch (forward only).
+    #: :func:`lstmp_recurrence_reference`: PyTorch operations, one step at a time; differentiable.
+    PYTORCH = "PyTorch operations"
+    #: The loop and each step's element-wise work in C++ (:mod:`.lstmp_cpu`), the products PyTorch's.
+    CPP = "C++ loop"
+    #: The whole window in one Triton launch (:func:`~.triton_persistent.lstmp_forward`; forward only).
     PERSISTENT = "persistent kernel"
 
 
-def lstmp_window_reference(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tensor, *,
-                           forget_bias: float = 1.0, cell_clip: float | None = None,
-                           proj_clip: float | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-    """The window in PyTorch operations (the module's equations): outputs ``(T, B, P)`` and the last
-    ``(h, c)``. Arguments as :func:`lstmp_window`'s (not checked here)."""
-    h, c = h0, c0
-    outputs = []
-    for x_t in x_proj.unbind(0):
-        i, j, f, o = torch.addmm(x_t, h, w_h.t()).chunk(4, dim=-1)
-        c = torch.sigmoid(f + forget_bias) * c + torch.sigmoid(i) * torch.tanh(j)
-        if cell_clip is not None:
-            c = c.clamp(-cell_clip, cell_clip)
-        h = (torch.sigmoid(o) * torch.tanh(c)) @ w_p.t()
-        if proj_clip is not None:
-            h = h.clamp(-proj_clip, proj_clip)
-        outputs.append(h)
-    return torch.stack(outputs), (h, c)
+def _needs_grad(*tensors: Tensor | None) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def _needs_grad(*tensors: Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+def choose_path(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
+                lengths: Tensor | None = None) -> Choice[LSTMPPath]:
+    """The :class:`LSTMPPath` of one recurrence (the arguments as :func:`lstmp_recurrence`'s), and why:
+    a :class:`~.dispatch.Choice`, for :func:`~highwaynet.kernels.explain` through :func:`~.dispatch.note`.
 
-
-def choose_lstmp_path(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tensor) -> Choice[LSTMPPath]:
-    """The :class:`LSTMPPath` of one window, and why (a :class:`~.dispatch.Choice`, for
-    :func:`~highwaynet.kernels.explain` through :func:`~.dispatch.note`): the persistent kernel
-    within its limits (:mod:`.persistent`) where no gradient is needed and nothing compiles the
-    call, else the reference."""
-    if _needs_grad(x_proj, h0, c0, w_h, w_p):
-        return Choice(LSTMPPath.REFERENCE, "a gradient is needed: the persistent kernel runs forward only")
+    The persistent kernel where it runs exactly (see the module); else, on the CPU, the C++ loop; else
+    the PyTorch operations. Under ``torch.compile`` and ``torch.export``, and where a gradient is
+    needed, the PyTorch operations (neither the C++ loop nor the kernel is a differentiable custom
+    operator)."""
     if torch.compiler.is_compiling():
-        return Choice(LSTMPPath.REFERENCE, "torch.compile and torch.export trace the reference (the kernel is no "
-                                           "custom operator)")
-    why = lstmp_refusal(x_proj, h0, c0, w_h, w_p)
-    if why is not None:
-        return Choice(LSTMPPath.REFERENCE, f"not the persistent kernel: {why}")
-    return Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights within the GPU's L2 cache")
+        return Choice(LSTMPPath.PYTORCH, "torch.compile and torch.export trace the PyTorch operations (the C++ loop "
+                                         "and the persistent kernel are no custom operators)")
+    if _needs_grad(gates, weight_hh, weight_proj, h0, c0):
+        return Choice(LSTMPPath.PYTORCH, "a gradient is needed: the C++ loop and the persistent kernel run forward "
+                                         "only")
+    why = lstmp_refusal(gates, h0, c0, weight_hh, weight_proj, lengths)
+    if why is None:
+        return Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights within the GPU's L2 cache")
+    if gates.is_cuda:
+        return Choice(LSTMPPath.PYTORCH, f"not the persistent kernel: {why}")
+    cpp = lstmp_cpu.unavailable(gates)
+    if cpp is None:
+        return Choice(LSTMPPath.CPP, f"a float32 or float64 CPU tensor; not the persistent kernel: {why}")
+    return Choice(LSTMPPath.PYTORCH, f"{cpp}; not the persistent kernel: {why}")
 
 
-def _check(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tensor, forget_bias: float,
-           cell_clip: float | None, proj_clip: float | None) -> None:
-    for name, t in (("x_proj", x_proj), ("h0", h0), ("c0", c0), ("w_h", w_h), ("w_p", w_p)):
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
+           lengths: Tensor | None, cell_clip: float | None, proj_clip: float | None, path: LSTMPPath | None,
+           overwrite_gates: bool) -> None:
+    where = "lstmp_recurrence"
+    tensors = {"gates": gates, "weight_hh": weight_hh, "weight_proj": weight_proj, "h0": h0, "c0": c0}
+    for name, t in tensors.items():
+        if t is None and name == "weight_proj":
+            continue
         if not isinstance(t, Tensor):
-            raise TypeError(f"lstmp_window: {name} must be a Tensor, got {type(t).__name__}")
+            raise TypeError(f"{where}: {name} must be a Tensor, got {type(t).__name__}")
         if not t.is_floating_point():
-            raise TypeError(f"lstmp_window: {name} must be a floating-point tensor, got {t.dtype}")
-    if w_p.dim() != 2:
-        raise ValueError(f"lstmp_window: w_p must be (P, C), got shape {tuple(w_p.shape)}")
-    proj, cells = w_p.shape
-    if w_h.shape != (4 * cells, proj):
-        raise ValueError(f"lstmp_window: w_h must be (4C, P) = ({4 * cells}, {proj}) for w_p of shape "
-                         f"{tuple(w_p.shape)}, got {tuple(w_h.shape)}")
-    if x_proj.dim() != 3 or x_proj.shape[-1] != 4 * cells:
-        raise ValueError(f"lstmp_window: x_proj must be (T, B, 4C) = (T, B, {4 * cells}), got {tuple(x_proj.shape)}")
-    batch = x_proj.shape[1]
-    for name, t, size in (("h0", h0, proj), ("c0", c0, cells)):
+            raise TypeError(f"{where}: {name} must be a floating-point tensor, got {t.dtype}")
+    if gates.dim() != 3 or gates.shape[-1] % 4:
+        raise ValueError(f"{where}: gates must be (T, B, 4C), got {tuple(gates.shape)}")
+    steps, batch, cells = gates.shape[0], gates.shape[1], gates.shape[2] // 4
+    proj = weight_proj.shape[0] if weight_proj is not None else cells
+    if weight_proj is not None and weight_proj.shape != (proj, cells):
+        raise ValueError(f"{where}: weight_proj must be (P, C) = (P, {cells}) for gates of shape "
+                         f"{tuple(gates.shape)}, got {tuple(weight_proj.shape)}")
+    if weight_hh.shape != (4 * cells, proj):
+        raise ValueError(f"{where}: weight_hh must be (4C, P) = ({4 * cells}, {proj}), got {tuple(weight_hh.shape)}")
+    for name, t, size, letter in (("h0", h0, proj, "P"), ("c0", c0, cells, "C")):
         if t.shape != (batch, size):
-            raise ValueError(f"lstmp_window: {name} must be (B, {'P' if t is h0 else 'C'}) = ({batch}, {size}), "
-                             f"got {tuple(t.shape)}")
-    if len({t.device for t in (x_proj, h0, c0, w_h, w_p)}) > 1:
-        raise ValueError("lstmp_window: x_proj, h0, c0, w_h and w_p must be on one device")
-    if not isinstance(forget_bias, (int, float)) or isinstance(forget_bias, bool):
-        raise TypeError(f"lstmp_window: forget_bias must be a number, got {type(forget_bias).__name__}")
+            raise ValueError(f"{where}: {name} must be (B, {letter}) = ({batch}, {size}), got {tuple(t.shape)}")
+    if len({t.device for t in tensors.values() if t is not None}) > 1:
+        raise ValueError(f"{where}: gates, weight_hh, weight_proj, h0 and c0 must be on one device")
+    if lengths is not None:
+        if not isinstance(lengths, Tensor) or lengths.is_floating_point() or lengths.is_complex() \
+                or lengths.dtype == torch.bool:
+            raise TypeError(f"{where}: lengths must be an integer tensor or None, got "
+                            f"{lengths.dtype if isinstance(lengths, Tensor) else type(lengths).__name__}")
+        if lengths.shape != (batch,) or lengths.device != gates.device:
+            raise ValueError(f"{where}: lengths must be ({batch},) on {gates.device}, got {tuple(lengths.shape)} "
+                             f"on {lengths.device}")
+        if batch and not torch.compiler.is_compiling() and (int(lengths.min()) < 0 or int(lengths.max()) > steps):
+            raise ValueError(f"{where}: lengths must lie in 0..{steps} (the steps of gates), got "
+                             f"{int(lengths.min())}..{int(lengths.max())}")
     for name, clip in (("cell_clip", cell_clip), ("proj_clip", proj_clip)):
         if clip is None:
             continue
-        if not isinstance(clip, (int, float)) or isinstance(clip, bool):
-            raise TypeError(f"lstmp_window: {name} must be a number or None, got {type(clip).__name__}")
+        if not _is_number(clip):
+            raise TypeError(f"{where}: {name} must be a number or None, got {type(clip).__name__}")
         if not clip > 0:
-            raise ValueError(f"lstmp_window: {name} must be positive (or None: no clipping), got {clip}")
+            raise ValueError(f"{where}: {name} must be positive (or None: no clipping), got {clip}")
+    if path is not None and not isinstance(path, LSTMPPath):
+        raise TypeError(f"{where}: path must be an LSTMPPath or None, got {path!r}")
+    if not isinstance(overwrite_gates, bool):
+        raise TypeError(f"{where}: overwrite_gates must be a bool, got {type(overwrite_gates).__name__}")
 
 
-def lstmp_window(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tensor, *, forget_bias: float = 1.0,
-                 cell_clip: float | None = None, proj_clip: float | None = None,
-                 path: LSTMPPath | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-    """Run an LSTM-with-projection window (the module's equations) from its hoisted input products.
+def lstmp_recurrence(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
+                     lengths: Tensor | None = None, *, cell_clip: float | None = None,
+                     proj_clip: float | None = None, path: LSTMPPath | None = None,
+                     overwrite_gates: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """The LSTM's loop over time (the module's equations), given each step's input term.
 
     Args:
-        x_proj: each step's input products plus the bias, ``(T, B, 4C)``, gates in the order i, j, f, o.
-        h0, c0: the initial output ``(B, P)`` and cell ``(B, C)``.
-        w_h: the recurrent weight ``(4C, P)``; ``w_p``: the projection ``(P, C)``.
-        forget_bias: added to ``f`` at run time (TensorFlow's ``forget_bias``). Default: 1.
-        cell_clip, proj_clip: clip the cell, and the projected output, to ``±`` this (None: no
-            clipping). Default: None.
-        path: an :class:`LSTMPPath` to force (default: :func:`choose_lstmp_path`'s).
+        gates: ``(T, B, 4C)``, step ``t``'s :math:`x_t W_x^\\top + b` with the forget bias added to the
+            ``f`` part, in TensorFlow's gate order ``[i | j | f | o]``. Not modified, unless
+            ``overwrite_gates`` lets the C++ loop add each step's recurrent product into it.
+        weight_hh: ``(4C, P)``, the recurrent weights (``h W_h`` is ``h @ weight_hh.T``).
+        weight_proj: ``(P, C)``, the projection, or None (then ``P = C``, ``h = σ(o) tanh(c)`` and
+            ``proj_clip`` unused).
+        h0, c0: ``(B, P)`` and ``(B, C)``, the initial state.
+        lengths: ``(B,)`` integers in ``0..T``, the steps each row runs (past them its output is 0 and
+            its state held, as TensorFlow's ``dynamic_rnn`` with ``sequence_length``), or None: all ``T``.
+        cell_clip, proj_clip: clip the cell, and the projected output, to ``±`` this (positive), or None.
+        path: an :class:`LSTMPPath` to force (tests and benchmarks); None: :func:`choose_path`'s.
+        overwrite_gates: ``gates`` is the caller's scratch buffer, a contiguous one: the C++ loop
+            works in it rather than in a copy.
 
     Returns:
-        ``(outputs, (h, c))``: the outputs ``(T, B, P)`` and the last output and cell.
-    """
-    _check(x_proj, h0, c0, w_h, w_p, forget_bias, cell_clip, proj_clip)
-    if path is None:
-        path = choose_lstmp_path(x_proj, h0, c0, w_h, w_p).path
-    if path is LSTMPPath.PERSISTENT:
-        if _needs_grad(x_proj, h0, c0, w_h, w_p):
-            raise RuntimeError("lstmp_window: the persistent kernel runs forward only; under torch.no_grad() or "
-                               "with tensors that need no gradient, or with path=None (the reference)")
-        from .triton_persistent import lstmp_forward
+        ``(outputs, h_T, c_T)``: ``(T, B, P)``, and the final state (each row's at its own end).
 
-        out, h, c = lstmp_forward(x_proj, h0, c0, w_h, w_p, forget_bias, cell_clip, proj_clip)
-        return out, (h, c)
-    return lstmp_window_reference(x_proj, h0, c0, w_h, w_p, forget_bias=forget_bias, cell_clip=cell_clip,
-                                  proj_clip=proj_clip)
+    Raises:
+        TypeError, ValueError: an argument of the wrong type or shape, named.
+        RuntimeError: a forced path that cannot run these tensors (the C++ loop or the persistent
+            kernel where a gradient is needed, or where it is not built or has no device).
+    """
+    _check(gates, weight_hh, weight_proj, h0, c0, lengths, cell_clip, proj_clip, path, overwrite_gates)
+    if path is None:
+        path = choose_path(gates, weight_hh, weight_proj, h0, c0, lengths).path
+    if path is not LSTMPPath.PYTORCH and _needs_grad(gates, weight_hh, weight_proj, h0, c0):
+        raise RuntimeError(f"lstmp_recurrence: the {path.value} runs forward only; under torch.no_grad() or with "
+                           f"tensors that need no gradient, or with path=None (the PyTorch operations)")
+    if path is LSTMPPath.PERSISTENT:
+        return _persistent(gates, weight_hh, weight_proj, h0, c0, lengths, cell_clip, proj_clip)
+    if path is LSTMPPath.CPP:
+        why = lstmp_cpu.unavailable(gates)  # (builds the loop where a caller forces it before any choice)
+        if why is not None:
+            raise RuntimeError(f"lstmp_recurrence: the C++ loop cannot run: {why}")
+        work = gates if overwrite_gates and gates.is_contiguous() else gates.contiguous().clone()
+        return _cpp(work, weight_hh, weight_proj, h0, c0, lengths, cell_clip, proj_clip)
+    return lstmp_recurrence_reference(gates, weight_hh, weight_proj, h0, c0, lengths, cell_clip=cell_clip,
+                                      proj_clip=proj_clip)
+
+
+def _persistent(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
+                lengths: Tensor | None, cell_clip: float | None,
+                proj_clip: float | None) -> tuple[Tensor, Tensor, Tensor]:
+    if weight_proj is None:
+        raise RuntimeError("lstmp_recurrence: the persistent kernel computes an LSTM with a projection; without one "
+                           "(weight_proj=None), use path=None")
+    if lengths is not None and not bool((lengths == gates.shape[0]).all()):
+        raise RuntimeError("lstmp_recurrence: the persistent kernel runs every row every step; with rows of "
+                           "different lengths, use path=None")
+    if not triton_available(gates):
+        raise RuntimeError("lstmp_recurrence: the persistent kernel needs Triton and CUDA tensors (or "
+                           "TRITON_INTERPRET=1 on the CPU)")
+    from .triton_persistent import lstmp_forward
+
+    # (the forget bias is in gates already: the kernel adds none of its own)
+    return lstmp_forward(gates, h0, c0, weight_hh, weight_proj, 0.0, cell_clip, proj_clip)
+
+
+def _cpp(work: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
+         lengths: Tensor | None, cell_clip: float | None, proj_clip: float | None) -> tuple[Tensor, Tensor, Tensor]:
+    # (the loop adds each step's recurrent product into ``work`` in place, and carries h and c in place)
+    h, c = h0.contiguous().clone(), c0.contiguous().clone()
+    out = work.new_empty(work.shape[0], work.shape[1], h.shape[1])
+    torch.ops.highwaynet_lstmp_cpu.lstmp_forward_loop(
+        work, weight_hh.t(), weight_proj.t() if weight_proj is not None else None, h, c, lengths,
+        cell_clip, proj_clip if weight_proj is not None else None, out)
+    return out, h, c
+
+
+def lstmp_recurrence_reference(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
+                               lengths: Tensor | None = None, *, cell_clip: float | None = None,
+                               proj_clip: float | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`lstmp_recurrence` in PyTorch operations (autograd, any device and dtype): the reference.
+    Arguments as :func:`lstmp_recurrence`'s (not checked here)."""
+    h, c = h0, c0
+    hh_t = weight_hh.t()
+    proj_t = weight_proj.t() if weight_proj is not None else None
+    outputs = []
+    for t in range(gates.shape[0]):
+        i, j, f, o = torch.addmm(gates[t], h, hh_t).chunk(4, dim=-1)
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(j)
+        if cell_clip is not None:
+            c_new = c_new.clamp(-cell_clip, cell_clip)
+        h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        if proj_t is not None:
+            h_new = h_new @ proj_t
+            if proj_clip is not None:
+                h_new = h_new.clamp(-proj_clip, proj_clip)
+        if lengths is None:
+            h, c = h_new, c_new
+            outputs.append(h_new)
+        else:
+            running = (t < lengths).unsqueeze(-1)
+            h, c = torch.where(running, h_new, h), torch.where(running, c_new, c)
+            outputs.append(h_new * running)
+    if not outputs:
+        return gates.new_zeros(0, h0.shape[0], h0.shape[1]), h0, c0
+    return torch.stack(outputs), h, c

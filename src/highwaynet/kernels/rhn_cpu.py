@@ -28,6 +28,7 @@ import shutil
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -86,18 +87,24 @@ def _load() -> bool:
 
 
 def _try_build_and_load() -> bool:
+    return try_build(lambda: _build_and_load(), "CPU RHN kernel",
+                     "the RHN runs its loops in PyTorch operations instead")
+
+
+def try_build(build: Callable[[], None], what: str, instead: str) -> bool:
+    """``build()``; ``False``, with one warning that says why and that ``instead`` runs, where it fails.
+    (Every C++ kernel of the package is built and loaded so: see :func:`build_extension`.)"""
     try:
-        _build_and_load()
+        build()
         return True
     except Exception as error:  # any failure to build or load: the PyTorch operations remain
         # (a failed build's message is its whole log: its last line, ninja's own aside, says why)
         lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("ninja:")]
         why = f"{type(error).__name__}: {lines[-1] if lines else error}"
         warnings.warn(
-            f"highwaynet: could not build the CPU RHN kernel ({why}); the RHN runs its loops in PyTorch "
-            "operations instead (the same values, a little slower). It needs a C++ compiler and ninja "
-            "(pip install ninja); set HIGHWAYNET_CPU_KERNEL=0 to skip it.", RuntimeWarning,
-            stacklevel=_callers_level())
+            f"highwaynet: could not build the {what} ({why}); {instead} (the same values, a little slower). "
+            "It needs a C++ compiler and ninja (pip install ninja); set HIGHWAYNET_CPU_KERNEL=0 to skip it.",
+            RuntimeWarning, stacklevel=_callers_level())
         return False
 
 
@@ -112,6 +119,12 @@ def _callers_level() -> int:
 
 
 def _build_and_load() -> None:
+    build_extension(_SOURCE, "highwaynet_rhn_cpu_", "CPU RHN kernel")
+
+
+def build_extension(source: Path, prefix: str, what: str) -> None:
+    """Build (once per machine, PyTorch and source) and load the operators the C++ file ``source`` defines,
+    in a folder of ``$TORCH_EXTENSIONS_DIR`` named ``prefix`` + versions; ``what`` names it in the notice."""
     from torch.utils import cpp_extension
 
     # The torch version in the name: torch rebuilds when the source or flags change, not when torch
@@ -121,8 +134,8 @@ def _build_and_load() -> None:
     # a build is coming (torch would rebuild in place, silently, over the old library).
     level = torch.backends.cpu.get_cpu_capability()
     flags = ["-O3", *_FLAGS[level], f"-DCPU_CAPABILITY_{level}", f"-DCPU_CAPABILITY={level}"]
-    digest = hashlib.sha256(_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:8]
-    name = "highwaynet_rhn_cpu_" + re.sub(r"\W", "_", f"{torch.__version__}_{level}_{digest}")
+    digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()).hexdigest()[:8]
+    name = prefix + re.sub(r"\W", "_", f"{torch.__version__}_{level}_{digest}")
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
     build_dir = root / name
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -135,7 +148,7 @@ def _build_and_load() -> None:
         except ImportError:
             pass
     if not (build_dir / f"{name}.so").exists():
-        print(f"highwaynet: building the CPU RHN kernel in {build_dir} (once for this machine, PyTorch and "
+        print(f"highwaynet: building the {what} in {build_dir} (once for this machine, PyTorch and "
               "highwaynet release; about 10 s)", file=sys.stderr, flush=True)
-    cpp_extension.load(name, [str(_SOURCE)], extra_cflags=flags, build_directory=str(build_dir),
+    cpp_extension.load(name, [str(source)], extra_cflags=flags, build_directory=str(build_dir),
                        is_python_module=False, verbose=False)

@@ -352,7 +352,10 @@ def lstmp_forward(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tens
                   cell_clip: float | None, proj_clip: float | None, *, tiles: Tiles | None = None,
                   programs: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """An LSTM-with-projection window in one launch: the outputs ``(T, B, P)``, the last output and the
-    last cell ``(B, C)`` (arguments as :func:`.lstmp.lstmp_window`'s, checked there)."""
+    last cell ``(B, C)``. ``x_proj`` ``(T, B, 4C)`` is each step's input term (gates i, j, f, o), ``w_h``
+    ``(4C, P)`` and ``w_p`` ``(P, C)`` the recurrent and projection weights; ``forget_bias`` is added to
+    ``f`` (0 where the caller folded it into ``x_proj``, as :func:`.lstmp.lstmp_recurrence` does, which
+    checks the arguments)."""
     steps, batch, _ = x_proj.shape
     cells, proj = c0.shape[1], h0.shape[1]
     tiles, grid = _launch_shape(batch, max(cells, proj), x_proj.device, tiles, programs)

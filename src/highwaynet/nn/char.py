@@ -62,6 +62,10 @@ class CharCNNHighway(nn.Module):
             in the highway layers' place, for the paper's comparison. Default: True.
         projection: a final linear map to this width (ELMo's), or None. Default: None.
         padding_idx: the padding character's id. Default: 0.
+        pool: ``"word"``: each filter's maximum over the windows inside the word (below); ``"all"``:
+            over every window of the row, padding included, then the activation (ELMo's order,
+            ``g(max(...))``, the same values for the monotone relu and tanh, and a pass over the
+            pooled features rather than over every window). Default: ``"word"``.
         device, dtype: where and in what type the parameters are made.
 
     Shape:
@@ -72,6 +76,9 @@ class CharCNNHighway(nn.Module):
     Padding never reaches a word's features: each filter's maximum is over the windows that lie
     within the word (the first window alone for a word shorter than the filter, its padding
     embedded as zeros), so a word's vector does not depend on how much padding its batch has.
+    ``pool="all"`` is the pooling of ELMo's encoder (bilm-tf's ``max_pool`` over all
+    ``max_characters - width + 1`` windows), whose rows are always full width: their padding
+    character is a learned one, not ``padding_idx``.
 
     Example::
 
@@ -84,18 +91,20 @@ class CharCNNHighway(nn.Module):
     def __init__(self, num_chars: int, *, filters: Sequence[tuple[int, int]] = PRESETS["kim-small"]["filters"],
                  num_highway: int = 1, char_dim: int = 15, activation: str | Callable[[Tensor], Tensor] = "tanh",
                  highway_activation: str = "relu", gate_bias: float = -2.0, highway: bool = True,
-                 projection: int | None = None, padding_idx: int = 0, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 projection: int | None = None, padding_idx: int = 0, pool: str = "word",
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         filters = tuple((int(w), int(n)) for w, n in filters)
         if num_chars < 1 or not filters or min(min(f) for f in filters) < 1 or num_highway < 0 or char_dim < 1:
             raise ValueError(f"CharCNNHighway needs num_chars, filter widths and counts, and char_dim positive "
                              f"and num_highway >= 0; got num_chars={num_chars}, filters={filters}, "
                              f"num_highway={num_highway}, char_dim={char_dim}")
+        if pool not in ("word", "all"):
+            raise ValueError(f"CharCNNHighway: pool must be 'word' or 'all', got {pool!r}")
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.num_chars, self.filters, self.num_highway, self.char_dim = num_chars, filters, num_highway, char_dim
         self.activation, self.highway_activation = get_activation(activation), highway_activation
-        self.gate_bias, self.highway, self.padding_idx = gate_bias, highway, padding_idx
+        self.gate_bias, self.highway, self.padding_idx, self.pool = gate_bias, highway, padding_idx, pool
         self.projection_size = projection
         self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=padding_idx, **factory)
         self.convs = nn.ModuleList(nn.Conv1d(char_dim, count, width, **factory) for width, count in filters)
@@ -128,8 +137,11 @@ class CharCNNHighway(nn.Module):
         widest = max(w for w, _ in self.filters)
         if length < widest:  # (padding, embedded as zeros: what a longer batch would hold)
             chars = nn.functional.pad(chars, (0, widest - length), value=self.padding_idx)
-        lengths = (chars != self.padding_idx).sum(-1, keepdim=True)  # (N, 1), padding at each row's end
         x = self.embedding(chars).transpose(1, 2)  # (N, char_dim, L)
+        if self.pool == "all":
+            pooled = [self.activation(conv(x).amax(-1)) for conv in self.convs]
+            return self._transform(torch.cat(pooled, dim=-1)).reshape(*lead, self.output_size)
+        lengths = (chars != self.padding_idx).sum(-1, keepdim=True)  # (N, 1), padding at each row's end
         pooled = []
         for (width, _), conv in zip(self.filters, self.convs, strict=True):
             features = self.activation(conv(x))  # (N, count, L - width + 1)
@@ -137,10 +149,12 @@ class CharCNNHighway(nn.Module):
             # windows inside the word, or the first one where the word is shorter than the filter
             inside = (position[None, :] <= lengths - width) | (position[None, :] == 0)
             pooled.append(features.masked_fill(~inside[:, None, :], float("-inf")).amax(-1))
-        y = self.layers(torch.cat(pooled, dim=-1))
-        if self.projection is not None:
-            y = self.projection(y)
-        return y.reshape(*lead, y.shape[-1])
+        return self._transform(torch.cat(pooled, dim=-1)).reshape(*lead, self.output_size)
+
+    def _transform(self, features: Tensor) -> Tensor:
+        """The pooled features ``(N, F)`` through the highway layers and the projection."""
+        y = self.layers(features)
+        return self.projection(y) if self.projection is not None else y
 
     def extra_repr(self) -> str:
         return settings_repr(self, projection=self.projection_size)

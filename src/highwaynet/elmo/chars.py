@@ -1,0 +1,129 @@
+r"""Sentences to ELMo's character ids: :func:`batch_to_ids`.
+
+The mapping is bilm-tf's (``bilm/data.py``: ``UnicodeCharsVocabulary`` and ``Batcher``), which
+AllenNLP's ``ELMoCharacterMapper`` repeats:
+
+- a token is its UTF-8 bytes (0-255; a character that cannot be encoded, a lone surrogate, is
+  dropped, as ``str.encode("utf-8", "ignore")`` drops it), cut to ``max_characters - 2`` bytes
+  (48: a cut may fall inside a character of several bytes, as in the original), between the
+  begin-of-word id 258 and the end-of-word id 259, then the padding id 260 to ``max_characters``
+  (50) ids;
+- each sentence is framed by a begin-of-sentence token ``[258, 256, 259, 260, ...]`` and an
+  end-of-sentence token ``[258, 257, 259, 260, ...]``, and the literal tokens ``<S>`` and ``</S>``
+  inside a sentence take those two rows (bilm-tf's vocabulary maps them so; AllenNLP too);
+- every id is shifted up by one, so that 0 marks the positions past a sentence's end (a row of
+  zeros): the ids run from 1 to 261.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["BOS", "BOW", "EOS", "EOW", "MAX_CHARACTERS", "PAD", "batch_to_ids", "sentence_to_ids", "word_to_ids"]
+
+# The ids before the shift by one (bilm-tf's bos_char ... pad_char)
+BOS, EOS, BOW, EOW, PAD = 256, 257, 258, 259, 260
+#: ELMo's word width (``options["char_cnn"]["max_characters_per_token"]`` of every published model)
+MAX_CHARACTERS = 50
+#: The ids' range after the shift: 0 (masked) to 261, so an embedding of 262 rows.
+NUM_IDS = PAD + 2
+
+
+def _boundary(character: int, width: int) -> list[int]:
+    return [BOW + 1, character + 1, EOW + 1] + [PAD + 1] * (width - 3)
+
+
+def word_to_ids(word: str, max_characters: int = MAX_CHARACTERS) -> list[int]:
+    """One token's ``max_characters`` ids (shifted by one), as bilm-tf maps it; ``<S>`` and ``</S>``
+    map to the sentence-boundary rows.
+
+    Example::
+
+        >>> word_to_ids("hi", 6)
+        [259, 105, 106, 260, 261, 261]
+    """
+    if word == "<S>":
+        return _boundary(BOS, max_characters)
+    if word == "</S>":
+        return _boundary(EOS, max_characters)
+    body = word.encode("utf-8", "ignore")[: max_characters - 2]
+    return [BOW + 1, *(b + 1 for b in body), EOW + 1] + [PAD + 1] * (max_characters - 2 - len(body))
+
+
+def _tokens(sentence: str | Sequence[str], index: int, as_text: bool) -> list[str]:
+    if as_text:
+        if not isinstance(sentence, str):
+            raise TypeError(f"batch_to_ids: sentences mix strings and token lists (sentence 0 is a string, sentence "
+                            f"{index} a {type(sentence).__name__}); pass all as strings (split at white space) or "
+                            f"all as lists of tokens")
+        tokens = sentence.split()
+    else:
+        if isinstance(sentence, str) or not isinstance(sentence, Sequence):
+            raise TypeError(f"batch_to_ids: sentences mix token lists and strings (sentence 0 is a list of tokens, "
+                            f"sentence {index} a {type(sentence).__name__}); pass all as strings (split at white "
+                            f"space) or all as lists of tokens")
+        tokens = list(sentence)
+        for position, token in enumerate(tokens):
+            if not isinstance(token, str):
+                raise TypeError(f"batch_to_ids: sentence {index}, token {position} is a {type(token).__name__}, "
+                                f"not a str")
+            if not token:
+                raise ValueError(f"batch_to_ids: sentence {index}, token {position} is empty: a token needs at "
+                                 f"least one character")
+    if not tokens:
+        raise ValueError(f"batch_to_ids: sentence {index} is empty: ELMo has no vector for it (the original would "
+                         f"embed <S> </S> alone); leave it out and keep its place in your own index")
+    return tokens
+
+
+def sentence_to_ids(tokens: Sequence[str], max_characters: int = MAX_CHARACTERS) -> list[list[int]]:
+    """A tokenized sentence's rows, ``<S>`` and ``</S>`` added: ``len(tokens) + 2`` rows of ids."""
+    return [_boundary(BOS, max_characters), *(word_to_ids(t, max_characters) for t in tokens),
+            _boundary(EOS, max_characters)]
+
+
+def batch_to_ids(sentences: Sequence[str] | Sequence[Sequence[str]], max_characters: int = MAX_CHARACTERS) -> Tensor:
+    """ELMo's character ids of a batch of sentences, sentence boundaries added.
+
+    Args:
+        sentences: the sentences, each a list of tokens (``["The", "cat", "."]``; a protein sequence
+            as SeqVec reads it: ``list("MKV...")``, one token a residue) or each a string, split at
+            white space. All of one kind.
+        max_characters: the ids per token (the options' ``max_characters_per_token``). Default: 50.
+
+    Returns:
+        An int64 tensor ``(len(sentences), max_len + 2, max_characters)``: each sentence's ``<S>``
+        row, its tokens' rows, its ``</S>`` row, then rows of zeros to the longest sentence's length.
+
+    Raises:
+        TypeError: ``sentences`` is a string, or mixes strings and token lists, or a token is not a str.
+        ValueError: a sentence or a token is empty, or ``max_characters`` is below 4.
+
+    Example::
+
+        >>> ids = batch_to_ids([["Hello", "world", "!"], "A sentence ."])
+        Traceback (most recent call last):
+        ...
+        TypeError: batch_to_ids: sentences mix token lists and strings ...
+        >>> batch_to_ids([["Hello", "world", "!"], ["Hi"]]).shape
+        torch.Size([2, 5, 50])
+    """
+    if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+        raise TypeError(f"batch_to_ids expects a list of sentences (each a list of tokens, or a string), got "
+                        f"{type(sentences).__name__}" + (": wrap one sentence in a list" if isinstance(sentences, str)
+                                                         else ""))
+    if isinstance(max_characters, bool) or not isinstance(max_characters, int) or max_characters < 4:
+        raise ValueError(f"batch_to_ids: max_characters must be an integer of at least 4 (a word's markers, one "
+                         f"byte and room for the boundary rows), got {max_characters!r}")
+    if not sentences:
+        return torch.zeros(0, 2, max_characters, dtype=torch.long)
+    as_text = isinstance(sentences[0], str)
+    tokenized = [_tokens(s, i, as_text) for i, s in enumerate(sentences)]
+    length = max(len(t) for t in tokenized) + 2
+    ids = torch.zeros(len(tokenized), length, max_characters, dtype=torch.long)
+    for i, tokens in enumerate(tokenized):
+        ids[i, : len(tokens) + 2] = torch.tensor(sentence_to_ids(tokens, max_characters), dtype=torch.long)
+    return ids

@@ -1,0 +1,322 @@
+"""Reading bilm-tf's ``options.json`` and ``weights.hdf5``, checked against each other, and the
+published models by name.
+
+The weight file's layout is what bilm-tf's ``dump_weights`` writes (``bilm/training.py``) and its
+``BidirectionalLanguageModel`` reads back (``bilm/model.py``): datasets named after the TensorFlow
+variables, without the ``lm/`` scope, in float32.
+
+============================================================  ==============================
+dataset                                                       shape
+============================================================  ==============================
+``char_embed``                                                ``(261, char_dim)``: ids 1-261
+``CNN/W_cnn_{i}``, ``CNN/b_cnn_{i}``                          ``(1, width_i, char_dim, n_i)``, ``(n_i,)``
+``CNN_high_{k}/W_carry``, ``b_carry``, ``W_transform``,       ``(F, F)``, ``(F,)``, ``F = sum(n_i)``
+``b_transform``
+``CNN_proj/W_proj``, ``b_proj`` (where ``F != projection``)   ``(F, P)``, ``(P,)``
+``RNN_{d}/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0``             ``(in + P, 4 C)``: ``[x | h]`` rows
+``.../LSTMCell/B``                                            ``(4 C,)``
+``.../LSTMCell/W_P_0`` (where ``P < C``)                      ``(C, P)``
+============================================================  ==============================
+
+``d`` is the direction (0 forward, 1 backward), ``l`` the layer, ``P`` the options'
+``lstm.projection_dim``, ``C`` its ``lstm.dim``, ``in`` the layer's input width (``P``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.download import DataFile, default_data_dir, locate, read_text
+from .chars import NUM_IDS
+
+__all__ = ["MODELS", "ELMoOptions", "download_model", "read_options", "read_weights"]
+
+
+@dataclass(frozen=True)
+class ELMoOptions:
+    """A biLM's sizes, read from its ``options.json`` (the keys in brackets).
+
+    Attributes:
+        filters: ``(width, count)`` of each character convolution (``char_cnn.filters``).
+        num_highway: highway layers after the convolutions (``char_cnn.n_highway``; absent: 0).
+        char_dim: the character embedding's width (``char_cnn.embedding.dim``).
+        activation: the convolutions' nonlinearity, ``"relu"`` or ``"tanh"`` (``char_cnn.activation``).
+        max_characters: ids per token (``char_cnn.max_characters_per_token``).
+        projection_dim: the token vectors' and each LSTM direction's output width (``lstm.projection_dim``).
+        cell_dim: the LSTM cell's width (``lstm.dim``).
+        num_layers: LSTM layers per direction (``lstm.n_layers``; absent: 1).
+        cell_clip, proj_clip: the cell's and the projected output's clipping (``lstm.cell_clip``,
+            ``lstm.proj_clip``; absent: none).
+        skip_connections: a residual connection around each layer above the first
+            (``lstm.use_skip_connections``).
+    """
+
+    filters: tuple[tuple[int, int], ...]
+    num_highway: int
+    char_dim: int
+    activation: str
+    max_characters: int
+    projection_dim: int
+    cell_dim: int
+    num_layers: int
+    cell_clip: float | None
+    proj_clip: float | None
+    skip_connections: bool
+
+    @property
+    def num_filters(self) -> int:
+        return sum(n for _, n in self.filters)
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword settings of :class:`~highwaynet.elmo.ELMoBiLM` these options give."""
+        return {"filters": self.filters, "num_highway": self.num_highway, "char_dim": self.char_dim,
+                "activation": self.activation, "max_characters": self.max_characters, "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip, "skip_connections": self.skip_connections}
+
+
+def _get(section: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    if key not in section:
+        if default is not ...:
+            return default
+        raise ValueError(f"{where}: the options have no {key!r}")
+    value = section[key]
+    if value is None and default is None:
+        return None
+    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        raise ValueError(f"{where}: {key!r} must be {getattr(kind, '__name__', kind)}, got {value!r}")
+    return value
+
+
+def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
+    """The sizes in a bilm-tf ``options.json`` (a path, or the parsed dictionary), checked.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ValueError: the file is not JSON, or a key is missing or of the wrong kind (the message names it).
+    """
+    if isinstance(options, Mapping):
+        raw, name = options, "options"
+    elif isinstance(options, (str, Path)):
+        path = Path(options)
+        if not path.is_file():
+            raise FileNotFoundError(f"ELMo options file {path} not found")
+        try:
+            raw = json.loads(read_text(path))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not an ELMo options file: not JSON ({error})") from None
+        name = str(path)
+    else:
+        raise TypeError(f"options must be a path or a dict, got {type(options).__name__}")
+    if not isinstance(raw, Mapping) or "lstm" not in raw:
+        raise ValueError(f"{name} is not an ELMo options file: it has no 'lstm' section")
+    if "char_cnn" not in raw:
+        raise ValueError(f"{name}: the options have no 'char_cnn' section; a biLM that reads word ids (bilm-tf's "
+                         f"token-embedding input) is not supported, only the character models ELMo and SeqVec publish")
+    lstm, cnn = raw["lstm"], raw["char_cnn"]
+    where_lstm, where_cnn = f"{name} [lstm]", f"{name} [char_cnn]"
+    filters = _get(cnn, "filters", where_cnn, list)
+    if not filters or not all(isinstance(f, (list, tuple)) and len(f) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f) for f in filters):
+        raise ValueError(f"{where_cnn}: 'filters' must be a list of [width, count] pairs of positive integers, got "
+                         f"{filters!r}")
+    embedding = _get(cnn, "embedding", where_cnn, dict)
+    activation = _get(cnn, "activation", where_cnn, str)
+    if activation not in ("relu", "tanh"):
+        raise ValueError(f"{where_cnn}: 'activation' must be 'relu' or 'tanh' (bilm-tf knows no other), got "
+                         f"{activation!r}")
+    n_characters = _get(cnn, "n_characters", where_cnn, int)
+    if n_characters not in (NUM_IDS - 1, NUM_IDS):
+        raise ValueError(f"{where_cnn}: 'n_characters' must be {NUM_IDS} ({NUM_IDS - 1} in the options a training "
+                         f"run writes), the ids of UTF-8 bytes and ELMo's 5 markers; got {n_characters}")
+    opts = ELMoOptions(
+        filters=tuple((int(w), int(n)) for w, n in filters),
+        num_highway=_get(cnn, "n_highway", where_cnn, int, None) or 0,
+        char_dim=_get(embedding, "dim", f"{where_cnn} [embedding]", int),
+        activation=activation,
+        max_characters=_get(cnn, "max_characters_per_token", where_cnn, int),
+        projection_dim=_get(lstm, "projection_dim", where_lstm, int),
+        cell_dim=_get(lstm, "dim", where_lstm, int),
+        num_layers=_get(lstm, "n_layers", where_lstm, int, 1),
+        cell_clip=_float_or_none(_get(lstm, "cell_clip", where_lstm, (int, float), None)),
+        proj_clip=_float_or_none(_get(lstm, "proj_clip", where_lstm, (int, float), None)),
+        skip_connections=bool(_get(lstm, "use_skip_connections", where_lstm, bool, False)),
+    )
+    for key, value in (("n_highway", opts.num_highway), ("embedding.dim", opts.char_dim),
+                       ("projection_dim", opts.projection_dim), ("dim", opts.cell_dim), ("n_layers", opts.num_layers)):
+        if value < (0 if key == "n_highway" else 1):
+            raise ValueError(f"{name}: {key!r} must be positive, got {value}")
+    if opts.max_characters < max(w for w, _ in opts.filters) or opts.max_characters < 4:
+        raise ValueError(f"{where_cnn}: 'max_characters_per_token' ({opts.max_characters}) must be at least 4 and "
+                         f"the widest filter's width")
+    if opts.projection_dim > opts.cell_dim:
+        raise ValueError(f"{where_lstm}: 'projection_dim' ({opts.projection_dim}) exceeds 'dim' ({opts.cell_dim})")
+    if opts.num_filters < opts.projection_dim:
+        raise ValueError(f"{where_cnn}: the filters' total ({opts.num_filters}) is below lstm.projection_dim "
+                         f"({opts.projection_dim}); bilm-tf projects the token vectors down only")
+    return opts
+
+
+def _float_or_none(value: int | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def expected_shapes(opts: ELMoOptions) -> dict[str, tuple[int, ...]]:
+    """Every dataset a weight file for ``opts`` holds, with its shape (the table above)."""
+    shapes: dict[str, tuple[int, ...]] = {"char_embed": (NUM_IDS - 1, opts.char_dim)}
+    for i, (width, count) in enumerate(opts.filters):
+        shapes[f"CNN/W_cnn_{i}"] = (1, width, opts.char_dim, count)
+        shapes[f"CNN/b_cnn_{i}"] = (count,)
+    features = opts.num_filters
+    for k in range(opts.num_highway):
+        for kind in ("carry", "transform"):
+            shapes[f"CNN_high_{k}/W_{kind}"] = (features, features)
+            shapes[f"CNN_high_{k}/b_{kind}"] = (features,)
+    if features != opts.projection_dim:
+        shapes["CNN_proj/W_proj"] = (features, opts.projection_dim)
+        shapes["CNN_proj/b_proj"] = (opts.projection_dim,)
+    for direction in (0, 1):
+        for layer in range(opts.num_layers):
+            cell = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+            shapes[f"{cell}/W_0"] = (2 * opts.projection_dim, 4 * opts.cell_dim)
+            shapes[f"{cell}/B"] = (4 * opts.cell_dim,)
+            if opts.projection_dim < opts.cell_dim:
+                shapes[f"{cell}/W_P_0"] = (opts.cell_dim, opts.projection_dim)
+    return shapes
+
+
+# which option sets each dataset's shape, for the message where they disagree
+def _set_by(name: str) -> str:
+    if name == "char_embed":
+        return "char_cnn.embedding.dim (and the 261 character ids)"
+    if name.startswith("CNN/"):
+        return "char_cnn.filters and char_cnn.embedding.dim"
+    if name.startswith("CNN_high"):
+        return "the sum of char_cnn.filters' counts"
+    if name.startswith("CNN_proj"):
+        return "char_cnn.filters and lstm.projection_dim"
+    return "lstm.projection_dim and lstm.dim"
+
+
+def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray]:
+    """Every dataset of a bilm-tf ``weights.hdf5`` that ``opts`` calls for, as float32 arrays, each
+    checked against the shape the options give it.
+
+    Raises:
+        ImportError: h5py, the ``elmo`` extra, is not installed (``pip install h5py``).
+        FileNotFoundError: there is no such file.
+        ValueError: it is not an HDF5 file, a dataset is missing (named, with what to check), or a
+            dataset's shape is not the one the options give (both shapes named, and the options that set it).
+    """
+    try:
+        import h5py
+    except ImportError:
+        raise ImportError("reading ELMo weights needs h5py, highwaynet's elmo extra: pip install h5py") \
+            from None
+    path = Path(weights)
+    if not path.is_file():
+        raise FileNotFoundError(f"ELMo weight file {path} not found")
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as error:
+        raise ValueError(f"{path} is not an ELMo weight file: not HDF5 ({error})") from None
+    arrays: dict[str, np.ndarray] = {}
+    with handle:
+        for name, shape in expected_shapes(opts).items():
+            dataset = handle.get(name)
+            if dataset is None or not isinstance(dataset, h5py.Dataset):
+                hint = ("is this an ELMo weights.hdf5 (bilm-tf's dump_weights)?" if name == "char_embed"
+                        else "does the options file belong to this weight file?")
+                raise ValueError(f"{path} has no dataset {name!r}: {hint}")
+            if tuple(dataset.shape) != shape:
+                raise ValueError(f"{path}: dataset {name!r} has shape {tuple(dataset.shape)}, but the options give "
+                                 f"{shape} (set by {_set_by(name)}): the options and the weights are not one model's")
+            array = np.asarray(dataset[...], dtype=np.float32)
+            if not np.isfinite(array).all():
+                raise ValueError(f"{path}: dataset {name!r} holds values that are not finite (NaN or infinity): "
+                                 f"the file is damaged")
+            arrays[name] = array
+    return arrays
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """A published biLM: its options and weight files (URLs, and a sha256 where one is known) and what it is."""
+
+    options: DataFile
+    weights: DataFile
+    about: str
+
+
+_ALLENNLP = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
+_SEQVEC = "http://data.bioembeddings.com/public/embeddings/embedding_models/seqvec"
+
+
+def _elmo(folder: str, stem: str, about: str) -> PublishedModel:
+    return PublishedModel(DataFile(f"elmo-{folder}/options.json", f"{_ALLENNLP}/{folder}/{stem}_options.json", ""),
+                          DataFile(f"elmo-{folder}/weights.hdf5", f"{_ALLENNLP}/{folder}/{stem}_weights.hdf5", ""),
+                          about)
+
+
+#: The published models by name, with their files' public URLs (AllenNLP's ELMo page and bio_embeddings'
+#: SeqVec). The publishers give no sha256 for these files (nor does bilm-tf, AllenNLP or SeqVec's
+#: repository), so a download is not checked against one: an
+#: :class:`~highwaynet.data.download.UncheckedDownloadWarning` names each file and gives the sha256 it
+#: was found to have, which :func:`download_model`'s ``sha256`` (``--sha256`` on ``highwaynet elmo
+#: embed``) pins; the loader's checks of every dataset's name and shape catch a wrong or damaged file.
+MODELS: dict[str, PublishedModel] = {
+    "small": _elmo("2x1024_128_2048cnn_1xhighway", "elmo_2x1024_128_2048cnn_1xhighway",
+                   "ELMo small: 2 layers of 1,024 cells projected to 128, one highway layer (13.6 M parameters)"),
+    "medium": _elmo("2x2048_256_2048cnn_1xhighway", "elmo_2x2048_256_2048cnn_1xhighway",
+                    "ELMo medium: 2 layers of 2,048 cells projected to 256, one highway layer (28.0 M parameters)"),
+    "original": _elmo("2x4096_512_2048cnn_2xhighway", "elmo_2x4096_512_2048cnn_2xhighway",
+                      "ELMo original: 2 layers of 4,096 cells projected to 512, two highway layers (93.6 M)"),
+    "original-5.5b": _elmo("2x4096_512_2048cnn_2xhighway_5.5B", "elmo_2x4096_512_2048cnn_2xhighway_5.5B",
+                           "ELMo original, trained on 5.5 billion tokens (93.6 M parameters)"),
+    "seqvec": PublishedModel(DataFile("seqvec/options.json", f"{_SEQVEC}/options.json", ""),
+                             DataFile("seqvec/weights.hdf5", f"{_SEQVEC}/weights.hdf5", ""),
+                             "SeqVec (Heinzinger et al., 2019): ELMo trained on UniRef50 protein sequences, one "
+                             "token a residue"),
+}
+
+
+def download_model(name: str, data_dir: str | Path | None = None, *, download: bool = False,
+                   sha256: tuple[str, str] | None = None) -> tuple[Path, Path]:
+    """The options and weight files of a published model (:data:`MODELS`), found in ``data_dir`` (or
+    ``$HIGHWAYNET_DATA``, ``~/.cache/highwaynet``) under ``elmo-<folder>/`` or ``seqvec/``, or with
+    ``download=True`` fetched there from the publisher.
+
+    Args:
+        sha256: the sha256 of the options file and of the weight file, to check them against (found on
+            disk or downloaded); None: the publisher's, where it gives one. The publishers give none
+            (see :data:`MODELS`): a download is then unchecked, and a warning gives the sha256 it was
+            found to have, to pin here.
+
+    Raises:
+        ValueError: no model of that name, or ``sha256`` not two sha256s.
+        DataNotFoundError: a file is missing and ``download`` is false, or the download failed.
+        OSError: a file does not match its sha256 (a download that does not is deleted).
+    """
+    if name not in MODELS:
+        raise ValueError(f"unknown ELMo model {name!r}; the published ones are: {', '.join(MODELS)}")
+    model = MODELS[name]
+    files = [model.options, model.weights]
+    if sha256 is not None:
+        if isinstance(sha256, str) or not isinstance(sha256, (tuple, list)) or len(sha256) != 2 or not all(
+                isinstance(h, str) and re.fullmatch(r"[0-9a-fA-F]{64}", h) for h in sha256):
+            raise ValueError(f"download_model: sha256 must be two sha256s (64 hexadecimal digits each), the options "
+                             f"file's and the weight file's, got {sha256!r}")
+        files = [replace(file, sha256=digest.lower()) for file, digest in zip(files, sha256, strict=True)]
+    folders = [Path(data_dir) if data_dir is not None else None, default_data_dir()]
+    hint = f"download {model.options.url} and {model.weights.url} into a folder and pass --options and --weights"
+    pin = (f"pass both files' sha256 as download_model({name!r}, ..., sha256=(OPTIONS, WEIGHTS)), or "
+           f"highwaynet elmo embed --model {name} --sha256 OPTIONS WEIGHTS")
+    options = locate(files[0], folders, download=download, hint=hint, pin=pin)
+    weights = locate(files[1], folders, download=download, hint=hint, pin=pin)
+    return options, weights

@@ -1,0 +1,443 @@
+"""ELMo's biLM from bilm-tf's files, against an independent float64 NumPy reference of the TensorFlow
+computation (tests/elmo_reference.py), on small files the tests write with h5py in the published layout."""
+
+import hashlib
+import json
+import warnings
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from elmo_reference import TensorFlowReference, char_ids, options, write_model
+
+from highwaynet.data.download import DataNotFoundError, UncheckedDownloadWarning
+from highwaynet.elmo import MODELS, ELMo, ELMoBiLM, ProjectedLSTM, ScalarMix, batch_to_ids, download_model
+from highwaynet.elmo import files as elmo_files
+from highwaynet.kernels import explain
+from highwaynet.kernels.lstmp import LSTMPPath, lstmp_recurrence, lstmp_recurrence_reference
+
+LONG = "x" * 47 + "é" + "tail"  # 53 bytes: cut to 48, inside the two bytes of é
+BATCHES = [
+    [["The", "cat", "sat", "."], ["A", LONG], ["<S>", "inside", "</S>"]],
+    [["Short"], ["Then", "a", "longer", "sentence", "here", "."]],
+    [["résumé", "naïve"], ["x"], ["one", "two", "three"], ["four"]],
+]
+
+
+def _close(ours: torch.Tensor, reference: np.ndarray, atol: float) -> None:
+    torch.testing.assert_close(ours.double(), torch.from_numpy(reference), rtol=0, atol=atol)
+
+
+# -- the character ids -------------------------------------------------------------------------------
+
+def test_character_ids_are_bilm_tfs():
+    ids = batch_to_ids([["ab", "<S>", "é"], ["</S>"]])
+    assert ids.shape == (2, 5, 50) and ids.dtype == torch.long
+    assert ids[0, 0, :4].tolist() == [259, 257, 260, 261]            # <S>: begin word, 256, end word, pad (+1)
+    assert ids[0, 4, :4].tolist() == [259, 258, 260, 261]            # </S>
+    assert ids[0, 1, :5].tolist() == [259, 98, 99, 260, 261]          # bytes + 1 between the word markers
+    assert torch.equal(ids[0, 2], ids[0, 0])                          # the literal <S> is the boundary row
+    assert ids[0, 3, :5].tolist() == [259, 0xC3 + 1, 0xA9 + 1, 260, 261]  # é: its two UTF-8 bytes
+    assert torch.equal(ids[1, 1], ids[0, 4]) and ids[1, 3:].eq(0).all()   # padding past the end is 0
+    assert torch.equal(torch.from_numpy(char_ids([["ab", "<S>", "é"], ["</S>"]])), ids)
+
+
+def test_a_word_longer_than_50_characters_is_cut_to_48_bytes_as_the_original():
+    ids = batch_to_ids([[LONG]])[0, 1]
+    body = LONG.encode()[:48]
+    assert ids[1:49].tolist() == [b + 1 for b in body] and ids[49].item() == 260  # end-of-word in the last place
+    assert body[-1] == 0xC3  # (the cut falls inside é, as bilm-tf's bytes[:48] does)
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    ("a sentence", TypeError, "wrap one sentence in a list"),
+    ([["a", "b"], "c d"], TypeError, "mix token lists and strings"),
+    (["c d", ["a", "b"]], TypeError, "mix strings and token lists"),
+    ([["a"], []], ValueError, "sentence 1 is empty"),
+    (["a b", "   "], ValueError, "sentence 1 is empty"),
+    ([["a", ""]], ValueError, "sentence 0, token 1 is empty"),
+    ([["a", 3]], TypeError, "token 1 is a int"),
+])
+def test_bad_sentences_are_refused_with_what_is_wrong(bad, error, words):
+    with pytest.raises(error, match=words):
+        batch_to_ids(bad)
+
+
+def test_strings_are_split_at_white_space():
+    assert torch.equal(batch_to_ids(["a  b\tc", "d"]), batch_to_ids([["a", "b", "c"], ["d"]]))
+
+
+# -- the biLM against TensorFlow's computation --------------------------------------------------------
+
+@pytest.mark.parametrize("activation, highway, filters", [("relu", 2, None), ("tanh", 1, None),
+                                                          ("relu", 0, [[1, 3], [2, 3]])])
+def test_token_vectors_are_tensorflows(tmp_path, activation, highway, filters):
+    """The character encoder: relu and tanh, 0-2 highway layers, with a projection (16 filters to 6) and
+    without one (6 filters, 6 wide)."""
+    opts = options(activation=activation, highway=highway, **({"filters": filters} if filters else {}))
+    options_file, weights_file, arrays = write_model(tmp_path, opts)
+    bilm = ELMoBiLM.from_files(options_file, weights_file)
+    assert (bilm.token_encoder.projection is None) == (filters is not None)
+    ids = batch_to_ids(BATCHES[0])
+    layers, mask = bilm(ids)
+    reference = TensorFlowReference(opts, arrays).token_embedding(ids.numpy())
+    _close(layers[0][..., :6][mask], reference[mask.numpy()], 1e-6)
+    assert torch.equal(layers[0][..., :6], layers[0][..., 6:])  # [e | e]
+    assert layers[0][~mask].eq(0).all()
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_stateful_biLM_matches_tensorflow_batch_after_batch(tmp_path, skip):
+    """Three batches of 3, 2 and 4 sentences of different lengths: each row's LSTM states carried on
+    to the next batch's row (rows past a batch kept), both directions, clipping active."""
+    opts = options(skip=skip)
+    options_file, weights_file, arrays = write_model(tmp_path, opts)
+    reference = TensorFlowReference(opts, arrays)
+    bilm = ELMoBiLM.from_files(options_file, weights_file)
+    for sentences in BATCHES:
+        ids = batch_to_ids(sentences)
+        layers, mask = bilm(ids)
+        expected, expected_mask = reference(ids.numpy())
+        assert np.array_equal(mask.numpy(), expected_mask)
+        for ours, theirs in zip(layers[1:], expected[1:], strict=True):
+            _close(ours, theirs, 1e-6)  # (padding included: zeros past each sentence's end)
+    assert reference.clipped_cells > 50 and reference.clipped_outputs > 50  # (the clipping is exercised)
+    assert bilm.state_h.shape[2] == 4
+
+
+def test_float64_model_matches_tensorflow_to_float64_precision(tmp_path):
+    opts = options()
+    options_file, weights_file, arrays = write_model(tmp_path, opts)
+    reference = TensorFlowReference(opts, arrays)
+    bilm = ELMoBiLM.from_files(options_file, weights_file, dtype=torch.float64)
+    for sentences in BATCHES[:2]:
+        ids = batch_to_ids(sentences)
+        layers, _ = bilm(ids)
+        for ours, theirs in zip(layers[1:], reference(ids.numpy())[0][1:], strict=True):
+            _close(ours, theirs, 1e-12)
+
+
+def test_gate_order_and_forget_bias_are_tensorflows():
+    """One step of one cell from a known state, the weights 0 and each gate's bias its own value:
+    c = sigmoid(b_f + 1) c0 + sigmoid(b_i) tanh(b_j), h = sigmoid(b_o) tanh(c)."""
+    lstm = ProjectedLSTM(1, 1, 1)
+    b_i, b_j, b_f, b_o, c0 = 0.3, -0.7, -1.1, 0.9, 0.6
+    with torch.no_grad():
+        lstm.weight_ih.zero_()
+        lstm.weight_hh.zero_()
+        lstm.bias.copy_(torch.tensor([b_i, b_j, b_f, b_o]))
+    out, (h, c) = lstm(torch.zeros(1, 1, 1), state=(torch.zeros(1, 1), torch.full((1, 1), c0)))
+    s = sigmoid_ = 1 / (1 + np.exp(-np.array([b_i, b_f + 1.0, b_o])))
+    expected_c = s[1] * c0 + s[0] * np.tanh(b_j)
+    assert c.item() == pytest.approx(expected_c, abs=1e-7) and sigmoid_ is s
+    assert h.item() == out.item() == pytest.approx(s[2] * np.tanh(expected_c), abs=1e-7)
+
+
+def test_states_reset_and_stateless(tmp_path):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    ids = batch_to_ids(BATCHES[0])
+    bilm = ELMoBiLM.from_files(options_file, weights_file)
+    first = bilm(ids)[0][-1]
+    assert not torch.allclose(bilm(ids)[0][-1], first)  # the second pass starts from the carried states
+    bilm.reset_states()
+    assert torch.equal(bilm(ids)[0][-1], first)
+    stateless = ELMoBiLM.from_files(options_file, weights_file, stateful=False)
+    assert torch.equal(stateless(ids)[0][-1], first) and torch.equal(stateless(ids)[0][-1], first)
+    assert stateless.state_h.shape[2] == 0
+
+
+def test_a_row_of_padding_alone_keeps_its_state(tmp_path):
+    """bilm-tf: dynamic_rnn copies a row's state past its length, so a row of length 0 keeps it."""
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    bilm = ELMoBiLM.from_files(options_file, weights_file)
+    bilm(batch_to_ids(BATCHES[0]))
+    kept_h, kept_c = bilm.state_h.clone(), bilm.state_c.clone()
+    ids = batch_to_ids([["new", "words"], ["x"], ["y"]])
+    ids[1] = 0  # row 1: padding alone
+    layers, mask = bilm(ids)
+    assert not mask[1].any() and all(layer[1].eq(0).all() for layer in layers)
+    assert torch.equal(bilm.state_h[:, :, 1], kept_h[:, :, 1]) and torch.equal(bilm.state_c[:, :, 1], kept_c[:, :, 1])
+    assert not torch.equal(bilm.state_h[:, :, 0], kept_h[:, :, 0])
+
+
+# -- the fast path -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-6), (torch.float64, 1e-13)])
+@pytest.mark.parametrize("projection", [True, False])
+@pytest.mark.parametrize("cells", [5, 37])
+def test_cpp_loop_matches_the_pytorch_loop(dtype, atol, projection, cells):
+    """37 cells: the vectorised loop (8 or 16 lanes) and its scalar tail; 5: the tail alone."""
+    torch.manual_seed(0)
+    steps, batch, width = 7, 5, 4 if projection else cells
+    gates = torch.randn(steps, batch, 4 * cells, dtype=dtype)
+    # (scaled as a trained LSTM's: rounding differences then shrink from step to step, not grow)
+    weight_hh = torch.randn(4 * cells, width, dtype=dtype) / width ** 0.5
+    weight_proj = torch.randn(width, cells, dtype=dtype) / cells ** 0.5 if projection else None
+    h0, c0 = torch.randn(batch, width, dtype=dtype), torch.randn(batch, cells, dtype=dtype)
+    lengths = torch.tensor([7, 3, 0, 7, 1])
+    for given in (lengths, None):
+        kwargs = {"cell_clip": 0.3, "proj_clip": 0.1}
+        plain = lstmp_recurrence_reference(gates, weight_hh, weight_proj, h0, c0, given, **kwargs)
+        fast = lstmp_recurrence(gates, weight_hh, weight_proj, h0, c0, given, path=LSTMPPath.CPP, **kwargs)
+        for a, b in zip(fast, plain, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=atol)
+    assert fast[2].abs().max() == 0.3 and (fast[0].abs().max() == 0.1 or not projection)  # (both clip)
+
+
+def test_the_biLM_runs_the_cpp_loop_without_gradients_and_pytorch_with(tmp_path):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    bilm = ELMoBiLM.from_files(options_file, weights_file, stateful=False)
+    ids = batch_to_ids(BATCHES[1])
+    decisions = [d for d in explain(bilm, ids) if d.layer.startswith(("forward_layers", "backward_layers"))]
+    assert len(decisions) == 4 and {d.path for d in decisions} == {LSTMPPath.CPP.value}
+    with torch.no_grad():
+        fast = bilm(ids)[0]
+    bilm.requires_grad_(True)
+    plain = bilm(ids)[0]
+    plain[-1].sum().backward()
+    assert bilm.forward_layers[0].weight_hh.grad is not None
+    for a, b in zip(fast, plain, strict=True):
+        torch.testing.assert_close(a, b.detach(), rtol=0, atol=1e-6)
+
+
+def test_gradients_are_the_lstms_derivatives():
+    torch.manual_seed(0)
+    lstm = ProjectedLSTM(3, 2, 4, cell_clip=5.0, proj_clip=5.0, reverse=True, dtype=torch.float64)
+    x = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[True] * 4, [True, True, False, False]])
+    assert torch.autograd.gradcheck(lambda v: lstm(v, mask)[0], (x,))
+
+
+def test_compiled_biLM_matches_eager(tmp_path):
+    """``torch.compile`` traces the whole biLM as one graph (no break: the checks that read values are
+    left to eager calls, the recurrence takes the PyTorch operations) and computes what eager does,
+    padding included. A tiny model, one layer, 4 steps a direction (compiling unrolls the loop), static
+    shapes, and AOTAutograd without Inductor's code generation: what highwaynet's code decides under
+    compile is all traced, and the C++ compilation of the unrolled loop's kernels, PyTorch's own
+    business, took 80-110 s of a shared two-core machine (a fresh cache) where this takes seconds."""
+    options_file, weights_file, _ = write_model(tmp_path, options(layers=1, highway=1, cells=8,
+                                                                  filters=[[1, 4], [2, 4]]))
+    bilm = ELMoBiLM.from_files(options_file, weights_file, stateful=False)
+    ids = batch_to_ids([["a"], ["b", "c"]])
+    eager = bilm(ids)[0]
+    compiled = torch.compile(bilm, backend="aot_eager", fullgraph=True, dynamic=False)(ids)[0]
+    for a, b in zip(compiled, eager, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+def test_bfloat16_runs_close_to_float32(tmp_path):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    ids = batch_to_ids(BATCHES[0])
+    full = ELMoBiLM.from_files(options_file, weights_file, stateful=False)(ids)[0][-1]
+    half = ELMoBiLM.from_files(options_file, weights_file, stateful=False, dtype=torch.bfloat16)(ids)[0][-1]
+    assert half.dtype == torch.bfloat16 and (half.float() - full).abs().max() < 0.1
+
+
+# -- the word cache ----------------------------------------------------------------------------------
+
+def test_cached_words_skip_the_character_encoder_and_give_the_same_vectors(tmp_path, monkeypatch):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    bilm = ELMoBiLM.from_files(options_file, weights_file, stateful=False)
+    ids = batch_to_ids([["the", "cat", "the", "dog"], ["the", "cat"]])
+    seen = []
+    encode = bilm.token_encoder.forward
+    monkeypatch.setattr(bilm.token_encoder, "forward", lambda rows: seen.append(rows.shape[0]) or encode(rows))
+    plain = bilm(ids)[0]
+    assert seen == [5]  # <S>, the, cat, dog, </S>: each distinct token once, of 10
+    bilm.cache_words(["the", "cat", "<S>", "</S>"])
+    seen.clear()
+    cached = bilm(ids)[0]
+    assert seen == [1]  # "dog" alone went through the encoder (repeats and cached words did not)
+    for a, b in zip(cached, plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+# -- ELMo, the scalar mix -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_elmo_mixes_the_layers_as_bilm_tfs_weight_layers(tmp_path, layer_norm):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    elmo = ELMo.from_files(options_file, weights_file, 2, layer_norm=layer_norm, dropout=0.0, stateful=False)
+    assert not any(p.requires_grad for p in elmo.bilm.parameters())
+    assert all(p.requires_grad for p in elmo.mixes.parameters())
+    with torch.no_grad():
+        elmo.mixes[1].weights.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        elmo.mixes[1].gamma.fill_(1.5)
+    ids = batch_to_ids(BATCHES[1])
+    (first, second), mask = elmo(ids)
+    layers, full_mask = elmo.bilm(ids)
+    lengths = full_mask.sum(1)
+    # bilm-tf's lm_embeddings: each layer without <S> and </S>, then weight_layers
+    kept = np.zeros((2, ids.shape[1] - 2), dtype=bool)
+    trimmed = []
+    for layer in layers:
+        out = np.zeros((2, ids.shape[1] - 2, layer.shape[-1]))
+        for b, n in enumerate(lengths.tolist()):
+            out[b, : n - 2] = layer[b, 1 : n - 1].double().numpy()
+            kept[b, : n - 2] = True
+        trimmed.append(out)
+    assert np.array_equal(mask.numpy(), kept)
+    for mix, got in ((np.array([0.0, 0.0, 0.0]), first), (np.array([0.5, -1.0, 2.0]), second)):
+        shares = np.exp(mix) / np.exp(mix).sum()
+        total = 0.0
+        for share, layer in zip(shares, trimmed, strict=True):
+            if layer_norm:  # one mean and variance over the batch's valid entries
+                n = kept.sum() * layer.shape[-1]
+                mean = (layer * kept[..., None]).sum() / n
+                variance = (((layer - mean) * kept[..., None]) ** 2).sum() / n
+                layer = (layer - mean) / np.sqrt(variance + 1e-12)
+            total = total + share * layer
+        gamma = 1.5 if mix[0] else 1.0
+        _close(got[mask], gamma * total[kept], 1e-5)
+
+
+def test_elmo_refuses_ids_without_sentence_boundaries(tmp_path):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    elmo = ELMo.from_files(options_file, weights_file, stateful=False)
+    ids = batch_to_ids(BATCHES[1])[:, 1:]
+    with pytest.raises(ValueError, match="must begin with <S> and end with </S>"):
+        elmo(ids)
+
+
+def test_scalar_mix_checks_its_input():
+    with pytest.raises(ValueError, match="expects 3 tensors, got 2"):
+        ScalarMix(3)([torch.ones(1, 2, 3)] * 2)
+    with pytest.raises(ValueError, match="needs the mask"):
+        ScalarMix(1, layer_norm=True)([torch.ones(1, 2, 3)])
+
+
+# -- bad files -----------------------------------------------------------------------------------------
+
+def test_a_file_that_is_not_an_elmo_file_names_the_missing_dataset(tmp_path):
+    options_file, _, _ = write_model(tmp_path, options())
+    other = tmp_path / "other.hdf5"
+    with h5py.File(other, "w") as f:
+        f.create_dataset("weights", data=np.zeros(3))
+    with pytest.raises(ValueError, match="has no dataset 'char_embed'.*ELMo weights.hdf5"):
+        ELMoBiLM.from_files(options_file, other)
+    text = tmp_path / "text.hdf5"
+    text.write_text("not hdf5")
+    with pytest.raises(ValueError, match="not an ELMo weight file: not HDF5"):
+        ELMoBiLM.from_files(options_file, text)
+    with pytest.raises(FileNotFoundError, match="missing.hdf5 not found"):
+        ELMoBiLM.from_files(options_file, tmp_path / "missing.hdf5")
+
+
+def test_options_and_weights_that_disagree_name_the_dataset_and_shapes(tmp_path):
+    _, weights_file, _ = write_model(tmp_path, options(cells=20))
+    wider = tmp_path / "wider.json"
+    wider.write_text(json.dumps(options(cells=24)))
+    with pytest.raises(ValueError, match=r"'RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0' has shape \(12, 80\), but the "
+                                         r"options give \(12, 96\) \(set by lstm.projection_dim and lstm.dim\)"):
+        ELMoBiLM.from_files(wider, weights_file)
+    three = tmp_path / "three.json"
+    three.write_text(json.dumps(options(layers=3)))
+    with pytest.raises(ValueError, match="has no dataset 'RNN_0/RNN/MultiRNNCell/Cell2/LSTMCell/W_0'"):
+        ELMoBiLM.from_files(three, weights_file)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("{not json", "not an ELMo options file: not JSON"),
+    ('{"char_cnn": {}}', "has no 'lstm' section"),
+    ('{"lstm": {}}', "no 'char_cnn' section"),
+    (json.dumps({**options(), "lstm": {**options()["lstm"], "dim": "ten"}}), "'dim' must be int"),
+    (json.dumps({**options(), "char_cnn": {**options()["char_cnn"], "activation": "gelu"}}), "'relu' or 'tanh'"),
+])
+def test_bad_options_files_say_what_is_wrong(tmp_path, text, words):
+    path = tmp_path / "options.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=words):
+        elmo_files.read_options(path)
+
+
+def test_bad_ids_are_refused(tmp_path):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    bilm = ELMoBiLM.from_files(options_file, weights_file)
+    with pytest.raises(ValueError, match=r"integer tensor \(B, T, 50\)"):
+        bilm(torch.zeros(2, 3, 49, dtype=torch.long))
+    with pytest.raises(ValueError, match="must lie in 0..261"):
+        bilm(torch.full((1, 2, 50), 300))
+    gap = batch_to_ids([["a", "b"]])
+    gap[0, 1] = 0
+    with pytest.raises(ValueError, match="padding .* between tokens"):
+        bilm(gap)
+
+
+# -- saving and the published models ------------------------------------------------------------------
+
+def test_a_saved_biLM_loads_back_the_same(tmp_path):
+    opts = options()
+    options_file, weights_file, arrays = write_model(tmp_path, opts)
+    bilm = ELMoBiLM.from_files(options_file, weights_file)
+    assert bilm.save_files(tmp_path / "again") == (tmp_path / "again" / "options.json",
+                                                  tmp_path / "again" / "weights.hdf5")
+    with h5py.File(tmp_path / "again" / "weights.hdf5", "r") as f:
+        for name, value in arrays.items():
+            assert np.array_equal(f[name][...], value), name
+    again = ELMoBiLM.from_files(tmp_path / "again" / "options.json", tmp_path / "again" / "weights.hdf5")
+    assert all(torch.equal(a, b) for a, b in zip(bilm.state_dict().values(), again.state_dict().values(),
+                                                 strict=True))
+
+
+@pytest.fixture
+def tiny_published(tmp_path, monkeypatch):
+    """A published model "tiny" whose files are file:// URLs (no network), without a sha256 as the
+    published ELMo and SeqVec files are; the files' sha256s."""
+    options_file, weights_file, _ = write_model(tmp_path / "publisher", options())
+    published = elmo_files.PublishedModel(
+        elmo_files.DataFile("tiny/options.json", options_file.as_uri(), ""),
+        elmo_files.DataFile("tiny/weights.hdf5", weights_file.as_uri(), ""), "a tiny model")
+    monkeypatch.setitem(MODELS, "tiny", published)
+    return tuple(hashlib.sha256(f.read_bytes()).hexdigest() for f in (options_file, weights_file))
+
+
+def test_published_models_are_found_in_a_folder_or_downloaded_without_a_network(tmp_path, tiny_published):
+    assert set(MODELS) - {"tiny"} == {"small", "medium", "original", "original-5.5b", "seqvec"}
+    assert MODELS["original"].weights.url.endswith("2x4096_512_2048cnn_2xhighway/"
+                                                    "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
+    assert all(not m.options.sha256 and not m.weights.sha256 for m in MODELS.values())  # (none published)
+    with pytest.raises(DataNotFoundError, match="tiny/options.json not found.*download=True"):
+        download_model("tiny", tmp_path / "data")
+    with pytest.warns(UncheckedDownloadWarning) as unchecked:
+        got = download_model("tiny", tmp_path / "data", download=True)
+    assert got == (tmp_path / "data" / "tiny" / "options.json", tmp_path / "data" / "tiny" / "weights.hdf5")
+    # each file named with the sha256 it was found to have, and how to pin it
+    assert [str(w.message).split(" was downloaded")[0] for w in unchecked] == [str(p) for p in got]
+    for warning, digest in zip(unchecked, tiny_published, strict=True):
+        assert f"Its sha256 is {digest};" in str(warning.message)
+        assert "sha256=(OPTIONS, WEIGHTS)" in str(warning.message)
+        assert "--sha256 OPTIONS WEIGHTS" in str(warning.message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert download_model("tiny", tmp_path / "data") == got  # found the second time, quietly
+    ELMoBiLM.from_files(*got)
+    with pytest.raises(ValueError, match="unknown ELMo model 'large'"):
+        download_model("large")
+
+
+def test_a_pinned_sha256_checks_the_published_files(tmp_path, tiny_published):
+    """``sha256=`` (``--sha256``): a download checked, quietly; a file that does not match, downloaded
+    (then deleted) or found on disk, refused, naming both hashes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = download_model("tiny", tmp_path / "data", download=True, sha256=tuple(h.upper() for h in tiny_published))
+    assert all(p.is_file() for p in got)
+    wrong = ("0" * 64, tiny_published[1])
+    with pytest.raises(OSError, match=f"options.json does not match its sha256 \\(expected {'0' * 64}, got "
+                                      f"{tiny_published[0]}\\)"):
+        download_model("tiny", tmp_path / "data", sha256=wrong)
+    with pytest.raises(OSError, match="does not match its sha256"):
+        download_model("tiny", tmp_path / "fresh", download=True, sha256=wrong)
+    assert not any(p.is_file() for p in (tmp_path / "fresh").rglob("*"))  # (nothing half-written left)
+    for bad in ("0" * 64, ("0" * 64,), ("0" * 63, "0" * 64), ("g" * 64, "0" * 64)):
+        with pytest.raises(ValueError, match="sha256 must be two sha256s"):
+            download_model("tiny", tmp_path / "data", sha256=bad)
+
+
+@pytest.mark.parametrize("name, millions", [("small", 13.6), ("medium", 28.0), ("original", 93.6)])
+def test_the_published_sizes_have_the_parameters_their_publisher_gives(name, millions):
+    sizes = {"small": (128, 1024, 1), "medium": (256, 2048, 1), "original": (512, 4096, 2)}[name]
+    bilm = ELMoBiLM(sizes[0], sizes[1], 2, num_highway=sizes[2], device="meta")
+    # (the embedding's row for id 0 is not the file's: bilm-tf prepends it)
+    assert round((sum(p.numel() for p in bilm.parameters()) - bilm.char_dim) / 1e6, 1) == millions

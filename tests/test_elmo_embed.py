@@ -1,0 +1,157 @@
+"""``highwaynet elmo embed``: the output file's layout and values, running again, resuming, bad input,
+and two processes under torchrun writing one file."""
+
+import hashlib
+import warnings
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from elmo_reference import options, write_model
+from test_distributed import launch
+
+from highwaynet.cli import main
+from highwaynet.data.download import UncheckedDownloadWarning
+from highwaynet.elmo import ELMoBiLM, batch_to_ids
+from highwaynet.elmo import files as elmo_files
+from highwaynet.elmo.mix import remove_sentence_boundaries
+
+WORKER = Path(__file__).with_name("elmo_embed_worker.py")
+LINES = ["The cat sat on the mat .", "A dog .", "Colorless green ideas sleep furiously", "x",
+         "M K V L A A G I", "one two"]
+
+
+@pytest.fixture
+def model(tmp_path):
+    return write_model(tmp_path / "model", options())[:2]
+
+
+def embed(model, tmp_path, *extra, out="vectors.hdf5", lines=LINES):
+    source = tmp_path / "sentences.txt"
+    source.write_text("".join(line + "\n" for line in lines))
+    return main(["elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]), "--input", str(source),
+                 "--out", str(tmp_path / out), "--batch-size", "4", "--device", "cpu", "--no-progress", *extra])
+
+
+def expected_layers(model, lines):
+    bilm = ELMoBiLM.from_files(*model, stateful=False)
+    out = []
+    for first in range(0, len(lines), 4):
+        batch = [line.split() for line in lines[first:first + 4]]
+        layers, mask = bilm(batch_to_ids(batch))
+        stacked = torch.stack([remove_sentence_boundaries(layer, mask)[0] for layer in layers], 1)
+        out += [stacked[i, :, :len(s)].numpy() for i, s in enumerate(batch)]
+    return out
+
+
+def test_the_file_holds_every_layer_of_every_line_as_the_python_api_gives(model, tmp_path, capsys):
+    assert embed(model, tmp_path) == 0
+    assert "wrote" in capsys.readouterr().out
+    with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
+        assert sorted(f, key=int) == [str(i) for i in range(len(LINES))]
+        assert f.attrs["layers"] == "all" and f.attrs["lines"] == len(LINES) and not f.attrs["stateful"]
+        for i, (line, expected) in enumerate(zip(LINES, expected_layers(model, LINES), strict=True)):
+            assert f[str(i)].shape == (3, len(line.split()), 12) and f[str(i)].dtype == np.float32
+            np.testing.assert_allclose(f[str(i)][...], expected, rtol=0, atol=1e-6)
+    assert not (tmp_path / "vectors.hdf5.parts").exists()
+    assert embed(model, tmp_path) == 0  # run again: nothing to do
+    assert "is complete" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("layers", ["top", "average"])
+def test_top_and_average(model, tmp_path, layers):
+    assert embed(model, tmp_path, "--layers", layers) == 0
+    expected = expected_layers(model, LINES)
+    with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
+        for i, full in enumerate(expected):
+            want = full[-1] if layers == "top" else full.mean(0)
+            np.testing.assert_allclose(f[str(i)][...], want, rtol=0, atol=1e-6)
+
+
+def test_an_interrupted_run_goes_on_from_the_batches_it_wrote(model, tmp_path, capsys, monkeypatch):
+    from highwaynet.elmo import embed as embed_module
+
+    written = embed_module._write_piece
+
+    def stop_after_the_first(path, *args):
+        written(path, *args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embed_module, "_write_piece", stop_after_the_first)
+    assert embed(model, tmp_path) == 130
+    assert not (tmp_path / "vectors.hdf5").exists()
+    assert [p.name for p in (tmp_path / "vectors.hdf5.parts").glob("*.h5")] == ["batch-00000000.h5"]
+    monkeypatch.setattr(embed_module, "_write_piece", written)
+    assert embed(model, tmp_path) == 0
+    assert "resuming: 1 of 2 batches were written before" in capsys.readouterr().out
+    with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
+        assert len(f) == len(LINES)
+    assert embed(model, tmp_path, "--layers", "top") == 2  # the finished file, with other settings
+    assert "written with other settings (layers differ)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lines, words", [(["a b", "", "c"], "line 2 (counting from 1) is empty"),
+                                          ([], "holds no sentences")])
+def test_bad_input_files_are_refused(model, tmp_path, capsys, lines, words):
+    assert embed(model, tmp_path, lines=lines) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_model_and_files_are_asked_for_plainly(model, tmp_path, capsys):
+    source = tmp_path / "s.txt"
+    source.write_text("a b\n")
+    assert main(["elmo", "embed", "--input", str(source), "--out", str(tmp_path / "o.hdf5")]) == 2
+    assert "pass --options and --weights" in capsys.readouterr().err
+    assert main(["elmo", "embed", "--model", "original", "--data-dir", str(tmp_path), "--input", str(source),
+                 "--out", str(tmp_path / "o.hdf5")]) == 2
+    assert "elmo-2x4096_512_2048cnn_2xhighway/options.json not found" in capsys.readouterr().err
+
+
+def test_a_published_model_downloads_unchecked_saying_so_or_pinned_with_sha256(model, tmp_path, capsys, monkeypatch):
+    """``--model NAME --download``: the publishers give no sha256, so each file comes with a warning that
+    gives its own; ``--sha256 OPTIONS WEIGHTS`` checks them (a wrong one refused, nothing left of it)."""
+    monkeypatch.setitem(elmo_files.MODELS, "tiny", elmo_files.PublishedModel(
+        elmo_files.DataFile("tiny/options.json", model[0].as_uri(), ""),
+        elmo_files.DataFile("tiny/weights.hdf5", model[1].as_uri(), ""), "a tiny model"))
+    digests = [hashlib.sha256(path.read_bytes()).hexdigest() for path in model]
+    source = tmp_path / "s.txt"
+    source.write_text("a b\n")
+
+    def run(data, *extra):
+        return main(["elmo", "embed", "--model", "tiny", "--data-dir", str(tmp_path / data), "--download", "--input",
+                     str(source), "--out", str(tmp_path / data / "o.hdf5"), "--device", "cpu", "--no-progress", *extra])
+
+    assert run("pinned", "--sha256", digests[0], "0" * 64) == 2
+    assert f"weights.hdf5.part does not match its sha256 (expected {'0' * 64}, got {digests[1]})" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "pinned" / "tiny" / "weights.hdf5").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncheckedDownloadWarning)
+        assert run("pinned", "--sha256", *digests) == 0
+    with pytest.warns(UncheckedDownloadWarning) as unchecked:
+        assert run("unchecked") == 0
+    assert [f"Its sha256 is {d};" in str(w.message) for w, d in zip(unchecked, digests, strict=True)] == [True, True]
+    assert main(["elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]), "--sha256", *digests,
+                 "--input", str(source), "--out", str(tmp_path / "o.hdf5")]) == 2
+    assert "--sha256 checks --model's files" in capsys.readouterr().err
+
+
+def test_two_processes_under_torchrun_write_one_file_that_one_process_writes(model, tmp_path, monkeypatch):
+    source = tmp_path / "sentences.txt"
+    source.write_text("\n".join(LINES * 2) + "\n")  # 12 lines: 3 batches of 4, rank 0 takes two
+    monkeypatch.setenv("ELMO_PIECES_LOG", str(tmp_path / "pieces.log"))
+    for processes in (1, 2):
+        (tmp_path / "pieces.log").unlink(missing_ok=True)
+        launch([str(WORKER), "elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]),
+                "--input", str(source), "--out", str(tmp_path / f"out{processes}.hdf5"), "--batch-size", "4",
+                "--device", "cpu", "--no-progress"], processes)
+    # each batch embedded once, batch k by rank k mod 2
+    assert sorted((tmp_path / "pieces.log").read_text().splitlines()) == [
+        "0 batch-00000000.h5", "0 batch-00000002.h5", "1 batch-00000001.h5"]
+    with h5py.File(tmp_path / "out1.hdf5", "r") as one, h5py.File(tmp_path / "out2.hdf5", "r") as two:
+        assert sorted(one) == sorted(two) and len(one) == 12
+        for name in one:
+            np.testing.assert_array_equal(one[name][...], two[name][...])
+    assert not (tmp_path / "out2.hdf5.parts").exists()
