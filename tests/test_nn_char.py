@@ -81,7 +81,7 @@ def test_shapes_presets_and_the_mlp_comparison():
     assert CharCNNHighway.preset("kim-small", len(vocab), num_highway=0).output_size == 525
     with pytest.raises(ValueError, match="unknown preset 'kim-huge'"):
         CharCNNHighway.preset("kim-huge", 10)
-    with pytest.raises(TypeError, match="expects character ids"):
+    with pytest.raises(TypeError, match="expects chars to be an integer tensor"):
         CharCNNHighway(10)(torch.randn(2, 5))
 
 

@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import os
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -28,14 +31,19 @@ from ._versions import release
 
 __all__ = [
     "autocasting",
+    "check_broadcast",
     "check_choice",
+    "check_device",
     "check_factory",
     "check_finite",
+    "check_flag",
+    "check_gate_bias",
     "check_ids",
     "check_input",
     "check_int",
     "check_lengths",
     "check_module",
+    "check_path",
     "check_probability",
     "check_size",
     "check_sizes",
@@ -64,12 +72,16 @@ def describe(value: object) -> str:
 # -- numbers ------------------------------------------------------------------------------------
 
 
-def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+def check_int(name: str, value: object, *, minimum: int | None = None, below: int | None = None) -> int:
     """``value`` as an ``int``: an integer (a NumPy one too), not a ``bool``, not a float or a string
-    that looks like one; at least ``minimum`` where given."""
+    that looks like one; at least ``minimum`` and less than ``below`` where given (an index)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {describe(value)}")
     number = operator.index(value)
+    if abs(number) >= 2**63:
+        raise ValueError(f"{name} must fit in 64 bits (torch's sizes and indices are int64), got {number}")
+    if minimum is not None and below is not None and not minimum <= number < below:
+        raise ValueError(f"{name} must be in [{minimum}, {below}), got {number}")
     if minimum is not None and number < minimum:
         what = "positive" if minimum == 1 else f"at least {minimum}"
         raise ValueError(f"{name} must be {what}, got {number}")
@@ -104,6 +116,25 @@ def check_finite(name: str, value: object) -> float:
     return cast(float, value)  # (an int or a float, as given)
 
 
+def check_gate_bias(value: object, dtype: object = None, name: str = "gate_bias") -> float:
+    """A gate's initial bias: finite, and held by the dtype of the parameters it is written into
+    (``dtype``; None: the default dtype), as :func:`check_finite` returns it."""
+    bias = check_finite(name, value)
+    parameters = dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.get_default_dtype()
+    largest = torch.finfo(parameters).max
+    if abs(bias) > largest:
+        raise ValueError(f"{name} must fit in the parameters' dtype {parameters} (at most {largest:.3g} in size), "
+                         f"got {bias}")
+    return bias
+
+
+def check_flag(name: str, value: object) -> bool:
+    """A setting that is on or off: a ``bool`` (``"no"``, ``-1`` or ``None`` are not read as one)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {describe(value)}")
+    return bool(value)
+
+
 def check_probability(name: str, value: object) -> float:
     """A dropout probability: a real number in ``[0, 1)``."""
     p = check_finite(name, value)
@@ -128,16 +159,30 @@ def check_module(name: str, value: object) -> nn.Module:
     return value
 
 
+def check_path(name: str, value: object) -> Path:
+    """A file or folder's path: a ``str`` or an ``os.PathLike`` (a ``pathlib.Path``)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (a str or a pathlib.Path), got {describe(value)}")
+    if os.fspath(value) == "":
+        raise ValueError(f"{name} must be a path, got an empty string")
+    return Path(value)
+
+
+def check_device(name: str, value: object) -> torch.device:
+    """A device torch knows: a ``torch.device``, a string (``"cpu"``, ``"cuda:1"``) or a CUDA index."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, torch.device)):
+        raise TypeError(f"{name} must be a torch.device, a string or an index, got {describe(value)}")
+    try:
+        return torch.device(value)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"{name} must name a device torch knows, got {value!r} ({error})") from None
+
+
 def check_factory(device: object, dtype: object) -> dict[str, Any]:
     """``{"device": ..., "dtype": ...}`` for a layer's parameters, as ``torch.nn``'s factory
     arguments: a device torch knows (or None) and a floating-point dtype (or None)."""
     if device is not None:
-        if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
-            raise TypeError(f"device must be a torch.device, a string or an index, got {describe(device)}")
-        try:
-            torch.device(device)
-        except (RuntimeError, ValueError) as error:
-            raise ValueError(f"device must name a device torch knows, got {device!r} ({error})") from None
+        check_device("device", device)
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {describe(dtype)}")
     return {"device": device, "dtype": dtype}
@@ -167,21 +212,36 @@ def autocasting(device_type: str) -> bool:
         return bool(torch.is_autocast_enabled())
 
 
-def check_tensor(owner: str, name: str, value: object, *, integer: bool = False) -> Tensor:
-    """``value`` a tensor; of an integer dtype if ``integer`` (ids, lengths), else floating-point."""
+def _expects(owner: str | None, name: str) -> str:
+    """The start of a message: ``<owner> expects <name> to be`` in a layer, ``<name> must be`` elsewhere."""
+    return f"{owner} expects {name} to be" if owner else f"{name} must be"
+
+
+def check_tensor(name: str, value: object, *, owner: str | None = None, kind: str | None = "float") -> Tensor:
+    """``value`` a tensor, of a floating-point dtype (``kind="float"``), an integer one (``"integer"``:
+    ids, lengths) or any (``None``). ``owner``: the layer whose forward checks it, named in the message."""
     if not isinstance(value, Tensor):
-        raise TypeError(f"{owner} expects {name} to be a torch.Tensor, got {describe(value)}")
-    if integer and (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool):
-        raise TypeError(f"{owner} expects {name} to be an integer tensor (torch.long), got dtype {value.dtype}")
-    if not integer and not value.dtype.is_floating_point:
-        raise TypeError(f"{owner} expects {name} to be a floating-point tensor, got dtype {value.dtype}")
+        raise TypeError(f"{_expects(owner, name)} a torch.Tensor, got {describe(value)}")
+    if kind == "integer" and (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool):
+        raise TypeError(f"{_expects(owner, name)} an integer tensor (torch.long), got dtype {value.dtype}")
+    if kind == "float" and not value.dtype.is_floating_point:
+        raise TypeError(f"{_expects(owner, name)} a floating-point tensor, got dtype {value.dtype}")
     return value
+
+
+def check_broadcast(owner: str, **tensors: Tensor) -> torch.Size:
+    """The shape the ``tensors`` broadcast to, or a ``ValueError`` naming each one's shape."""
+    try:
+        return torch.broadcast_shapes(*(t.shape for t in tensors.values()))
+    except RuntimeError:
+        shapes = ", ".join(f"{name}{tuple(t.shape)}" for name, t in tensors.items())
+        raise ValueError(f"{owner}: the shapes do not broadcast together: {shapes}") from None
 
 
 def check_input(owner: str, name: str, value: object, like: Tensor) -> Tensor:
     """A floating-point tensor on ``like``'s device and of its dtype (``like``: the layer's first
-    weight); under autocast, any floating-point dtype (autocast casts it)."""
-    x = check_tensor(owner, name, value)
+    weight), as the layer's matrix products need; under autocast, any floating-point dtype."""
+    x = check_tensor(name, value, owner=owner)
     if x.device != like.device and like.device.type != "meta":
         raise ValueError(f"{owner} expects {name} on {like.device}, where its parameters are, got {x.device}")
     if x.dtype != like.dtype and not autocasting(x.device.type):
@@ -190,16 +250,20 @@ def check_input(owner: str, name: str, value: object, like: Tensor) -> Tensor:
     return x
 
 
-def check_state(owner: str, name: str, value: object, shape: tuple[int, ...], like: Tensor) -> Tensor:
-    """A recurrent state of ``shape``, on the input ``like``'s device and of its dtype, as ``nn.LSTM``
-    checks its ``(h_0, c_0)``: never cast silently. Under autocast, any floating-point dtype."""
-    state = check_tensor(owner, name, value)
+def check_state(owner: str, name: str, value: object, shape: tuple[int, ...], like: Tensor,
+                layout: str | None = None) -> Tensor:
+    """A recurrent state of ``shape`` (``layout`` says it in words, ``(num_layers, B, hidden_size)``),
+    on the input ``like``'s device and of its dtype, as ``nn.LSTM`` checks its ``(h_0, c_0)``: never
+    cast silently. Under autocast, any floating-point dtype."""
+    state = check_tensor(name, value, owner=owner)
     if tuple(state.shape) != tuple(shape):
-        raise ValueError(f"{owner} expects {name} of shape {tuple(shape)}, got {tuple(state.shape)}")
+        what = f"{layout} = {tuple(shape)}" if layout else f"{tuple(shape)}"
+        raise ValueError(f"{owner} expects {name} of shape {what}, got {tuple(state.shape)}")
     if state.device != like.device:
         raise ValueError(f"{owner} expects {name} on the input's device {like.device}, got {state.device}")
     if state.dtype != like.dtype and not autocasting(like.device.type):
-        raise TypeError(f"{owner} expects {name} of the input's dtype {like.dtype}, got {state.dtype}")
+        raise TypeError(f"{owner} expects {name} of the input's dtype {like.dtype}, got {state.dtype} "
+                        f"(as nn.LSTM, a state is not cast)")
     return state
 
 
@@ -218,7 +282,9 @@ def check_lengths(owner: str, lengths: object, batch: int, steps: int, shortest:
         if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Collection):
             raise TypeError(f"{owner} expects lengths to be an integer tensor of shape (B,), got {describe(lengths)}")
         lengths = torch.as_tensor([check_int(f"lengths[{i}]", n) for i, n in enumerate(lengths)], dtype=torch.long)
-    check_tensor(owner, "lengths", lengths, integer=True)
+    check_tensor("lengths", lengths, owner=owner, kind="integer")
+    if lengths.dtype != torch.long:
+        lengths = lengths.long()
     shape_ok = lengths.dim() == 1 and lengths.shape[0] == batch
     if TRACED_ASSERTS_HOLD and torch.compiler.is_compiling():  # values are data here; sizes may be symbolic
         if not shape_ok:
@@ -233,13 +299,16 @@ def check_lengths(owner: str, lengths: object, batch: int, steps: int, shortest:
 
 
 def check_ids(owner: str, name: str, value: object, count: int) -> Tensor:
-    """Ids into a table of ``count`` rows (a vocabulary): an integer tensor with values in ``[0, count)``.
+    """Ids into a table of ``count`` rows (a vocabulary): an integer tensor with values in ``[0, count)``,
+    returned as ``torch.long`` unless it is ``torch.int`` already (what ``nn.Embedding`` takes).
 
     The values are read on the CPU only, and not while traced: on a GPU the embedding's own device-side
     assertion refuses an id out of range without the host waiting for the device at every call.
     """
-    ids = check_tensor(owner, name, value, integer=True)
-    if ids.numel() and ids.device.type == "cpu" and not tracing():
+    ids = check_tensor(name, value, owner=owner, kind="integer")
+    if ids.dtype not in (torch.long, torch.int):
+        ids = ids.long()
+    if not tracing() and ids.device.type == "cpu" and ids.numel():
         low, high = torch.aminmax(ids)
         if low < 0 or high >= count:
             bad = int(low) if low < 0 else int(high)

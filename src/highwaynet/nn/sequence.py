@@ -14,7 +14,7 @@ from typing import TypeVar, cast
 from torch import Tensor
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
-from .._checks import TRACED_ASSERTS_HOLD, check_lengths
+from .._checks import TRACED_ASSERTS_HOLD, check_lengths, check_tensor, describe
 
 __all__ = ["TRACED_ASSERTS_HOLD", "batch_sequence", "check_lengths", "unbatch_sequence", "unpack_sequence"]
 
@@ -41,7 +41,15 @@ def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool,
     ``state`` with a batch dimension of one added where the input had none (each tensor's
     dimension 1, as ``nn.LSTM``), and whether the input was unbatched."""
     if not isinstance(input, Tensor):
-        raise TypeError(f"{name} expects a torch.Tensor or PackedSequence, got {type(input).__name__}")
+        raise TypeError(f"{name} expects input to be a torch.Tensor or PackedSequence, got {describe(input)}")
+    given: Tensor | tuple[Tensor, ...] | None = state  # (State's bound, which isinstance narrows)
+    if isinstance(given, (tuple, list)):
+        if len(given) != 2:
+            raise ValueError(f"{name} expects state to be a pair (h_0, c_0), got {len(given)} tensors")
+        for part, tensor in zip(("h_0", "c_0"), given, strict=True):
+            check_tensor(f"state's {part}", tensor, owner=name)
+    elif given is not None:
+        check_tensor("state", given, owner=name)
     if input.dim() not in (2, 3) or input.shape[-1] != input_size:
         layout = "(B, T, input_size)" if batch_first else "(T, B, input_size)"
         raise ValueError(f"{name} expects input of shape {layout}, or (T, input_size) for one unbatched "
@@ -54,7 +62,6 @@ def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool,
         if lengths is not None:
             raise ValueError(f"lengths is for a padded batch; an unbatched input of shape {tuple(input.shape)} "
                              "is one sequence of its own length")
-        given: Tensor | tuple[Tensor, ...] | None = state  # (State's bound, which isinstance narrows)
         tensors = (given,) if isinstance(given, Tensor) else (given or ())
         if any(s.dim() != 2 for s in tensors):
             raise ValueError(f"for an unbatched input, {name} expects a state without a batch dimension, "
