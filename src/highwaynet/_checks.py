@@ -238,10 +238,13 @@ def check_broadcast(owner: str, **tensors: Tensor) -> torch.Size:
         raise ValueError(f"{owner}: the shapes do not broadcast together: {shapes}") from None
 
 
-def check_input(owner: str, name: str, value: object, like: Tensor) -> Tensor:
+def check_input(owner: str, name: str, value: object, like: Tensor | None) -> Tensor:
     """A floating-point tensor on ``like``'s device and of its dtype (``like``: the layer's first
-    weight), as the layer's matrix products need; under autocast, any floating-point dtype."""
+    weight), as the layer's matrix products need; under autocast, any floating-point dtype. (``like``
+    None: any floating-point tensor, for a layer that cannot reach its weight while compiled.)"""
     x = check_tensor(name, value, owner=owner)
+    if like is None:
+        return x
     if x.device != like.device and like.device.type != "meta":
         raise ValueError(f"{owner} expects {name} on {like.device}, where its parameters are, got {x.device}")
     if x.dtype != like.dtype and not autocasting(x.device.type):

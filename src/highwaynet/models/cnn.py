@@ -67,8 +67,8 @@ class HighwayCNN(nn.Module):
         check_input("HighwayCNN", "x", x, self.classifier.weight)
         smallest = 2 ** len(self.channels)  # (each stage halves the height and width)
         if x.dim() != 4 or x.shape[1] != self.in_channels or min(x.shape[2:]) < smallest:
-            raise ValueError(f"HighwayCNN expects x, images of shape (N, {self.in_channels}, H, W), H and W at least "
-                             f"{smallest} (one 2x2 pooling per stage), got {tuple(x.shape)}")
+            raise ValueError(f"HighwayCNN expects x, images of {self.in_channels} channels at least {smallest} x "
+                             f"{smallest} (one 2x2 pooling per stage): of shape (N, C, H, W), got {tuple(x.shape)}")
         return self.classifier(self.dropout(self.features(x).mean((2, 3))))
 
     def extra_repr(self) -> str:

@@ -60,6 +60,10 @@ class _LanguageModel(nn.Module):
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
         raise NotImplementedError
 
+    def extra_repr(self) -> str:
+        return settings_repr(self, tie_weights=self.decoder.weight is self.embedding.weight,
+                             embed_size=None if self.embed_size == self.hidden_size else self.embed_size)
+
 
 def check_tokens(owner: str, tokens: object, vocab_size: int) -> Tensor:
     """A language model's input: ids ``(T, B)`` in its vocabulary, at least one step."""
@@ -67,10 +71,6 @@ def check_tokens(owner: str, tokens: object, vocab_size: int) -> Tensor:
     if tokens.dim() != 2 or tokens.shape[0] == 0:
         raise ValueError(f"{owner} expects tokens of shape (T, B) with T >= 1, got {tuple(tokens.shape)}")
     return tokens
-
-    def extra_repr(self) -> str:
-        return settings_repr(self, tie_weights=self.decoder.weight is self.embedding.weight,
-                             embed_size=None if self.embed_size == self.hidden_size else self.embed_size)
 
 
 class RHNLanguageModel(_LanguageModel):

@@ -95,6 +95,13 @@ def _final_cell(seq: Tensor, out: Tensor, h0: Tensor, c0: Tensor, weights: list[
     return from_k[:, 0] * c0 + (after_k * u).sum(1)
 
 
+def _weight(block: HighwayLSTMBlock) -> Tensor | None:
+    """The block's LSTM's first weight, whose dtype and device an input must have; None while
+    compiled, where touching an ``nn.LSTM`` at all makes Dynamo give up on the whole frame (nn.LSTM
+    checks the dtypes itself then)."""
+    return None if torch.compiler.is_compiling() else cast(Tensor, block.lstm.weight_ih_l0)
+
+
 class HighwayLSTMBlock(nn.Module):
     r"""One highway-gated (Bi)LSTM layer on padded sequences ``(B, T, in)`` with ``lengths``.
 
@@ -159,7 +166,7 @@ class HighwayLSTMBlock(nn.Module):
                 state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
         """``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` (None: every sequence ``T`` long) ->
         ``(B, T, out)`` (zero past each length), state."""
-        check_input("HighwayLSTMBlock", "x", x, cast(Tensor, self.lstm.weight_ih_l0))
+        check_input("HighwayLSTMBlock", "x", x, _weight(self))
         if x.dim() != 3 or x.shape[-1] != self.input_size or x.shape[1] == 0:
             raise ValueError(f"HighwayLSTMBlock expects x of shape (B, T, {self.input_size}) with T >= 1, "
                              f"got {tuple(x.shape)}")
@@ -276,8 +283,7 @@ class HighwayLSTM(nn.Module):
         input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("HighwayLSTM", input, self.input_size, self.batch_first,
                                              time_major=False, state=state, lengths=lengths)
-        first = cast(Tensor, cast(HighwayLSTMBlock, self.blocks[0]).lstm.weight_ih_l0)
-        check_input("HighwayLSTM", "input", x, first)
+        check_input("HighwayLSTM", "input", x, _weight(cast(HighwayLSTMBlock, self.blocks[0])))
         expected = (self.num_layers * self.directions, x.shape[0], self.hidden_size)
         if state is not None:
             if not isinstance(state, (tuple, list)):
