@@ -192,8 +192,8 @@ def check_factory(device: object, dtype: object) -> dict[str, Any]:
 
 
 def _capturing_or_jit() -> bool:
-    return (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
-            or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()))
+    return (torch.jit.is_tracing() or (torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing())
+            or torch.onnx.is_in_onnx_export())
 
 
 def tracing() -> bool:
@@ -312,8 +312,8 @@ def check_ids(owner: str, name: str, value: object, count: int) -> Tensor:
     if ids.dtype not in (torch.long, torch.int):
         ids = ids.long()
     if not tracing() and ids.device.type == "cpu" and ids.numel():
-        low, high = torch.aminmax(ids)
+        low, high = (int(v) for v in torch.aminmax(ids))
         if low < 0 or high >= count:
-            bad = int(low) if low < 0 else int(high)
+            bad = low if low < 0 else high
             raise ValueError(f"{owner} expects {name} in [0, {count}) (its vocabulary's size), got {bad}")
     return ids
