@@ -81,5 +81,5 @@ def test_lesion_bad_layers():
     with pytest.raises(ValueError, match="no gate named 'x'"):
         with lesion(net, ["x"]):
             pass
-    with pytest.raises(TypeError, match="expected an nn.Module"):
+    with pytest.raises(TypeError, match="model must be an nn.Module, got str 'net'"):
         gate_modules("net")

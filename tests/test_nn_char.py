@@ -58,7 +58,7 @@ def test_pooling_over_every_window_is_elmos():
     by_word.load_state_dict(encoder.state_dict())
     assert not torch.allclose(by_word(chars), encoder(chars))  # (padding reaches the "all" maxima)
     assert "pool='all'" in repr(encoder)
-    with pytest.raises(ValueError, match="pool must be 'word' or 'all'"):
+    with pytest.raises(ValueError, match="pool must be one of 'word', 'all', got 'every'"):
         CharCNNHighway(10, pool="every")
 
 
@@ -98,7 +98,7 @@ def test_shapes_presets_and_the_mlp_comparison():
     assert CharCNNHighway.preset("kim-small", len(vocab), num_highway=0).output_size == 525
     with pytest.raises(ValueError, match="unknown preset 'kim-huge'"):
         CharCNNHighway.preset("kim-huge", 10)
-    with pytest.raises(TypeError, match="expects character ids"):
+    with pytest.raises(TypeError, match="expects chars to be an integer tensor"):
         CharCNNHighway(10)(torch.randn(2, 5))
 
 

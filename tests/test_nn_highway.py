@@ -124,7 +124,7 @@ def test_wrong_last_dimension():
 
 
 def test_non_tensor():
-    with pytest.raises(TypeError, match="expects a torch.Tensor, got ndarray"):
+    with pytest.raises(TypeError, match="Highway expects x to be a torch.Tensor, got ndarray"):
         Highway(8)(np.zeros((2, 8)))
 
 
@@ -133,7 +133,7 @@ def test_bad_constructor_arguments():
         Highway(8, activation="reluu")
     with pytest.raises(ValueError, match="carry must be one of"):
         Highway(8, carry="both")
-    with pytest.raises(ValueError, match="num_layers=0"):
+    with pytest.raises(ValueError, match="num_layers must be positive, got 0"):
         Highway(8, num_layers=0)
 
 

@@ -286,7 +286,7 @@ def test_unbatched_sequence_as_nn_lstm_takes_it(batch_first, bidirectional):
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="dropout must be in"):
+    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\), got 1.0"):
         RHN(3, 4, depth=2, dropout=1.0)
     with pytest.raises(ValueError, match="must be positive"):
         RHN(3, 4, depth=0)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from ._checks import check_device, check_int, check_module, describe
 from .nn.gate import Gate
 
 __all__ = ["GateRecord", "gate_modules", "lesion", "record_gates"]
@@ -38,8 +39,7 @@ __all__ = ["GateRecord", "gate_modules", "lesion", "record_gates"]
 def gate_modules(model: nn.Module) -> list[tuple[str, Gate]]:
     """Every gate in ``model`` (:class:`~highwaynet.nn.TransformGate`, :class:`~highwaynet.nn.BranchGate`) as
     ``(qualified name, gate)``, in module order."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"expected an nn.Module, got {type(model).__name__}")
+    check_module("model", model)
     return [(name, m) for name, m in model.named_modules() if isinstance(m, Gate)]
 
 
@@ -59,8 +59,17 @@ class GateRecord:
     carry: dict[str, list[Tensor]] = field(default_factory=dict)
 
     def values(self, gate: int | str) -> Tensor:
-        """All ``T`` values of one gate, its calls concatenated along the first dimension."""
-        name = self.names[gate] if isinstance(gate, int) else gate
+        """All ``T`` values of one gate (its index in :attr:`names`, or its name), its calls concatenated
+        along the first dimension."""
+        if isinstance(gate, str):
+            if gate not in self.transform:
+                raise ValueError(f"gate must be one of the recorded gates' names {self.names}, got {gate!r}")
+            name = gate
+        else:
+            index = check_int("gate", gate)
+            if not -len(self.names) <= index < len(self.names):
+                raise IndexError(f"gate index {index} out of range: {len(self.names)} gates were recorded")
+            name = self.names[index]
         calls = self.transform[name]
         if not calls:
             raise RuntimeError(f"gate {name!r} was not called while recording")
@@ -73,7 +82,12 @@ class GateRecord:
         every step of the padded batch (``(B, T, width)``), so for a mean over real words take
         ``values(gate)[mask]`` with the batch's ``(B, T)`` mask of steps within each length.
         """
-        return torch.stack([self.values(n).float().mean() for n in self.names])
+        values = [self.values(n) for n in self.names]
+        empty = [n for n, v in zip(self.names, values, strict=True) if v.numel() == 0]
+        if empty:
+            raise ValueError(f"gates {empty} saw no values while recording (only empty batches ran): "
+                             f"they have no mean; record a batch of at least one example")
+        return torch.stack([v.float().mean() for v in values])
 
     def clear(self) -> None:
         for name in self.names:
@@ -93,6 +107,8 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
         a :class:`GateRecord`, filled as forward passes run.
     """
     gates = gate_modules(model)
+    if device is not None:
+        device = check_device("device", device)
     record = GateRecord(names=[name for name, _ in gates])
     record.transform = {name: [] for name in record.names}
     record.carry = {name: [] for name in record.names}
@@ -112,20 +128,26 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
             d()
 
 
-def _select(gates: list[tuple[str, Gate]], layers: Iterable[int | str]) -> list[Gate]:
+def _select(gates: list[tuple[str, Gate]], layers: object) -> list[Gate]:
+    """The gates ``layers`` names: a gate index or name, or an iterable of them."""
+    if isinstance(layers, (int, str)) and not isinstance(layers, bool):
+        layers = [layers]
+    if isinstance(layers, (bytes, Tensor)) or not isinstance(layers, Iterable):
+        raise TypeError(f"layers must be a gate index (int), a gate name (str) or a list of them, "
+                        f"got {describe(layers)}")
     by_name = dict(gates)
     chosen = []
     for layer in layers:
         if isinstance(layer, str):
             if layer not in by_name:
-                raise ValueError(f"no gate named {layer!r}; the model's gates are: {list(by_name)}")
+                raise ValueError(f"layers: no gate named {layer!r}; the model's gates are: {list(by_name)}")
             chosen.append(by_name[layer])
-        elif isinstance(layer, int):
+        elif isinstance(layer, int) and not isinstance(layer, bool):
             if not -len(gates) <= layer < len(gates):
-                raise IndexError(f"gate index {layer} out of range: the model has {len(gates)} gates")
+                raise IndexError(f"layers: gate index {layer} out of range: the model has {len(gates)} gates")
             chosen.append(gates[layer][1])
         else:
-            raise TypeError(f"layers must be gate indices or names, got {type(layer).__name__}")
+            raise TypeError(f"layers must be gate indices (int) or names (str), got {describe(layer)}")
     return chosen
 
 
@@ -142,7 +164,7 @@ def lesion(model: nn.Module, layers: int | str | Iterable[int | str]) -> Iterato
         the names of the lesioned gates. They are restored on exit, even after an exception.
     """
     gates = gate_modules(model)
-    chosen = _select(gates, [layers] if isinstance(layers, (int, str)) else layers)
+    chosen = _select(gates, layers)
     previous = [g.lesioned for g in chosen]
     for g in chosen:
         g.lesioned = True

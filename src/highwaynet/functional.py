@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ._checks import check_broadcast, check_int, check_size, check_tensor, describe
+
 __all__ = [
     "ACTIVATIONS",
     "get_activation",
@@ -31,16 +33,11 @@ __all__ = [
 
 def _require_tensors(**tensors: object) -> None:
     for name, value in tensors.items():
-        if not isinstance(value, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+        check_tensor(name, value, kind=None)
 
 
 def _broadcast_shape(**tensors: Tensor) -> torch.Size:
-    try:
-        return torch.broadcast_shapes(*(t.shape for t in tensors.values()))
-    except RuntimeError:
-        shapes = ", ".join(f"{name}{tuple(t.shape)}" for name, t in tensors.items())
-        raise ValueError(f"highway gate: the shapes do not broadcast together: {shapes}") from None
+    return check_broadcast("highway gate", **tensors)
 
 
 def highway_combine(t: Tensor, h: Tensor, x: Tensor) -> Tensor:
@@ -83,6 +80,11 @@ def highway_combine_independent(t: Tensor, c: Tensor, h: Tensor, x: Tensor) -> T
 
 def split_halves(z: Tensor, parts: int = 2, dim: int = -1) -> tuple[Tensor, ...]:
     """Split a projection's output ``[H | T]`` (or ``[H | T | C]``) into its equal parts along ``dim``."""
+    check_tensor("z", z, kind=None)
+    parts = check_size("parts", parts)
+    dim = check_int("dim", dim)
+    if not -z.dim() <= dim < z.dim():
+        raise ValueError(f"dim must be in [{-z.dim()}, {z.dim()}) for z of shape {tuple(z.shape)}, got {dim}")
     if z.shape[dim] % parts:
         raise ValueError(f"cannot split a size-{z.shape[dim]} dimension into {parts} equal parts")
     return z.chunk(parts, dim=dim)
@@ -113,4 +115,4 @@ def get_activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Te
                              f"or a callable") from None
     if callable(activation):
         return activation
-    raise TypeError(f"activation must be a name or a callable, got {type(activation).__name__}")
+    raise TypeError(f"activation must be a name or a callable, got {describe(activation)}")

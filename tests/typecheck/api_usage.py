@@ -56,7 +56,7 @@ def recurrent(x: Tensor, lengths: Tensor) -> Tensor:
     packed_out, _ = rhn.forward(packed)
     again: PackedSequence = packed_out
     s: Tensor = RHNCell(8, 16, depth=2).forward(x[:, 0], None)
-    stack = HighwayLSTM(8, 4, num_layers=2, batch_first=True, resize="zeros")
+    stack = HighwayLSTM(8, 4, num_layers=2, batch_first=True, resize="zeropad")
     lstm_out, (h, c) = stack.forward(x, lengths=lengths)
     block = HighwayLSTMBlock(8, 4, bidirectional=False)
     return out.sum() + state.sum() + again.data.sum() + s.sum() + lstm_out.sum() + h.sum() + c.sum() + \

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .._checks import check_finite, check_size, check_tensor
+
 __all__ = ["RandomCropFlip"]
 
 
@@ -17,9 +19,15 @@ class RandomCropFlip:
     """
 
     def __init__(self, padding: int = 2, flip: float = 0.5) -> None:
-        self.padding, self.flip = padding, flip
+        self.padding = check_size("padding", padding, minimum=0)
+        if not 0 <= check_finite("flip", flip) <= 1:
+            raise ValueError(f"flip must be a probability in [0, 1], got {flip}")
+        self.flip = flip
 
     def __call__(self, x: Tensor) -> Tensor:
+        check_tensor("x", x, owner="RandomCropFlip")
+        if x.dim() != 4:
+            raise ValueError(f"RandomCropFlip expects x, a batch of images (N, C, H, W), got {tuple(x.shape)}")
         n, _, h, w = x.shape
         p = self.padding
         if p:

@@ -10,6 +10,7 @@ works.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .._checks import check_choice, check_ids, check_int, check_size, describe
 from .download import DataFile, locate, read_text, search_folders
 
 __all__ = ["AUSTEN_NOVELS", "Corpus", "load_corpus", "tokenize_words"]
@@ -53,6 +55,8 @@ _WORD = re.compile(r"[a-z0-9]+(?:['’][a-z]+)*|[^\sa-z0-9]")
 
 def tokenize_words(text: str) -> list[str]:
     """Lower-cased words and punctuation marks; a blank line (a paragraph's end) becomes ``<eos>``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {describe(text)}")
     tokens: list[str] = []
     for paragraph in re.split(r"\n\s*\n", text.lower()):
         words = _WORD.findall(paragraph)
@@ -84,12 +88,21 @@ class Corpus:
 
     def encode(self, text: str | list[str]) -> Tensor:
         """Token ids of ``text`` (a string, or a list of tokens); unknown tokens map to ``<unk>``."""
+        if not isinstance(text, (str, list)) or not all(isinstance(t, str) for t in text):
+            raise TypeError(f"text must be a str or a list of tokens (str), got {describe(text)}")
         tokens = list(text) if self.level == "char" and isinstance(text, str) else (
             tokenize_words(text)[:-1] if isinstance(text, str) else text)
         return torch.tensor([self.index.get(t, 0) for t in tokens], dtype=torch.long)
 
     def decode(self, ids: Tensor | list[int]) -> str:
-        tokens = [self.vocab[int(i)] for i in ids]
+        """The text of token ids (a 1-D tensor or a list of ints in the vocabulary)."""
+        if isinstance(ids, Tensor):  # (its values checked at once)
+            numbers = check_ids("Corpus.decode", "ids", ids, len(self.vocab)).reshape(-1).tolist()
+        elif isinstance(ids, (list, tuple)):
+            numbers = [check_int(f"ids[{k}]", i, minimum=0, below=len(self.vocab)) for k, i in enumerate(ids)]
+        else:
+            raise TypeError(f"ids must be a tensor or a list of token ids, got {describe(ids)}")
+        tokens = [self.vocab[i] for i in numbers]
         if self.level == "char":
             return "".join(tokens)
         # Words joined by spaces; <eos> ends a paragraph (or a sentence, in PTB's format).
@@ -141,8 +154,15 @@ def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = No
             the rest become ``<unk>``. Default: all (char) or 10,000 (word).
         min_count: tokens seen fewer times in training become ``<unk>``.
     """
-    if level not in ("char", "word"):
-        raise ValueError(f"level must be 'char' or 'word', got {level!r}")
+    if not isinstance(name, (str, os.PathLike)):
+        raise TypeError(f"name must be a corpus's name or a folder, got {describe(name)}")
+    check_choice("level", level, ("char", "word"))
+    if max_vocab is not None:
+        check_size("max_vocab", max_vocab)
+    check_size("min_count", min_count)
+    name = os.fspath(name)
+    if not name:
+        raise ValueError("name must be a corpus's name or a folder, got an empty string")
     if level == "word" and max_vocab is None:
         max_vocab = 10_000
     known = name in ("tinyshakespeare", "austen")
@@ -163,7 +183,7 @@ def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = No
         return _build(name, level, texts, max_vocab, min_count, lines_are_sentences=False)
     folder = Path(name)
     if not folder.is_dir():
-        raise ValueError(f"unknown corpus {name!r}: expected 'tinyshakespeare', 'austen', or a folder with "
+        raise ValueError(f"unknown corpus {name!r}: name must be 'tinyshakespeare', 'austen', or a folder with "
                          f"train.txt, valid.txt and test.txt")
     texts = {}
     for split in ("train", "valid", "test"):

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from .._checks import check_flag, check_path
+
 __all__ = ["DataFile", "DataNotFoundError", "UncheckedDownloadWarning", "default_data_dir", "locate", "package_file",
            "read_text", "search_folders", "sha256_of"]
 
@@ -68,6 +70,8 @@ def search_folders(data_dir: str | Path | None, *known: Path | None, download: b
 
     A ``data_dir`` that does not exist is an error (a mistyped folder is not passed over for the
     next place), unless ``download`` will create it."""
+    data_dir = None if data_dir is None else check_path("data_dir", data_dir)
+    check_flag("download", download)
     if data_dir is not None and not download and not Path(data_dir).is_dir():
         raise DataNotFoundError(f"the data folder {data_dir} does not exist (pass the folder that holds the data "
                                 f"files, or --download to fetch them into it)")

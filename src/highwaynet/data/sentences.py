@@ -9,6 +9,8 @@ from the other nine by a seed).
 
 from __future__ import annotations
 
+import codecs
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._checks import check_finite, check_flag, check_int, check_path, check_size, describe
 from .download import DataFile, locate, read_text, search_folders
 
 __all__ = ["SENTENCE_TASKS", "SentenceData", "encode_words", "load_sentences", "read_labelled"]
@@ -57,6 +60,14 @@ def read_labelled(path: Path, encoding: str = "utf-8") -> Examples:
     """``(label, tokens)`` for each line of ``path`` (UTF-8 text, unless ``encoding`` says otherwise: the
     published MR, Subj and TREC files are Latin-1); clear errors for a bad line, an empty file, or a
     byte that is not UTF-8."""
+    path = check_path("path", path)
+    if not isinstance(encoding, str):
+        raise TypeError(f"encoding must be a str, got {describe(encoding)}")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"encoding must name a text encoding Python knows ('utf-8', 'latin-1'), got {encoding!r}") \
+            from None
     return [(label, tokens) for label, tokens, _ in _read_lines(path, encoding)]
 
 
@@ -102,6 +113,12 @@ def encode_words(words: list[str], index: dict[str, int], *, fold_case: bool = F
     """The ids of ``words`` in a vocabulary ``index``, ``<unk>`` for a word it lacks (``[<unk>]`` for no
     words). ``fold_case``: a word missing as written is looked up lower-cased, for typed text against
     a vocabulary that may be lower-cased (most sets here) or not (TREC, a user's set)."""
+    if isinstance(words, str) or not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
+        hint = " (for a sentence, pass sentence.split())" if isinstance(words, str) else ""
+        raise TypeError(f"words must be a list of words (str), got {describe(words)}{hint}")
+    check_flag("fold_case", fold_case)
+    if not isinstance(index, dict) or UNK not in index:
+        raise ValueError(f"index must be a vocabulary, a dict of word -> id with {UNK!r}, got {describe(index)}")
     unk = index[UNK]
     if fold_case:
         ids = [index.get(w, index.get(w.lower(), unk)) for w in words]
@@ -174,6 +191,18 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
             after the training vocabulary (:attr:`SentenceData.num_words`), so that a model that reads
             characters sees how they are spelt (their labels are never read for it).
     """
+    if not isinstance(task, (str, os.PathLike)):
+        raise TypeError(f"task must be a task's name or a folder, got {describe(task)}")
+    task = os.fspath(task)
+    if not task:
+        raise ValueError("task must be a task's name or a folder, got an empty string")
+    fold, folds = check_int("fold", fold, minimum=0), check_size("folds", folds, minimum=2)
+    check_int("seed", seed, minimum=0)
+    check_size("min_count", min_count)
+    dev_fraction = check_finite("dev_fraction", dev_fraction)
+    check_flag("spellings", spellings)
+    if not 0 < dev_fraction < 1:
+        raise ValueError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
     if task in SENTENCE_TASKS:
         files = SENTENCE_TASKS[task]
         folders = search_folders(data_dir, download=download)

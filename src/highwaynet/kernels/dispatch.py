@@ -24,6 +24,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import torch
 from torch import nn
 
+from .._checks import check_module
+
 __all__ = ["Choice", "Decision", "explain"]
 
 
@@ -80,8 +82,7 @@ def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
     depends on the input (its device and dtype), the layer's settings, and on what is active
     around the call (``torch.func`` transforms, gate recording, ONNX export), as the reasons say.
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"explain takes an nn.Module and its inputs, got {type(model).__name__}")
+    check_module("model", model)
     names = {id(module): name for name, module in model.named_modules()}
     with _recording() as recorded, torch.no_grad():
         model(*args, **kwargs)

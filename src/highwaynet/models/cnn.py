@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .._checks import check_flag, check_gate_bias, check_input, check_probability, check_size, check_sizes
 from ..nn import HighwayConv2d
 from ..nn._signature import settings_repr
 
@@ -39,6 +40,12 @@ class HighwayCNN(nn.Module):
     def __init__(self, in_channels: int, num_classes: int, *, channels: tuple[int, ...] = (32, 64, 128),
                  layers_per_stage: int = 3, plain: bool = False, gate_bias: float = -1.0, dropout: float = 0.2) -> None:
         super().__init__()
+        in_channels, num_classes = check_size("in_channels", in_channels), check_size("num_classes", num_classes)
+        channels = check_sizes("channels", channels)
+        check_size("layers_per_stage", layers_per_stage, minimum=0)
+        check_gate_bias(gate_bias)
+        check_probability("dropout", dropout)
+        check_flag("plain", plain)
         self.in_channels, self.num_classes, self.channels = in_channels, num_classes, tuple(channels)
         self.layers_per_stage, self.plain, self.gate_bias, self.dropout_p = layers_per_stage, plain, gate_bias, dropout
         stages: list[nn.Module] = []
@@ -57,8 +64,11 @@ class HighwayCNN(nn.Module):
         self.classifier = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.dim() != 4:
-            raise ValueError(f"HighwayCNN expects images of shape (N, C, H, W), got {tuple(x.shape)}")
+        check_input("HighwayCNN", "x", x, self.classifier.weight)
+        smallest = 2 ** len(self.channels)  # (each stage halves the height and width)
+        if x.dim() != 4 or x.shape[1] != self.in_channels or min(x.shape[2:]) < smallest:
+            raise ValueError(f"HighwayCNN expects x, images of {self.in_channels} channels at least {smallest} x "
+                             f"{smallest} (one 2x2 pooling per stage): of shape (N, C, H, W), got {tuple(x.shape)}")
         return self.classifier(self.dropout(self.features(x).mean((2, 3))))
 
     def extra_repr(self) -> str:

@@ -15,8 +15,10 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_choice, check_flag, check_ids, check_probability, check_size, check_state, describe
 from ..nn import RHN, CharCNNHighway
 from ..nn._signature import settings_repr
+from ..nn.char import PRESETS
 from ..nn.rhn import variational_dropout
 from .transformer import CausalTransformer
 
@@ -32,7 +34,11 @@ class _LanguageModel(nn.Module):
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, tie_weights: bool,
                  input_dropout: float, output_dropout: float) -> None:
         super().__init__()
-        if tie_weights and embed_size != hidden_size:
+        vocab_size, hidden_size = check_size("vocab_size", vocab_size), check_size("hidden_size", hidden_size)
+        embed_size = check_size("embed_size", embed_size)
+        check_probability("input_dropout", input_dropout)
+        check_probability("output_dropout", output_dropout)
+        if check_flag("tie_weights", tie_weights) and embed_size != hidden_size:
             raise ValueError(f"tying weights needs embed_size == hidden_size, got {embed_size} and {hidden_size}")
         self.vocab_size, self.embed_size, self.hidden_size = vocab_size, embed_size, hidden_size
         self.input_dropout, self.output_dropout = input_dropout, output_dropout
@@ -44,8 +50,7 @@ class _LanguageModel(nn.Module):
 
     def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:
         """``tokens`` ``(T, B)`` ids -> logits ``(T, B, vocab_size)`` and the state to pass on."""
-        if tokens.dim() != 2:
-            raise ValueError(f"expected token ids of shape (T, B), got {tuple(tokens.shape)}")
+        tokens = check_tokens(type(self).__name__, tokens, self.vocab_size)
         x = self.embedding(tokens)
         x = variational_dropout(x, self.input_dropout, self.training)
         out, state = self._recur(x, state)
@@ -58,6 +63,14 @@ class _LanguageModel(nn.Module):
     def extra_repr(self) -> str:
         return settings_repr(self, tie_weights=self.decoder.weight is self.embedding.weight,
                              embed_size=None if self.embed_size == self.hidden_size else self.embed_size)
+
+
+def check_tokens(owner: str, tokens: object, vocab_size: int) -> Tensor:
+    """A language model's input: ids ``(T, B)`` in its vocabulary, at least one step."""
+    tokens = check_ids(owner, "tokens", tokens, vocab_size)
+    if tokens.dim() != 2 or tokens.shape[0] == 0:
+        raise ValueError(f"{owner} expects tokens of shape (T, B) with T >= 1, got {tuple(tokens.shape)}")
+    return tokens
 
 
 class RHNLanguageModel(_LanguageModel):
@@ -89,8 +102,8 @@ class RHNLanguageModel(_LanguageModel):
     def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, *, depth: int = 4,
                  embed_size: int | None = None, tie_weights: bool = True, input_dropout: float = 0.0,
                  state_dropout: float = 0.0, output_dropout: float = 0.0, gate_bias: float = -2.0) -> None:
-        super().__init__(vocab_size, embed_size or hidden_size, hidden_size, tie_weights, input_dropout,
-                         output_dropout)
+        super().__init__(vocab_size, hidden_size if embed_size is None else embed_size, hidden_size, tie_weights,
+                         input_dropout, output_dropout)
         self.num_layers, self.depth, self.state_dropout, self.gate_bias = num_layers, depth, state_dropout, gate_bias
         self.rnn = RHN(self.embed_size, hidden_size, num_layers, depth=depth, dropout=output_dropout,
                        gate_bias=gate_bias, state_dropout=state_dropout)
@@ -113,14 +126,27 @@ class LSTMLanguageModel(_LanguageModel):
 
     def __init__(self, vocab_size: int, hidden_size: int, num_layers: int = 1, *, embed_size: int | None = None,
                  tie_weights: bool = True, input_dropout: float = 0.0, output_dropout: float = 0.0) -> None:
-        super().__init__(vocab_size, embed_size or hidden_size, hidden_size, tie_weights, input_dropout,
-                         output_dropout)
-        self.num_layers = num_layers
+        super().__init__(vocab_size, hidden_size if embed_size is None else embed_size, hidden_size, tie_weights,
+                         input_dropout, output_dropout)
+        self.num_layers = check_size("num_layers", num_layers)
         self.rnn = nn.LSTM(self.embed_size, hidden_size, num_layers,
                            dropout=output_dropout if num_layers > 1 else 0.0)
 
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
+        check_lstm_state(type(self).__name__, state, self.num_layers, self.hidden_size, x)
         return self.rnn(x, state)
+
+
+def check_lstm_state(owner: str, state: object, num_layers: int, hidden_size: int, x: Tensor) -> None:
+    """An ``nn.LSTM``'s ``(h_0, c_0)`` for the input ``x`` ``(T, B, F)`` (None: zeros), checked before
+    ``nn.LSTM`` sees it, so that a wrong one is named as the model's argument."""
+    if state is None:
+        return
+    if not isinstance(state, (tuple, list)) or len(state) != 2:
+        raise TypeError(f"{owner} expects state to be a pair (h_0, c_0), got {describe(state)}")
+    for part, tensor in zip(("h_0", "c_0"), state, strict=True):
+        check_state(owner, f"state's {part}", tensor, (num_layers, x.shape[1], hidden_size), x,
+                    "(num_layers, B, hidden_size)")
 
 
 class CharAwareLanguageModel(nn.Module):
@@ -162,10 +188,20 @@ class CharAwareLanguageModel(nn.Module):
                  encoder_options: dict[str, Any] | None = None, input_dropout: float = 0.0,
                  state_dropout: float = 0.0, output_dropout: float = 0.0) -> None:
         super().__init__()
-        if rnn not in ("lstm", "rhn"):
-            raise ValueError(f"rnn must be 'lstm' or 'rhn', got {rnn!r}")
-        if word_chars.dim() != 2:
-            raise ValueError(f"word_chars must be (V, L) character ids, got shape {tuple(word_chars.shape)}")
+        check_choice("rnn", rnn, ("lstm", "rhn"))
+        num_chars = check_size("num_chars", num_chars)
+        word_chars = check_ids(type(self).__name__, "word_chars", word_chars, num_chars)
+        if word_chars.dim() != 2 or 0 in word_chars.shape:
+            raise ValueError(f"word_chars must be (V, L) character ids, V and L at least 1, got shape "
+                             f"{tuple(word_chars.shape)}")
+        hidden_size, num_layers = check_size("hidden_size", hidden_size), check_size("num_layers", num_layers)
+        check_choice("encoder", encoder, PRESETS)
+        if encoder_options is not None and not isinstance(encoder_options, dict):
+            raise TypeError(f"encoder_options must be a dict of CharCNNHighway's settings, got "
+                            f"{describe(encoder_options)}")
+        for name, p in (("input_dropout", input_dropout), ("state_dropout", state_dropout),
+                        ("output_dropout", output_dropout)):
+            check_probability(name, p)
         self.vocab_size, self.num_chars, self.hidden_size, self.num_layers = len(word_chars), num_chars, \
             hidden_size, num_layers
         self.rnn_kind, self.depth, self.encoder_name = rnn, depth, encoder
@@ -184,11 +220,12 @@ class CharAwareLanguageModel(nn.Module):
 
     def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:
         """``tokens`` ``(T, B)`` word ids -> logits ``(T, B, V)`` and the state to pass on."""
-        if tokens.dim() != 2:
-            raise ValueError(f"expected word ids of shape (T, B), got {tuple(tokens.shape)}")
+        tokens = check_tokens(type(self).__name__, tokens, self.vocab_size)
         word_chars = cast(Tensor, self.word_chars)  # (a buffer: typed as any attribute of a Module)
         x = self.encoder(word_chars[tokens])
         x = variational_dropout(x, self.input_dropout, self.training)
+        if self.rnn_kind == "lstm":
+            check_lstm_state(type(self).__name__, state, self.num_layers, self.hidden_size, x)
         out, state = self.rnn(x, state)
         out = variational_dropout(out, self.output_dropout, self.training)
         return self.decoder(out), state

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import cast
 
 from torch import Tensor, nn
 
+from .._checks import check_input, check_int, check_probability, check_size
 from ..functional import get_activation
 from ..nn import Highway
 from ..nn._signature import settings_repr
@@ -51,9 +54,11 @@ class HighwayMLP(nn.Module):
                  activation: str | Callable[[Tensor], Tensor] = "relu", gate_bias: float = -2.0,
                  carry: str = "coupled", dropout: float = 0.0) -> None:
         super().__init__()
-        if depth < 2:
+        in_features, num_classes = check_size("in_features", in_features), check_size("num_classes", num_classes)
+        if check_int("depth", depth) < 2:
             raise ValueError(f"a highway MLP needs depth >= 2 (one plain layer, then highway layers), "
                              f"got depth={depth}")
+        width = check_size("width", width)
         self.in_features, self.num_classes, self.depth, self.width = in_features, num_classes, depth, width
         self.activation = get_activation(activation)
         self.input = nn.Linear(in_features, width)
@@ -62,7 +67,8 @@ class HighwayMLP(nn.Module):
         self.classifier = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.classifier(self.highway(self.activation(self.input(_flatten(x, self.in_features)))))
+        x = _flatten(type(self).__name__, x, self.input.weight)
+        return self.classifier(self.highway(self.activation(self.input(x))))
 
     def extra_repr(self) -> str:
         return settings_repr(self, gate_bias=self.highway.gate_bias, carry=self.highway.carry,
@@ -80,10 +86,10 @@ class PlainMLP(nn.Module):
     def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 71, *,
                  activation: str | Callable[[Tensor], Tensor] = "relu", dropout: float = 0.0) -> None:
         super().__init__()
-        if depth < 1:
-            raise ValueError(f"depth must be at least 1, got {depth}")
+        in_features, num_classes = check_size("in_features", in_features), check_size("num_classes", num_classes)
+        depth, width = check_size("depth", depth), check_size("width", width)
         self.in_features, self.num_classes, self.depth, self.width = in_features, num_classes, depth, width
-        self.dropout_p = dropout
+        self.dropout_p = check_probability("dropout", dropout)
         self.activation = get_activation(activation)
         self.layers = nn.ModuleList(
             nn.Linear(in_features if i == 0 else width, width) for i in range(depth))
@@ -91,7 +97,7 @@ class PlainMLP(nn.Module):
         self.classifier = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = _flatten(x, self.in_features)
+        x = _flatten(type(self).__name__, x, cast(nn.Linear, self.layers[0]).weight)
         for layer in self.layers:
             x = self.dropout(self.activation(layer(x)))
         return self.classifier(x)
@@ -100,8 +106,11 @@ class PlainMLP(nn.Module):
         return settings_repr(self, dropout=self.dropout_p)
 
 
-def _flatten(x: Tensor, in_features: int) -> Tensor:
-    x = x.flatten(1)
-    if x.shape[1] != in_features:
-        raise ValueError(f"expected inputs with {in_features} features per example, got {tuple(x.shape)}")
-    return x
+def _flatten(owner: str, x: Tensor, weight: Tensor) -> Tensor:
+    """``x`` ``(N, *)`` as ``(N, in_features)``, checked against the first layer's ``weight``."""
+    check_input(owner, "x", x, weight)
+    in_features = weight.shape[1]
+    if x.dim() < 2 or math.prod(x.shape[1:]) != in_features:
+        raise ValueError(f"{owner} expected inputs (N, *) with {in_features} features per example, "
+                         f"got {tuple(x.shape)}")
+    return x.flatten(1)

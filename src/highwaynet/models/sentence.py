@@ -8,9 +8,20 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
+from .._checks import (
+    check_choice,
+    check_gate_bias,
+    check_ids,
+    check_lengths,
+    check_probability,
+    check_size,
+    check_sizes,
+)
 from ..config import ENCODERS
 from ..nn import CharCNNHighway, Highway, HighwayLSTM
 from ..nn._signature import settings_repr
+from ..nn.char import PRESETS
+from ..nn.resize import RESIZE_KINDS
 
 __all__ = ["ENCODERS", "ENCODER_DESCRIPTIONS", "STACKED_ENCODERS", "WORD_FEATURES", "SentenceClassifier",
            "load_word_vectors"]
@@ -87,6 +98,24 @@ class SentenceClassifier(nn.Module):
             raise ValueError(f"word_features must be one of {WORD_FEATURES}, got {word_features!r}")
         if word_features != "words" and (word_chars is None or num_chars is None):
             raise ValueError(f"word_features={word_features!r} needs word_chars and num_chars (CharVocab)")
+        for name, size in (("vocab_size", vocab_size), ("num_classes", num_classes), ("embed_dim", embed_dim),
+                           ("hidden_size", hidden_size), ("num_layers", num_layers), ("feature_maps", feature_maps)):
+            check_size(name, size)
+        check_size("highway_layers", highway_layers, minimum=0)
+        kernel_sizes = check_sizes("kernel_sizes", kernel_sizes)
+        check_probability("dropout", dropout)
+        check_probability("embed_dropout", embed_dropout)
+        check_choice("resize", resize, RESIZE_KINDS)
+        check_gate_bias(gate_bias)
+        if num_words is not None and check_size("num_words", num_words) > vocab_size:
+            raise ValueError(f"num_words must be at most vocab_size ({vocab_size}), got {num_words}")
+        if word_features != "words":
+            num_chars = check_size("num_chars", num_chars)
+            word_chars = check_ids("SentenceClassifier", "word_chars", word_chars, num_chars)
+            if word_chars.dim() != 2 or word_chars.shape[1] == 0:
+                raise ValueError(f"word_chars must be (V, L) character ids, L at least 1, got shape "
+                                 f"{tuple(word_chars.shape)}")
+            check_choice("char_encoder", char_encoder, PRESETS)
         self.encoder = encoder
         self.vocab_size, self.num_classes, self.embed_dim, self.hidden_size = vocab_size, num_classes, embed_dim, \
             hidden_size
@@ -134,11 +163,18 @@ class SentenceClassifier(nn.Module):
 
     def encode(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         """The sentence vectors ``(B, features)`` before dropout and the classifier."""
-        if tokens.dim() != 2:
-            raise ValueError(f"expected token ids of shape (B, T), got {tuple(tokens.shape)}")
+        # (a model that reads characters takes every word word_chars spells: predict() adds unseen words' rows)
+        known = self.vocab_size if self.word_features == "words" else len(cast(Tensor, self.word_chars))
+        tokens = check_ids("SentenceClassifier", "tokens", tokens, known)
+        if tokens.dim() != 2 or tokens.shape[1] < self.min_length:
+            raise ValueError(f"SentenceClassifier expects tokens of shape (B, T), padded to T >= {self.min_length} "
+                             f"(the encoder's widest filter), got {tuple(tokens.shape)}")
+        checked = check_lengths("SentenceClassifier", lengths, tokens.shape[0], tokens.shape[1], shortest=1)
+        if checked is None:
+            raise TypeError("SentenceClassifier expects lengths, an integer tensor (B,), got None")
         x = self.embed_dropout(self.embed(tokens))
         steps = torch.arange(tokens.shape[1], device=tokens.device)[None, :]
-        lengths = lengths.to(tokens.device)
+        lengths = checked.to(tokens.device)
         if self.encoder in STACKED_ENCODERS:
             out, _ = self.lstm(x, lengths=lengths)
             return _masked_max(out, steps < lengths[:, None])

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_choice, check_flag, check_gate_bias, check_ids, check_probability, check_size
 from ..nn._signature import settings_repr
 from ..nn.residual import RESIDUAL_KINDS, GatedResidual
 
@@ -141,10 +142,17 @@ class CausalTransformer(nn.Module):
                  residual: str = "residual", norm: str = "pre", mlp_ratio: int = 4, dropout: float = 0.0,
                  embed_dropout: float | None = None, tie_weights: bool = True, gate_bias: float | None = None) -> None:
         super().__init__()
-        if residual not in RESIDUAL_KINDS:
-            raise ValueError(f"residual must be one of {', '.join(RESIDUAL_KINDS)}, got {residual!r}")
-        if min(vocab_size, dim, num_layers, heads, context, mlp_ratio) < 1:
-            raise ValueError("CausalTransformer's sizes must be positive")
+        check_choice("residual", residual, RESIDUAL_KINDS)
+        for name, size in (("vocab_size", vocab_size), ("dim", dim), ("num_layers", num_layers), ("heads", heads),
+                           ("context", context), ("mlp_ratio", mlp_ratio)):
+            check_size(name, size)
+        check_choice("norm", norm, NORM_PLACEMENTS)
+        check_probability("dropout", dropout)
+        if embed_dropout is not None:
+            check_probability("embed_dropout", embed_dropout)
+        if gate_bias is not None:
+            check_gate_bias(gate_bias)
+        check_flag("tie_weights", tie_weights)
         self.vocab_size, self.dim, self.num_layers, self.heads, self.context = vocab_size, dim, num_layers, heads, \
             context
         self.residual, self.norm, self.mlp_ratio, self.dropout_p = residual, norm, mlp_ratio, dropout
@@ -175,8 +183,14 @@ class CausalTransformer(nn.Module):
                     connection.reset_gate_parameters()
 
     def forward(self, tokens: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if tokens.dim() != 2:
-            raise ValueError(f"CausalTransformer expects tokens of shape (T, B), got {tuple(tokens.shape)}")
+        tokens = check_ids("CausalTransformer", "tokens", tokens, self.vocab_size)
+        if tokens.dim() != 2 or tokens.shape[0] == 0:
+            raise ValueError(f"CausalTransformer expects tokens of shape (T, B) with T >= 1, got {tuple(tokens.shape)}")
+        if state is not None:
+            state = check_ids("CausalTransformer", "state", state, self.vocab_size)
+            if state.dim() != 2 or state.shape[1] != tokens.shape[1]:
+                raise ValueError(f"CausalTransformer expects state of shape (S, B), token ids with the batch of "
+                                 f"tokens ({tokens.shape[1]}), got {tuple(state.shape)}")
         if tokens.shape[0] > self.context:  # (a long prompt: in pieces, each attending to the one before)
             pieces = []
             for piece in tokens.split(max(1, self.context // 2)):

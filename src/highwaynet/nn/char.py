@@ -14,12 +14,23 @@ several widths, max-pooled over its valid positions, and passed through highway 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
+from .._checks import (
+    check_choice,
+    check_factory,
+    check_flag,
+    check_gate_bias,
+    check_ids,
+    check_int,
+    check_size,
+    check_sizes,
+    describe,
+)
 from ..functional import get_activation
 from ._signature import settings_repr
 from .highway import Highway
@@ -94,18 +105,22 @@ class CharCNNHighway(nn.Module):
                  projection: int | None = None, padding_idx: int = 0, pool: str = "word",
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        filters = tuple((int(w), int(n)) for w, n in filters)
-        if num_chars < 1 or not filters or min(min(f) for f in filters) < 1 or num_highway < 0 or char_dim < 1:
-            raise ValueError(f"CharCNNHighway needs num_chars, filter widths and counts, and char_dim positive "
-                             f"and num_highway >= 0; got num_chars={num_chars}, filters={filters}, "
-                             f"num_highway={num_highway}, char_dim={char_dim}")
-        if pool not in ("word", "all"):
-            raise ValueError(f"CharCNNHighway: pool must be 'word' or 'all', got {pool!r}")
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
-        self.num_chars, self.filters, self.num_highway, self.char_dim = num_chars, filters, num_highway, char_dim
+        if isinstance(filters, (str, bytes, Tensor)) or not isinstance(filters, Collection):
+            raise TypeError(f"filters must be (width, count) pairs, got {describe(filters)}")
+        pairs = tuple(check_sizes(f"filters[{i}]", f, length=2) for i, f in enumerate(filters))
+        if not pairs:
+            raise ValueError("filters must hold at least one (width, count) pair, got none")
+        filters = cast("tuple[tuple[int, int], ...]", pairs)
+        factory = check_factory(device, dtype)
+        self.num_chars, self.filters = check_size("num_chars", num_chars), filters
+        self.num_highway = check_size("num_highway", num_highway, minimum=0)
+        self.char_dim = check_size("char_dim", char_dim)
         self.activation, self.highway_activation = get_activation(activation), highway_activation
-        self.gate_bias, self.highway, self.padding_idx, self.pool = gate_bias, highway, padding_idx, pool
-        self.projection_size = projection
+        get_activation(highway_activation)
+        self.gate_bias, self.highway = check_gate_bias(gate_bias, dtype), check_flag("highway", highway)
+        self.padding_idx = check_int("padding_idx", padding_idx, minimum=0, below=num_chars)
+        self.projection_size = None if projection is None else check_size("projection", projection)
+        self.pool = check_choice("pool", pool, ("word", "all"))
         self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=padding_idx, **factory)
         self.convs = nn.ModuleList(nn.Conv1d(char_dim, count, width, **factory) for width, count in filters)
         width = sum(count for _, count in filters)
@@ -125,15 +140,15 @@ class CharCNNHighway(nn.Module):
         """An encoder by name (:data:`PRESETS`: ``"kim-small"``, ``"kim-large"``, ``"elmo"``, and
         ``"compact"``, a CPU-sized kim-small), any of its settings overridden by keyword."""
         if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+            raise ValueError(f"unknown preset {name!r}: name must be one of {', '.join(PRESETS)}")
         return cls(num_chars, **{**PRESETS[name], **overrides})
 
     def forward(self, chars: Tensor) -> Tensor:
-        if not isinstance(chars, Tensor) or chars.dim() < 1 or chars.dtype not in (torch.long, torch.int):
-            raise TypeError(f"CharCNNHighway expects character ids, an integer tensor of shape (*, L); got "
-                            f"{type(chars).__name__}" + (f" {chars.dtype}" if isinstance(chars, Tensor) else ""))
+        chars = check_ids("CharCNNHighway", "chars", chars, self.num_chars)
+        if chars.dim() < 1:
+            raise ValueError("CharCNNHighway expects chars of shape (*, L), character ids, got a scalar")
         lead, length = chars.shape[:-1], chars.shape[-1]
-        chars = chars.reshape(-1, length)
+        chars = chars.flatten(0, -2) if chars.dim() > 1 else chars[None]  # (N, L); (not reshape: L may be 0)
         widest = max(w for w, _ in self.filters)
         if length < widest:  # (padding, embedded as zeros: what a longer batch would hold)
             chars = nn.functional.pad(chars, (0, widest - length), value=self.padding_idx)
@@ -171,6 +186,29 @@ class _Apply(nn.Module):
         return self.f(self.linear(x))
 
 
+def _check_words(words: object) -> list[str]:
+    """``words`` as a list of words: an iterable of ``str``, not one ``str`` (whose letters would be
+    read as one-letter words)."""
+    if isinstance(words, str):
+        raise TypeError(f"words must be a list of words, got one str {words[:30]!r}: pass [{words[:30]!r}] "
+                        f"for one word")
+    if isinstance(words, (bytes, Tensor)) or not isinstance(words, Iterable):
+        raise TypeError(f"words must be a list of words (str), got {describe(words)}")
+    words = list(words)
+    for word in words:
+        if not isinstance(word, str):
+            raise TypeError(f"words must hold str, got {describe(word)}")
+    return words
+
+
+def _check_word_length(name: str, length: object) -> int:
+    """A word's length in ids: room for the two markers and a character at least."""
+    number = check_int(name, length)
+    if number < 3:
+        raise ValueError(f"{name} must be at least 3 (the two markers and a character), got {number}")
+    return number
+
+
 class CharVocab:
     """Characters to ids, and words to padded rows of them (what :class:`CharCNNHighway` reads).
 
@@ -191,18 +229,22 @@ class CharVocab:
     SPECIALS = ("<pad>", "<unk>", "<bow>", "<eow>")
 
     def __init__(self, chars: Iterable[str], max_word_length: int = 50) -> None:
-        if max_word_length < 3:
-            raise ValueError(f"max_word_length must be at least 3 (the two markers and a character), "
-                             f"got {max_word_length}")
+        self.max_word_length = _check_word_length("max_word_length", max_word_length)
+        if isinstance(chars, (bytes, Tensor)) or not isinstance(chars, Iterable):
+            raise TypeError(f"chars must be an iterable of characters (str), got {describe(chars)}")
         self.chars = list(chars)
-        if any(len(c) != 1 for c in self.chars) or len(set(self.chars)) != len(self.chars):
-            raise ValueError("CharVocab takes distinct single characters")
-        self.max_word_length = max_word_length
+        for c in self.chars:
+            if not isinstance(c, str) or len(c) != 1:
+                raise ValueError(f"chars must hold single characters (str of length 1), got {describe(c)}")
+        if len(set(self.chars)) != len(self.chars):
+            raise ValueError("chars must hold distinct characters, got one twice")
         self.index = {c: i + len(self.SPECIALS) for i, c in enumerate(self.chars)}
 
     @classmethod
     def from_words(cls, words: Iterable[str], max_word_length: int = 50, min_count: int = 1) -> CharVocab:
         """The characters of ``words`` seen at least ``min_count`` times, most frequent first."""
+        words = _check_words(words)
+        min_count = check_size("min_count", min_count, minimum=0)
         counts = Counter(c for word in words for c in word)
         return cls(sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c)),
                    max_word_length)
@@ -210,18 +252,25 @@ class CharVocab:
     def __len__(self) -> int:
         return len(self.SPECIALS) + len(self.chars)
 
-    def word_ids(self, word: str) -> list[int]:
-        """``[BOW, ids of the word's characters (cut to fit), EOW]``."""
-        body = [self.index.get(c, self.UNK) for c in word[: self.max_word_length - 2]]
+    def word_ids(self, word: str, length: int | None = None) -> list[int]:
+        """``[BOW, ids of the word's characters (cut to fit), EOW]``: at most ``max_word_length`` ids
+        (or ``length``, if shorter), the markers always kept."""
+        if not isinstance(word, str):
+            raise TypeError(f"word must be a str, got {describe(word)}")
+        longest = self.max_word_length if length is None else min(length, self.max_word_length)
+        body = [self.index.get(c, self.UNK) for c in word[: longest - 2]]
         return [self.BOW, *body, self.EOW]
 
     def encode(self, words: Sequence[str], length: int | None = None) -> Tensor:
-        """The words as a ``(len(words), L)`` int64 tensor, rows padded to the longest (or ``length``)."""
-        rows = [self.word_ids(w) for w in words]
+        """The words as a ``(len(words), L)`` int64 tensor, rows padded to the longest, or to ``length``
+        (a word longer than that is cut, as by ``max_word_length``: its markers kept)."""
+        words = _check_words(words)
+        if length is not None:
+            length = _check_word_length("length", length)
+        rows = [self.word_ids(w, length) for w in words]
         width = length if length is not None else max((len(r) for r in rows), default=2)
         out = torch.full((len(rows), width), self.PAD, dtype=torch.long)
         for i, row in enumerate(rows):
-            row = row[:width]
             out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
         return out
 
@@ -231,6 +280,12 @@ class CharVocab:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> CharVocab:
+        """The vocabulary :meth:`state_dict` gave (read from a file: checked as any argument)."""
+        if not isinstance(state, dict) or not {"chars", "max_word_length"} <= state.keys():
+            raise ValueError(f"state must be a CharVocab's state_dict, a dict with 'chars' and 'max_word_length', "
+                             f"got {describe(state)}")
+        if not isinstance(state["chars"], list):
+            raise ValueError(f"state's chars must be a list of characters, got {describe(state['chars'])}")
         return cls(state["chars"], state["max_word_length"])
 
     def __repr__(self) -> str:

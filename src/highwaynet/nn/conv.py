@@ -9,6 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import (
+    check_factory,
+    check_gate_bias,
+    check_input,
+    check_int,
+    check_probability,
+    check_size,
+)
 from ..functional import get_activation
 from ._signature import settings_repr
 from .gate import TransformGate, check_carry
@@ -35,19 +43,21 @@ class _HighwayConvNd(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if channels < 1:
-            raise ValueError(f"channels must be positive, got {channels}")
-        self.channels = channels
+        self.channels = check_size("channels", channels)
         self.carry = check_carry(carry)
-        self.gate_bias = gate_bias
+        self.gate_bias = check_gate_bias(gate_bias, dtype)
         self.activation = get_activation(activation)
-        self.dropout_p, self.dilation = dropout, dilation
+        self.dropout_p, self.dilation = check_probability("dropout", dropout), check_int("dilation", dilation)
+        factory = check_factory(device, dtype)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         parts = 2 if carry == "coupled" else 3
         # 'same' padding: an even kernel needs one more zero on the right/bottom than on the
         # left/top. Padding explicitly keeps odd kernels on the convolution's own (symmetric)
         # padding and avoids PyTorch's warning and extra copy for padding="same" with even ones.
-        ks = (kernel_size,) * self._spatial if isinstance(kernel_size, int) else tuple(kernel_size)
+        if isinstance(kernel_size, (tuple, list)):
+            ks = tuple(check_int(f"kernel_size[{i}]", k) for i, k in enumerate(kernel_size))
+        else:
+            ks = (check_int("kernel_size", kernel_size),) * self._spatial
         if len(ks) != self._spatial or min(ks) < 1 or dilation < 1:
             raise ValueError(f"kernel_size must be a positive int or {self._spatial} of them, and dilation positive; "
                              f"got kernel_size={kernel_size}, dilation={dilation}")
@@ -59,8 +69,7 @@ class _HighwayConvNd(nn.Module):
             padding: int | tuple[int, ...] = 0
         else:
             padding = tuple(t // 2 for t in total)
-        self.conv = self._conv(channels, parts * channels, ks, padding=padding, dilation=dilation, device=device,
-                               dtype=dtype)
+        self.conv = self._conv(channels, parts * channels, ks, padding=padding, dilation=dilation, **factory)
         self.gate = TransformGate(carry=carry)
         self.reset_parameters()
 
@@ -69,12 +78,13 @@ class _HighwayConvNd(nn.Module):
         init_gate_bias(cast(Tensor, self.conv.bias), self.channels, self.gate_bias, self.carry)
 
     def forward(self, x: Tensor) -> Tensor:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"{type(self).__name__} expects a torch.Tensor, got {type(x).__name__}")
+        check_input(type(self).__name__, "x", x, self.conv.weight)
         batched = self._spatial + 2
         if x.dim() not in (batched, batched - 1) or x.shape[-self._spatial - 1] != self.channels:
             raise ValueError(f"{type(self).__name__} expects inputs of shape (N, {self.channels}, "
                              f"{', '.join('*' * self._spatial)}), got {tuple(x.shape)}")
+        if 0 in x.shape[-self._spatial:]:
+            raise ValueError(f"{type(self).__name__} expects x's spatial sizes to be at least 1, got {tuple(x.shape)}")
         z = self.conv(x if self._pad is None else F.pad(x, self._pad))
         channel_dim = -self._spatial - 1
         if self.carry == "coupled":

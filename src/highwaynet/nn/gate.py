@@ -24,6 +24,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_broadcast, check_choice, check_tensor
 from ..functional import highway_combine, highway_combine_independent
 from ._signature import settings_repr
 
@@ -35,9 +36,7 @@ GateObserver = Callable[["Gate", Tensor, "Tensor | None"], None]
 
 
 def check_carry(carry: str) -> str:
-    if carry not in CARRY_MODES:
-        raise ValueError(f"carry must be one of {CARRY_MODES}, got {carry!r}")
-    return carry
+    return check_choice("carry", carry, CARRY_MODES)
 
 
 class Gate(nn.Module):
@@ -138,6 +137,13 @@ class BranchGate(Gate):
     """
 
     def forward(self, branch: Tensor, x: Tensor, scale: Tensor | None = None) -> Tensor:
+        check_tensor("branch", branch, kind=None)
+        check_tensor("x", x, kind=None)
+        if scale is not None:
+            check_tensor("scale", scale, kind=None)
+            check_broadcast("BranchGate", branch=branch, x=x, scale=scale)
+        else:
+            check_broadcast("BranchGate", branch=branch, x=x)
         if self.lesioned:
             self._observe(torch.zeros_like(scale) if scale is not None else branch.new_zeros(()))
             return x

@@ -8,6 +8,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_factory, check_flag, check_gate_bias, check_input, check_probability, check_size
 from ..functional import get_activation
 from ..kernels.activations import Activation, activation_code
 from ..kernels.dense_highway import DensePath, choose_path, highway_layer
@@ -101,19 +102,18 @@ class Highway(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if dim < 1 or num_layers < 1:
-            raise ValueError(f"dim and num_layers must be positive, got dim={dim}, num_layers={num_layers}")
-        self.dim = dim
-        self.num_layers = num_layers
+        self.dim = check_size("dim", dim)
+        self.num_layers = check_size("num_layers", num_layers)
         self.carry = check_carry(carry)
-        self.gate_bias = gate_bias
+        self.gate_bias = check_gate_bias(gate_bias, dtype)
         self.activation = get_activation(activation)
-        self.fused = fused
+        self.fused = check_flag("fused", fused)
         self._code = activation_code(self.activation)
-        self.dropout_p = dropout
+        self.dropout_p = check_probability("dropout", dropout)
+        factory = check_factory(device, dtype)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         parts = 2 if carry == "coupled" else 3
-        self.layers = nn.ModuleList(nn.Linear(dim, parts * dim, device=device, dtype=dtype) for _ in range(num_layers))
+        self.layers = nn.ModuleList(nn.Linear(dim, parts * dim, **factory) for _ in range(num_layers))
         self.gates = nn.ModuleList(TransformGate(carry=carry) for _ in range(num_layers))
         self.reset_parameters()
 
@@ -127,15 +127,15 @@ class Highway(nn.Module):
         return cast("Iterable[nn.Linear]", self.layers)  # (a ModuleList's items are typed Module)
 
     def forward(self, x: Tensor) -> Tensor:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"Highway expects a torch.Tensor, got {type(x).__name__}")
+        first = next(iter(self._projections())).weight
+        check_input("Highway", "x", x, first)
         if x.dim() == 0 or x.shape[-1] != self.dim:
             raise ValueError(f"Highway expects inputs of shape (..., {self.dim}), "
                              f"got {tuple(x.shape)}")
         choice = note(self, choose_path(x, fused=self.fused, activation=self._code, carry=self.carry,
                                         dropout_in_training=self.training and isinstance(self.dropout, nn.Dropout),
                                         gates_plain=all(g.is_plain for g in self.gates),
-                                        weight=next(iter(self._projections())).weight))
+                                        weight=first))
         if choice.path is DensePath.FUSED:
             for proj in self._projections():
                 x = highway_layer(x, proj.weight, proj.bias, cast(Activation, self._code))

@@ -13,16 +13,28 @@ or by zero padding (:mod:`highwaynet.nn.resize`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, cast, overload
+from typing import cast, overload
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from .._checks import (
+    check_choice,
+    check_factory,
+    check_flag,
+    check_gate_bias,
+    check_input,
+    check_lengths,
+    check_probability,
+    check_size,
+    check_state,
+    describe,
+)
 from ._signature import settings_repr
 from .gate import TransformGate
-from .resize import make_resize
-from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
+from .resize import RESIZE_KINDS, make_resize
+from .sequence import batch_sequence, unbatch_sequence, unpack_sequence
 
 __all__ = ["HighwayLSTM", "HighwayLSTMBlock"]
 
@@ -83,6 +95,13 @@ def _final_cell(seq: Tensor, out: Tensor, h0: Tensor, c0: Tensor, weights: list[
     return from_k[:, 0] * c0 + (after_k * u).sum(1)
 
 
+def _weight(block: HighwayLSTMBlock) -> Tensor | None:
+    """The block's LSTM's first weight, whose dtype and device an input must have; None while
+    compiled, where touching an ``nn.LSTM`` at all makes Dynamo give up on the whole frame (nn.LSTM
+    checks the dtypes itself then)."""
+    return None if torch.compiler.is_compiling() else cast(Tensor, block.lstm.weight_ih_l0)
+
+
 class HighwayLSTMBlock(nn.Module):
     r"""One highway-gated (Bi)LSTM layer on padded sequences ``(B, T, in)`` with ``lengths``.
 
@@ -115,13 +134,15 @@ class HighwayLSTMBlock(nn.Module):
                  gate_bias: float = -2.0, highway: bool = True, dropout: float = 0.0,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.input_size, self.hidden_size = input_size, hidden_size
-        self.bidirectional, self.resize_kind, self.dropout_p = bidirectional, resize, dropout
+        self.input_size, self.hidden_size = check_size("input_size", input_size), check_size("hidden_size", hidden_size)
+        self.bidirectional = check_flag("bidirectional", bidirectional)
+        self.resize_kind = check_choice("resize", resize, RESIZE_KINDS)
+        self.dropout_p = check_probability("dropout", dropout)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.output_size = hidden_size * (2 if bidirectional else 1)
-        self.highway = highway
-        self.gate_bias = gate_bias
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        self.highway = check_flag("highway", highway)
+        self.gate_bias = check_gate_bias(gate_bias, dtype)
+        factory = check_factory(device, dtype)
         self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional, **factory)
         if highway:
             self.transform = nn.Linear(input_size, self.output_size, **factory)
@@ -145,6 +166,19 @@ class HighwayLSTMBlock(nn.Module):
                 state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
         """``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` (None: every sequence ``T`` long) ->
         ``(B, T, out)`` (zero past each length), state."""
+        check_input("HighwayLSTMBlock", "x", x, _weight(self))
+        if x.dim() != 3 or x.shape[-1] != self.input_size or x.shape[1] == 0:
+            raise ValueError(f"HighwayLSTMBlock expects x of shape (B, T, {self.input_size}) with T >= 1, "
+                             f"got {tuple(x.shape)}")
+        if state is not None:
+            if not isinstance(state, (tuple, list)) or len(state) != 2:
+                raise TypeError(f"HighwayLSTMBlock expects state to be a pair (h_0, c_0), got {describe(state)}")
+            shape = (self.output_size // self.hidden_size, x.shape[0], self.hidden_size)
+            state = cast(LSTMState, tuple(check_state("HighwayLSTMBlock", f"state's {part}", s, shape, x)
+                                          for part, s in zip(("h_0", "c_0"), state, strict=True)))
+        lengths = check_lengths("HighwayLSTMBlock", lengths, x.shape[0], x.shape[1], shortest=1)
+        if lengths is not None and x.shape[0] == 0:
+            lengths = None  # (an empty batch: nothing padded, and nothing to pack)
         if lengths is None:
             # No packing when nothing is padded: faster, and no shape that depends on data (so that
             # torch.export can trace the block).
@@ -216,12 +250,13 @@ class HighwayLSTM(nn.Module):
                  gate_bias: float = -2.0, highway: bool = True, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be positive, got {num_layers}")
-        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.input_size, self.hidden_size = check_size("input_size", input_size), check_size("hidden_size", hidden_size)
+        self.num_layers = check_size("num_layers", num_layers)
         self.directions = 2 if bidirectional else 1
-        self.batch_first, self.bidirectional, self.dropout_p = batch_first, bidirectional, dropout
-        self.resize_kind, self.gate_bias, self.highway = resize, gate_bias, highway
+        self.batch_first = check_flag("batch_first", batch_first)
+        self.bidirectional, self.dropout_p = check_flag("bidirectional", bidirectional), check_probability(
+            "dropout", dropout)
+        self.resize_kind, self.gate_bias, self.highway = resize, gate_bias, check_flag("highway", highway)
         width = hidden_size * self.directions
         self.blocks = nn.ModuleList(
             HighwayLSTMBlock(input_size if i == 0 else width, hidden_size, bidirectional=bidirectional, resize=resize,
@@ -248,12 +283,18 @@ class HighwayLSTM(nn.Module):
         input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("HighwayLSTM", input, self.input_size, self.batch_first,
                                              time_major=False, state=state, lengths=lengths)
+        check_input("HighwayLSTM", "input", x, _weight(cast(HighwayLSTMBlock, self.blocks[0])))
         expected = (self.num_layers * self.directions, x.shape[0], self.hidden_size)
-        if state is not None and (tuple(state[0].shape) != expected or tuple(state[1].shape) != expected):
-            raise ValueError(f"HighwayLSTM expects (h_0, c_0) of shape {expected} each, "
-                             f"got {tuple(state[0].shape)} and {tuple(state[1].shape)}")
+        if state is not None:
+            if not isinstance(state, (tuple, list)):
+                raise TypeError(f"HighwayLSTM expects state to be a pair (h_0, c_0), got {describe(state)}")
+            if tuple(state[0].shape) != expected or tuple(state[1].shape) != expected:
+                raise ValueError(f"HighwayLSTM expects (h_0, c_0) of shape {expected} each, "
+                                 f"got {tuple(state[0].shape)} and {tuple(state[1].shape)}")
+            for part, s in zip(("h_0", "c_0"), state, strict=True):
+                check_state("HighwayLSTM", f"state's {part}", s, expected, x)
         # At least one step each: nn.LSTM reads a padded batch packed, and a packed sequence cannot be empty.
-        check_lengths("HighwayLSTM", lengths, x.shape[0], x.shape[1], shortest=1)
+        lengths = check_lengths("HighwayLSTM", lengths, x.shape[0], x.shape[1], shortest=1)
         hs, cs = [], []
         for i, block in enumerate(self.blocks):
             block_state = None if state is None else tuple(

@@ -22,12 +22,22 @@ shuts it (the block then carries its input through).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import (
+    check_choice,
+    check_factory,
+    check_gate_bias,
+    check_input,
+    check_probability,
+    check_size,
+    check_tensor,
+    describe,
+)
 from ._signature import settings_repr
 from .gate import BranchGate, TransformGate
 
@@ -72,20 +82,19 @@ class GatedResidual(nn.Module):
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
         if not isinstance(sublayer, nn.Module):
-            raise TypeError(f"GatedResidual wraps an nn.Module, got {type(sublayer).__name__}")
+            raise TypeError(f"GatedResidual wraps an nn.Module: sublayer must be one, got {describe(sublayer)}")
         if kind not in RESIDUAL_KINDS:
             raise ValueError(f"kind must be one of {', '.join(RESIDUAL_KINDS)}, got {kind!r}")
         if gate_bias is not None and kind not in _GATED:
             raise ValueError(f"kind {kind!r} has no gate bias: only {' and '.join(_GATED)} gates have one")
-        if gate_reads not in ("stream", "both"):
-            raise ValueError(f"gate_reads must be 'stream' or 'both', got {gate_reads!r}")
+        if gate_bias is not None:
+            check_gate_bias(gate_bias, dtype)
+        check_choice("gate_reads", gate_reads, ("stream", "both"))
         if gate_reads != "stream" and kind != "highway":
             raise ValueError(f"gate_reads is the highway gate's setting, not kind {kind!r}'s")
-        if dim < 1:
-            raise ValueError(f"dim must be positive, got {dim}")
-        self.sublayer, self.dim, self.kind, self.gate_reads = sublayer, dim, kind, gate_reads
+        self.sublayer, self.dim, self.kind, self.gate_reads = sublayer, check_size("dim", dim), kind, gate_reads
         self.gate_bias = gate_bias if gate_bias is not None or kind not in _GATED else -2.0
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        factory = check_factory(device, dtype)
         self.gate: TransformGate | BranchGate
         if kind == "highway":
             self.gate_proj = nn.Linear(dim * (2 if gate_reads == "both" else 1), dim, **factory)
@@ -116,6 +125,11 @@ class GatedResidual(nn.Module):
                 self.alpha.zero_()
 
     def forward(self, x: Tensor, *args: object, **kwargs: object) -> Tensor:
+        gate_weight = {"highway": "gate_proj", "gtrxl": "from_stream"}.get(self.kind)
+        if gate_weight is None:  # (no gate parameters to match but ReZero's scalar, which broadcasts)
+            check_tensor("x", x, owner="GatedResidual")
+        else:
+            check_input("GatedResidual", "x", x, cast(nn.Linear, getattr(self, gate_weight)).weight)
         if x.shape[-1:] != (self.dim,):
             raise ValueError(f"GatedResidual expects inputs of shape (..., {self.dim}), got {tuple(x.shape)}")
         y = self.sublayer(x, *args, **kwargs)
@@ -174,12 +188,11 @@ class GatedResidualNetwork(nn.Module):
                  context_size: int | None = None, dropout: float = 0.0, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        output_size = input_size if output_size is None else output_size
-        if min(input_size, hidden_size, output_size, context_size or 1) < 1:
-            raise ValueError("GatedResidualNetwork's sizes must be positive")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        input_size, hidden_size = check_size("input_size", input_size), check_size("hidden_size", hidden_size)
+        output_size = input_size if output_size is None else check_size("output_size", output_size)
+        context_size = None if context_size is None else check_size("context_size", context_size)
+        check_probability("dropout", dropout)
+        factory = check_factory(device, dtype)
         self.input_size, self.hidden_size, self.output_size = input_size, hidden_size, output_size
         self.context_size = context_size
         self.input = nn.Linear(input_size, hidden_size, **factory)                       # W_2, b_2
@@ -192,12 +205,23 @@ class GatedResidualNetwork(nn.Module):
         self.norm = nn.LayerNorm(output_size, **factory)
 
     def forward(self, a: Tensor, context: Tensor | None = None) -> Tensor:
+        check_input("GatedResidualNetwork", "a", a, self.input.weight)
         if a.shape[-1:] != (self.input_size,):
             raise ValueError(f"GatedResidualNetwork expects a of shape (..., {self.input_size}), got {tuple(a.shape)}")
         if (context is None) != (self.context is None):
             raise ValueError("GatedResidualNetwork(context_size=...) takes a context, and one without takes none"
                              if context is None else "this GatedResidualNetwork was built without context_size: "
                              "it takes no context")
+        if context is not None:
+            check_input("GatedResidualNetwork", "context", context, self.input.weight)
+            if context.shape[-1:] != (self.context_size,):
+                raise ValueError(f"GatedResidualNetwork expects context of shape (..., {self.context_size}), "
+                                 f"got {tuple(context.shape)}")
+            try:
+                torch.broadcast_shapes(a.shape[:-1], context.shape[:-1])
+            except RuntimeError:
+                raise ValueError(f"GatedResidualNetwork expects context's leading dimensions to broadcast against "
+                                 f"a's, got a {tuple(a.shape)} and context {tuple(context.shape)}") from None
         eta2 = self.input(a)
         if self.context is not None and context is not None:
             eta2 = eta2 + self.context(context)

@@ -11,7 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Projection", "ZeroPad", "make_resize"]
+from .._checks import check_factory, check_flag, check_input, check_size, check_tensor
+
+__all__ = ["RESIZE_KINDS", "Projection", "ZeroPad", "make_resize"]
+
+#: How a layer brings its input to a new width.
+RESIZE_KINDS = ("projection", "zeropad")
 
 
 class Projection(nn.Linear):
@@ -19,7 +24,14 @@ class Projection(nn.Linear):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
-        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        super().__init__(check_size("in_features", in_features), check_size("out_features", out_features),
+                         bias=check_flag("bias", bias), **check_factory(device, dtype))
+
+    def forward(self, input: Tensor) -> Tensor:
+        check_input("Projection", "input", input, self.weight)
+        if input.dim() == 0 or input.shape[-1] != self.in_features:
+            raise ValueError(f"Projection expects inputs of shape (..., {self.in_features}), got {tuple(input.shape)}")
+        return super().forward(input)
 
 
 class ZeroPad(nn.Module):
@@ -35,6 +47,7 @@ class ZeroPad(nn.Module):
 
     def __init__(self, in_features: int, out_features: int) -> None:
         super().__init__()
+        in_features, out_features = check_size("in_features", in_features), check_size("out_features", out_features)
         if out_features < in_features:
             raise ValueError(f"ZeroPad can only widen: in_features={in_features} > "
                              f"out_features={out_features}; use Projection to narrow")
@@ -42,7 +55,8 @@ class ZeroPad(nn.Module):
         self.out_features = out_features
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape[-1] != self.in_features:
+        check_tensor("x", x, owner="ZeroPad")
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
             raise ValueError(f"ZeroPad expects inputs of shape (..., {self.in_features}), got {tuple(x.shape)}")
         return F.pad(x, (0, self.out_features - self.in_features))
 
@@ -54,10 +68,10 @@ def make_resize(kind: str, in_features: int, out_features: int, device: torch.de
                 dtype: torch.dtype | None = None) -> nn.Module:
     """The module that brings ``in_features`` to ``out_features``: identity when they are equal,
     else ``kind`` = ``"projection"`` (its weight made on ``device`` in ``dtype``) or ``"zeropad"``."""
-    if in_features == out_features:
+    if kind not in RESIZE_KINDS:
+        raise ValueError(f"unknown resize {kind!r}: kind must be 'projection' or 'zeropad'")
+    if check_size("in_features", in_features) == check_size("out_features", out_features):
         return nn.Identity()
     if kind == "projection":
         return Projection(in_features, out_features, device=device, dtype=dtype)
-    if kind == "zeropad":
-        return ZeroPad(in_features, out_features)
-    raise ValueError(f"unknown resize {kind!r}; expected 'projection' or 'zeropad'")
+    return ZeroPad(in_features, out_features)

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, cast, overload
+from typing import cast, overload
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
+from .._checks import (
+    check_factory,
+    check_flag,
+    check_gate_bias,
+    check_input,
+    check_probability,
+    check_size,
+    check_state,
+)
 from ..functional import get_activation
 from ..kernels.dispatch import note
 from ..kernels.rhn_recurrence import choose_path, rhn_recurrence
@@ -90,15 +99,13 @@ class RHNCell(nn.Module):
                  gate_bias: float = -2.0, activation: str | Callable[[Tensor], Tensor] = "tanh",
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        if min(input_size, hidden_size, depth) < 1:
-            raise ValueError(f"input_size, hidden_size and depth must be positive, got "
-                             f"{input_size}, {hidden_size}, {depth}")
-        self.input_size, self.hidden_size, self.depth = input_size, hidden_size, depth
+        self.input_size, self.hidden_size = check_size("input_size", input_size), check_size("hidden_size", hidden_size)
+        self.depth = check_size("depth", depth)
         self.carry = check_carry(carry)
-        self.gate_bias = gate_bias
+        self.gate_bias = check_gate_bias(gate_bias, dtype)
         self.activation = get_activation(activation)
         self.parts = 2 if carry == "coupled" else 3
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        factory = check_factory(device, dtype)
         self.input_proj = nn.Linear(input_size, self.parts * hidden_size, bias=False, **factory)
         self.hidden_proj = nn.ModuleList(nn.Linear(hidden_size, self.parts * hidden_size, **factory)
                                          for _ in range(depth))
@@ -131,13 +138,13 @@ class RHNCell(nn.Module):
         return s
 
     def forward(self, input: Tensor, state: Tensor | None = None) -> Tensor:
+        check_input("RHNCell", "input", input, self.input_proj.weight)
         if input.dim() != 2 or input.shape[-1] != self.input_size:
             raise ValueError(f"RHNCell expects input of shape (B, {self.input_size}), got {tuple(input.shape)}")
         if state is None:
             state = input.new_zeros(input.shape[0], self.hidden_size)
-        elif state.shape != (input.shape[0], self.hidden_size):
-            raise ValueError(f"RHNCell expects state of shape ({input.shape[0]}, {self.hidden_size}), "
-                             f"got {tuple(state.shape)}")
+        else:
+            check_state("RHNCell", "state", state, (input.shape[0], self.hidden_size), input, "(B, hidden_size)")
         return self.step(self.input_proj(input), state)
 
     def extra_repr(self) -> str:
@@ -215,16 +222,15 @@ class RHN(nn.Module):
                  bidirectional: bool = False, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be positive, got {num_layers}")
+        self.input_size, self.hidden_size = check_size("input_size", input_size), check_size("hidden_size", hidden_size)
+        self.depth, self.num_layers = check_size("depth", depth), check_size("num_layers", num_layers)
         for name, p in (("dropout", dropout), ("input_dropout", input_dropout), ("state_dropout", state_dropout)):
-            if not 0 <= p < 1:
-                raise ValueError(f"{name} must be in [0, 1), got {p}")
-        self.input_size, self.hidden_size, self.depth, self.num_layers = input_size, hidden_size, depth, num_layers
-        self.batch_first, self.bidirectional = batch_first, bidirectional
-        self.carry, self.gate_bias = carry, gate_bias
+            check_probability(name, p)
+        self.batch_first = check_flag("batch_first", batch_first)
+        self.bidirectional = check_flag("bidirectional", bidirectional)
+        self.carry, self.gate_bias = check_carry(carry), check_gate_bias(gate_bias, dtype)
         self.directions = 2 if bidirectional else 1
-        self.fused = fused
+        self.fused = check_flag("fused", fused)
         self.dropout, self.input_dropout, self.state_dropout = dropout, input_dropout, state_dropout
         # cells[layer * directions + direction], the order of the state's rows (nn.LSTM's).
         self.cells = nn.ModuleList(
@@ -250,14 +256,14 @@ class RHN(nn.Module):
         input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("RHN", input, self.input_size, self.batch_first, time_major=True,
                                              state=state, lengths=lengths)
-        self._check(x, state, lengths)
+        lengths = self._check(x, state, lengths)
         steps, batch = x.shape[0], x.shape[1]
         directions = self.directions
         if state is None:
             state = x.new_zeros(directions * self.num_layers, batch, self.hidden_size)
         valid = reverse = last_step = None
         if lengths is not None:
-            lengths = torch.as_tensor(lengths, device=x.device)
+            lengths = lengths.to(x.device)
             time = torch.arange(steps, device=x.device)[:, None]
             # (T, B, 1): whether step t is inside sequence b.
             valid = (time < lengths[None, :]).unsqueeze(-1)
@@ -321,13 +327,15 @@ class RHN(nn.Module):
             outputs.append(s_new if valid is None else s_new * valid[t])
         return torch.stack(outputs), s
 
-    def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> None:
-        """The state's and the lengths' shapes against the input's batch ``x`` ``(T, B, F)``."""
-        expected = (self.directions * self.num_layers, x.shape[1], self.hidden_size)
-        if state is not None and tuple(state.shape) != expected:
+    def _check(self, x: Tensor, state: Tensor | None, lengths: Tensor | None) -> Tensor | None:
+        """The input's dtype and device against the parameters', the state's and the lengths' against the
+        input's batch ``x`` ``(T, B, F)``; the lengths as a tensor."""
+        check_input("RHN", "input", x, self._cell(0).input_proj.weight)
+        if state is not None:
             what = "(2 * num_layers, B, hidden_size)" if self.bidirectional else "(num_layers, B, hidden_size)"
-            raise ValueError(f"RHN expects state of shape {what} = {expected}, got {tuple(state.shape)}")
-        check_lengths("RHN", lengths, x.shape[1], x.shape[0], shortest=0)
+            check_state("RHN", "state", state, (self.directions * self.num_layers, x.shape[1], self.hidden_size), x,
+                        what)
+        return check_lengths("RHN", lengths, x.shape[1], x.shape[0], shortest=0)
 
     def extra_repr(self) -> str:
         return settings_repr(self)

@@ -11,22 +11,16 @@ from __future__ import annotations
 
 from typing import TypeVar, cast
 
-import torch
 from torch import Tensor
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
-from .._versions import release
+from .._checks import TRACED_ASSERTS_HOLD, check_lengths, check_tensor, describe
 
-__all__ = ["batch_sequence", "check_lengths", "unbatch_sequence", "unpack_sequence"]
+__all__ = ["TRACED_ASSERTS_HOLD", "batch_sequence", "check_lengths", "unbatch_sequence", "unpack_sequence"]
 
 # An RHN's state, an LSTM's (h, c), or none given: each function returns the kind it was given.
 State = TypeVar("State", bound="Tensor | tuple[Tensor, ...] | None")
 FinalState = TypeVar("FinalState", bound="Tensor | tuple[Tensor, ...]")
-
-# torch.compile keeps an assertion on tensor values in the code it generates from torch 2.10 on
-# (before, inductor drops it as a no-op: PyTorch pull request 160677, August 2025).
-TRACED_ASSERTS_HOLD = release(torch.__version__) >= (2, 10)
-
 
 
 def unpack_sequence(input: Tensor | PackedSequence, lengths: Tensor | None,
@@ -47,7 +41,15 @@ def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool,
     ``state`` with a batch dimension of one added where the input had none (each tensor's
     dimension 1, as ``nn.LSTM``), and whether the input was unbatched."""
     if not isinstance(input, Tensor):
-        raise TypeError(f"{name} expects a torch.Tensor or PackedSequence, got {type(input).__name__}")
+        raise TypeError(f"{name} expects input to be a torch.Tensor or PackedSequence, got {describe(input)}")
+    given: Tensor | tuple[Tensor, ...] | None = state  # (State's bound, which isinstance narrows)
+    if isinstance(given, (tuple, list)):
+        if len(given) != 2:
+            raise ValueError(f"{name} expects state to be a pair (h_0, c_0), got {len(given)} tensors")
+        for part, tensor in zip(("h_0", "c_0"), given, strict=True):
+            check_tensor(f"state's {part}", tensor, owner=name)
+    elif given is not None:
+        check_tensor("state", given, owner=name)
     if input.dim() not in (2, 3) or input.shape[-1] != input_size:
         layout = "(B, T, input_size)" if batch_first else "(T, B, input_size)"
         raise ValueError(f"{name} expects input of shape {layout}, or (T, input_size) for one unbatched "
@@ -60,7 +62,6 @@ def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool,
         if lengths is not None:
             raise ValueError(f"lengths is for a padded batch; an unbatched input of shape {tuple(input.shape)} "
                              "is one sequence of its own length")
-        given: Tensor | tuple[Tensor, ...] | None = state  # (State's bound, which isinstance narrows)
         tensors = (given,) if isinstance(given, Tensor) else (given or ())
         if any(s.dim() != 2 for s in tensors):
             raise ValueError(f"for an unbatched input, {name} expects a state without a batch dimension, "
@@ -82,25 +83,3 @@ def unbatch_sequence(output: Tensor, state: FinalState, unbatched: bool, batch_f
         state = cast(FinalState, final.squeeze(1) if isinstance(final, Tensor) else tuple(s.squeeze(1) for s in final))
         return output, state
     return (output if batch_first != time_major else output.transpose(0, 1)), state
-
-
-def check_lengths(name: str, lengths: Tensor | None, batch: int, steps: int, shortest: int) -> None:
-    """Raise unless ``lengths`` gives one length in ``[shortest, steps]`` per sequence of the batch.
-
-    While ``torch.compile`` or ``torch.export`` traces (torch >= 2.10), the values are checked by a
-    tensor assertion that becomes part of the graph: reading them into Python would break the graph,
-    or stop an export. A compiled or exported layer still refuses lengths out of range, with a
-    shorter message (a ``RuntimeError``). Older versions read them, and break the graph.
-    """
-    if lengths is None:
-        return
-    lengths = torch.as_tensor(lengths)
-    shape_ok = lengths.dim() == 1 and lengths.shape[0] == batch
-    if TRACED_ASSERTS_HOLD and torch.compiler.is_compiling():  # values are data here; sizes may be symbolic
-        if not shape_ok:
-            raise ValueError(f"{name} expects lengths of shape (B,), one per sequence, got {tuple(lengths.shape)}")
-        torch._assert_async(((lengths >= shortest) & (lengths <= steps)).all(),
-                            f"{name} expects lengths in [{shortest}, the number of steps]")
-    elif not shape_ok or (batch and not shortest <= int(lengths.min()) <= int(lengths.max()) <= steps):
-        raise ValueError(f"{name} expects lengths to give one length in [{shortest}, {steps}] for each of the "
-                         f"{batch} sequences of the batch, got {lengths.tolist()}")
