@@ -520,3 +520,19 @@ def test_random_markers_never_change_what_is_outside_or_the_users(tmp_path, outs
     theirs = {k: v for k, v in snapshot(out).items() if k.split("/")[0] in ("notes.txt", "mine", "lnk", "lnkfile")}
     sentinel = snapshot(tmp_path / "outside")
     every_command(out, theirs, capsys, lambda command: snapshot(tmp_path / "outside") == sentinel)
+
+
+def test_a_folder_replaced_by_a_link_while_it_is_cleared_is_not_followed(tmp_path, outside):
+    """A sweep's run folder swapped for a link between listing the sweep and opening the run (a race, or a
+    hostile neighbour): it is opened relative to the open sweep folder without following the link, and
+    nothing the link reaches is removed, even a folder that looks like highwaynet's."""
+    (outside.parent / files.MARKER).write_text(json.dumps({"kind": "run", "id": "x", "written": ["precious.txt"]}))
+    sweep = tmp_path / "sweep"
+    files.claim(sweep, "sweep")
+    (sweep / "run").symlink_to(outside.parent)
+    fd = os.open(sweep, os.O_RDONLY)
+    try:
+        assert files._clear_folder(fd, "run") is False  # (what clear does with each folder it found listed)
+    finally:
+        os.close(fd)
+    assert outside.read_text() == "the user's own\n" and (sweep / "run").is_symlink()
