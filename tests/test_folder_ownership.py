@@ -416,7 +416,8 @@ def test_a_damaged_marker_is_named_and_nothing_it_names_is_used(tmp_path, outsid
     write_marker(folder, found)
     assert files.read_marker(folder) == (None, problem) or problem in files.read_marker(folder)[1]
     assert files.marker(folder) is None and files.written(folder) == set() and files.clear(folder) == []
-    with pytest.raises(files.DamagedMarker, match=r"is damaged .*move the files that are yours out of"):
+    with pytest.raises(files.DamagedMarker, match=r"is damaged .*nothing there shows it is a run's folder \(its "
+                                                  r"config.json naming a recipe\): it holds lnk, notes.txt"):
         files.check_claimable(folder, "run")
     with pytest.raises(files.DamagedMarker, match="is damaged"):
         files.write_text(folder / "config.json", "{}")
@@ -445,25 +446,32 @@ def test_clear_removes_only_regular_files_and_its_own_folders_never_through_link
     assert os.listdir(outside.parent) == ["precious.txt"]
 
 
-def test_a_damaged_or_missing_marker_is_made_again_and_the_run_keeps_its_identity(tmp_path, capsys):
+def test_a_damaged_or_missing_marker_is_made_again_and_the_run_keeps_its_identity(tmp_path, outside, capsys):
     out = tmp_path / "run"
     assert train(out, "--epochs", "1") == 0
     identity = files.marker(out)["id"]
     for damage in ("missing", "damaged"):
         if damage == "missing":
             (out / files.MARKER).unlink()
-        else:
+        else:  # a damaged marker beside files of the user's: they stay theirs
+            (out / "notes.txt").write_text("mine\n")
+            (out / "lnk").symlink_to(outside.parent)
             write_marker(out, {"kind": "run", "id": identity, "written": ["../outside/precious.txt"]})
         capsys.readouterr()
         assert train(out, "--epochs", "1") == 0  # the same command: goes on, nothing lost
         said = capsys.readouterr().out
         assert ("is damaged (its 'written' lists '../outside/precious.txt'" in said) == (damage == "damaged")
-        assert "made again from the files there" in said
+        assert "made again, listing the files there that highwaynet writes (checkpoint.pt, config.json" in said
+        assert ("the others stay yours (lnk, notes.txt)" in said) == (damage == "damaged")
         assert "the run's identity taken back from checkpoint.pt, which agrees with config.json" in said
         assert "nothing left to train" in said and files.marker(out)["id"] == identity
         assert {"config.json", "checkpoint.pt", "metrics.jsonl", "model.pt"} <= files.written(out)
+        assert not {"notes.txt", "lnk"} & files.written(out)
+    assert train(out, "--epochs", "1", "--restart") == 0  # (what it listed goes; the user's files stay)
+    assert (out / "notes.txt").read_text() == "mine\n" and (out / "lnk").is_symlink()
+    assert outside.read_text() == "the user's own\n"
     # A checkpoint that disagrees with config.json gives no identity back: a new one, and the checkpoint is refused.
-    (out / files.MARKER).unlink()
+    write_marker(out, {"kind": "run", "written": []})
     record = json.loads((out / "config.json").read_text())
     record["config"]["train"]["lr"] = 0.5
     (out / "config.json").write_text(json.dumps(record))

@@ -205,23 +205,43 @@ def _legacy_sweep(folder: Path, entries: list[str]) -> bool:
                for e in entries) and _names_a_recipe(folder, "sweep.json")
 
 
-def _only_its_own(folder: Path, kind: str, entries: list[str], damaged: bool) -> bool:
-    """Whether a folder without a (valid) marker holds only what a ``kind`` folder of highwaynet's holds, so
-    that it can be marked as one: a run or sweep folder of 0.2, or one whose marker was damaged (an analysis
-    folder too, then)."""
-    return (kind == "run" and _legacy_run(folder, entries)) or (kind == "sweep" and _legacy_sweep(folder, entries)) \
-        or (damaged and kind == "analysis" and set(entries) <= _ANALYSIS_FILES)
+def _legacy(folder: Path, kind: str, entries: list[str]) -> bool:
+    """Whether a folder without a marker holds only what a ``kind`` folder of highwaynet's holds, so that it
+    can be marked as one: a run or sweep folder of 0.2."""
+    return (kind == "run" and _legacy_run(folder, entries)) or (kind == "sweep" and _legacy_sweep(folder, entries))
+
+
+#: What shows that a folder whose marker is damaged is a ``kind`` folder of highwaynet's, for messages.
+_EVIDENCE = {"run": "config.json naming a recipe", "sweep": "sweep.json naming a recipe",
+             "analysis": "gates.json or lesion.json"}
+
+
+def _evidently(folder: Path, kind: str) -> bool:
+    """Whether a folder whose marker is damaged shows that it is a ``kind`` folder of highwaynet's (its
+    :data:`_EVIDENCE`, a regular file)."""
+    if kind == "analysis":
+        return any(read_regular(folder, name) is not None for name in ("gates.json", "lesion.json"))
+    return _names_a_recipe(folder, "config.json" if kind == "run" else "sweep.json")
+
+
+def _its_own(folder: Path, kind: str, entries: list[str]) -> list[str]:
+    """Those of ``entries`` that a ``kind`` folder of highwaynet's holds by name: regular files (and a run's
+    TensorBoard folder), never a link. A damaged marker is made again listing these alone."""
+    names = {"run": _LEGACY_RUN_FILES, "analysis": _ANALYSIS_FILES,
+             "sweep": frozenset({"sweep.json", "summary.json", "report.md", "report.html"})}[kind]
+    return [e for e in entries if (e in names or (kind == "sweep" and e.endswith(".png"))) and not
+            (folder / e).is_symlink() and ((folder / e).is_file() or (e in _OPAQUE_FOLDERS and (folder / e).is_dir()))]
 
 
 def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, Any] | None:
     """Whether :func:`claim` would take ``folder`` for ``kind``, without writing anything: its marker
-    (None where the folder is new, empty, or holds only what such a folder holds: a 0.2 run to adopt, or
-    one whose marker is damaged or missing, to mark again). ``what`` names the writer in messages.
+    (None where the folder is new, empty, a 0.2 run or sweep to adopt, or one whose marker is damaged
+    but whose own files show what it is, to mark again). ``what`` names the writer in messages.
 
     Raises:
         FolderNotOurs: the folder holds what highwaynet did not write, another kind of highwaynet
             folder, or is the root or the home folder.
-        DamagedMarker: the folder's marker is damaged, and the folder holds more than a ``kind`` folder does.
+        DamagedMarker: the folder's marker is damaged, and nothing in it shows it is a ``kind`` folder.
     """
     folder = Path(folder)
     what = what or f"a {kind}"
@@ -240,13 +260,13 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
                                 f"folder of its own")
         return found
     entries = _entries(folder)
-    if not entries or _only_its_own(folder, kind, entries, problem is not None):
+    if not entries or _legacy(folder, kind, entries) or (problem is not None and _evidently(folder, kind)):
         return None
     if problem is not None:
-        raise DamagedMarker(f"{_damaged(folder, problem)}: it cannot tell which files there are its own, and the "
-                            f"folder holds more than {what} writes ({_describe(entries)}). Nothing was changed. To "
-                            f"go on, move the files that are yours out of {folder} and run the command again (what "
-                            f"is left is taken as highwaynet's); or pass another folder")
+        raise DamagedMarker(f"{_damaged(folder, problem)}, and nothing there shows it is {what}'s folder (its "
+                            f"{_EVIDENCE[kind]}): it holds {_describe(entries)}. Nothing was changed. Pass another "
+                            f"folder; or, if this is highwaynet's, move the files that are yours out of {folder}, "
+                            f"remove {MARKER} and run the command again")
     raise FolderNotOurs(f"{folder} holds files that highwaynet did not write ({_describe(entries)}): {what} writes "
                         f"only into a new or empty folder, or one it wrote before; pass another folder")
 
@@ -260,11 +280,11 @@ def claim(folder: str | Path, kind: str, what: str = "", *, identity: Identity |
           log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Make ``folder`` highwaynet's (creating it where new) for a ``kind`` of output; returns its marker.
 
-    A folder already marked as this kind is returned as it is; a new or empty one is marked; a folder
-    whose marker is missing (a 0.2 run) or damaged is marked again where it holds only what a ``kind``
-    folder holds, its files listed as written, and ``identity`` (for a run) gives it back the identity its
-    checkpoint carries; one line says so (``log``, default ``print``). Anything else raises
-    :class:`FolderNotOurs` (:func:`check_claimable`).
+    A folder already marked as this kind is returned as it is; a new or empty one is marked; a 0.2 run or
+    sweep (no marker) is marked listing what it holds; a folder whose marker is damaged, but whose own files
+    show what it is, is marked again listing only the files highwaynet writes there by name (the others
+    stay the user's). ``identity`` (for a run) gives it back the identity its checkpoint carries; one line
+    says so (``log``, default ``print``). Anything else raises :class:`FolderNotOurs` (:func:`check_claimable`).
     """
     folder = Path(folder)
     found = check_claimable(folder, kind, what)
@@ -273,7 +293,8 @@ def claim(folder: str | Path, kind: str, what: str = "", *, identity: Identity |
     problem = read_marker(folder)[1] if folder.is_dir() else None
     make_dirs(folder)
     entries = _entries(folder)
-    found = _new_marker(kind, entries)
+    listed = _its_own(folder, kind, entries) if problem is not None else entries
+    found = _new_marker(kind, listed)
     how = ""
     if entries and identity is not None and kind == "run":
         run_id, how = identity(folder)
@@ -282,8 +303,10 @@ def claim(folder: str | Path, kind: str, what: str = "", *, identity: Identity |
     _write_marker(folder, found)
     if problem is not None or how:
         state = _damaged(folder, problem) if problem else f"{folder} had no marker ({MARKER}: a folder of 0.2)"
-        (log or print)(f"note: {state}: made again from the files there ({_describe(entries)})"
-                       + (f"; {how}" if how else ""))
+        others = sorted(set(entries) - set(listed))
+        (log or print)(f"note: {state}: made again, listing the files there that highwaynet writes "
+                       f"({_describe(listed) or 'none'})" + (f"; the others stay yours ({_describe(others)})"
+                                                             if others else "") + (f"; {how}" if how else ""))
     return found
 
 
