@@ -73,7 +73,10 @@ def test_restart_removes_only_what_the_run_wrote(tmp_path, capsys):
     assert train(out) == 0
     (out / "notes.txt").write_text("the user's notes, added since\n")
     (out / "figures").mkdir()
-    assert train(out) == 2 and "already holds a run" in capsys.readouterr().err
+    assert train(out, "--lr", "0.05") == 2  # other settings: refused, naming the difference and the ways on
+    error = capsys.readouterr().err
+    assert f"{out} holds a run with other settings (--lr 0.1 there, 0.05 asked)" in error
+    assert "--restart" in error and "another --out" in error
     marker_before = files.marker(out)
     assert train(out, "--restart") == 0
     assert (out / "notes.txt").read_text() == "the user's notes, added since\n" and (out / "figures").is_dir()
@@ -236,7 +239,8 @@ def test_a_full_disk_is_said_to_be_full(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(files, "_write_all", full)
     assert train(tmp_path / "run") == 2
     error = capsys.readouterr().err
-    assert "could not be written: its disk is full" in error and "--resume" in error
+    assert "could not be written: its disk is full" in error and "run the same command again" in error
+    assert not (tmp_path / "run").exists()  # refused before it trained: no folder left behind
 
 
 def test_tensorboard_missing_is_a_message(tmp_path, capsys, monkeypatch):
@@ -321,6 +325,20 @@ def plant(folder: Path, outside: Path, rng: random.Random) -> None:
             path.symlink_to(outside)
 
 
+def every_command(out: Path, theirs: dict[str, object], capsys, holds=lambda command: True) -> None:
+    """A new run, ``--resume``, ``--restart`` and ``report`` on ``out``: each succeeds or is refused with a
+    message, and after each the user's entries ``theirs`` are as they were (and ``holds(command)``)."""
+    for command in ([*TRAIN, "--out", str(out)], [*TRAIN, "--out", str(out), "--resume"],
+                    [*TRAIN, "--out", str(out), "--restart"], ["report", str(out)]):
+        code = main(command)
+        error = capsys.readouterr().err
+        assert code in (0, 2) and "Traceback" not in error, (command, error)
+        assert code == 0 or error.startswith("highwaynet: error: "), (command, error)
+        now = snapshot(out)
+        assert {k: now.get(k) for k in theirs} == theirs, command
+        assert holds(command), command
+
+
 @pytest.mark.parametrize("seed", range(9))
 def test_random_contents_before_a_run_are_never_changed_removed_or_read(tmp_path, outside, seed, monkeypatch,
                                                                          capsys):
@@ -358,13 +376,171 @@ def test_random_contents_before_a_run_are_never_changed_removed_or_read(tmp_path
     monkeypatch.setattr("builtins.open", watched_open)
     monkeypatch.setattr("io.open", watched_open)
     monkeypatch.setattr(os, "open", watched_os_open)
-    for command in ([*TRAIN, "--out", str(out)], [*TRAIN, "--out", str(out), "--resume"],
-                    [*TRAIN, "--out", str(out), "--restart"], ["report", str(out)]):
-        code = main(command)
-        error = capsys.readouterr().err
-        assert code in (0, 2) and "Traceback" not in error, (command, error)
-        assert code == 0 or error.startswith("highwaynet: error: "), (command, error)
-        now = snapshot(out)
-        assert {k: now.get(k) for k in theirs} == theirs, command
+    every_command(out, theirs, capsys)
     watching.clear()
     assert snapshot(outside.parent) == sentinel and not opened, opened
+
+
+# -- 7. the marker is input ---------------------------------------------------------------------
+
+DAMAGED = [
+    ("not JSON", "it is not valid JSON"),
+    ([], "it holds list, not a JSON object"),
+    (5, "it holds int, not a JSON object"),
+    ({"kind": "run", "id": "x"}, "its 'written' is None, not a list of file names"),
+    ({"kind": "run", "id": "x", "written": None}, "its 'written' is None"),
+    ({"kind": "run", "id": "x", "written": 7}, "its 'written' is 7"),
+    ({"kind": "run", "id": "x", "written": [1.5]}, "its 'written' lists 1.5, not a file name"),
+    ({"kind": "run", "id": "x", "written": [None]}, "its 'written' lists None, not a file name"),
+    ({"kind": "run", "id": "x", "written": ["../notes.txt"]}, "lists '../notes.txt', not the name of a file inside"),
+    ({"kind": "run", "id": "x", "written": [".."]}, "lists '..'"),
+    ({"kind": "run", "id": "x", "written": ["."]}, "lists '.'"),
+    ({"kind": "run", "id": "x", "written": ["/etc/passwd"]}, "lists '/etc/passwd'"),
+    ({"kind": "run", "id": "x", "written": ["lnk/precious.txt"]}, "lists 'lnk/precious.txt'"),
+    ({"kind": "run", "id": "x", "written": [""]}, "lists ''"),
+    ({"kind": "run", "id": 3, "written": []}, "its id is 3"),
+    ({"kind": "folder", "id": "x", "written": []}, "its kind is 'folder'"),
+]
+
+
+def write_marker(folder: Path, found: object) -> None:
+    (folder / files.MARKER).write_text(found if isinstance(found, str) else json.dumps(found))
+
+
+@pytest.mark.parametrize("found, problem", DAMAGED, ids=[str(i) for i in range(len(DAMAGED))])
+def test_a_damaged_marker_is_named_and_nothing_it_names_is_used(tmp_path, outside, found, problem):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    (folder / "lnk").symlink_to(outside.parent)
+    write_marker(folder, found)
+    assert files.read_marker(folder) == (None, problem) or problem in files.read_marker(folder)[1]
+    assert files.marker(folder) is None and files.written(folder) == set() and files.clear(folder) == []
+    with pytest.raises(files.DamagedMarker, match=r"is damaged .*nothing there shows it is a run's folder \(its "
+                                                  r"config.json naming a recipe\): it holds lnk, notes.txt"):
+        files.check_claimable(folder, "run")
+    with pytest.raises(files.DamagedMarker, match="is damaged"):
+        files.write_text(folder / "config.json", "{}")
+    assert sorted(os.listdir(folder)) == [files.MARKER, "lnk", "notes.txt"]
+    assert outside.read_text() == "the user's own\n"
+
+
+def test_clear_removes_only_regular_files_and_its_own_folders_never_through_links(tmp_path, outside):
+    folder = tmp_path / "run"
+    files.claim(folder, "run")
+    for name in ("config.json", "metrics.jsonl"):
+        files.write_text(folder / name, "{}")
+    files.make_folder(folder / "tensorboard")
+    (folder / "tensorboard" / "events").write_text("x")
+    (folder / "tensorboard" / "elsewhere").symlink_to(outside.parent)  # removed whole: the link, not its target
+    (folder / "lnk").symlink_to(outside.parent)  # a link to a folder elsewhere, and one to a file
+    (folder / "lnkfile").symlink_to(outside)
+    (folder / "mine").mkdir()
+    (folder / "mine" / "inside.txt").write_text("mine\n")
+    found = files.marker(folder)
+    found["written"] += ["lnk", "lnkfile", "mine"]  # listed as written, yet links and a folder of the user's
+    (folder / files.MARKER).write_text(json.dumps(found))
+    assert files.clear(folder) == ["config.json", "metrics.jsonl", "tensorboard"]
+    assert sorted(os.listdir(folder)) == [files.MARKER, "lnk", "lnkfile", "mine"]
+    assert (folder / "mine" / "inside.txt").read_text() == "mine\n" and outside.read_text() == "the user's own\n"
+    assert os.listdir(outside.parent) == ["precious.txt"]
+
+
+def test_a_damaged_or_missing_marker_is_made_again_and_the_run_keeps_its_identity(tmp_path, outside, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    identity = files.marker(out)["id"]
+    for damage in ("missing", "damaged"):
+        if damage == "missing":
+            (out / files.MARKER).unlink()
+        else:  # a damaged marker beside files of the user's: they stay theirs
+            (out / "notes.txt").write_text("mine\n")
+            (out / "lnk").symlink_to(outside.parent)
+            write_marker(out, {"kind": "run", "id": identity, "written": ["../outside/precious.txt"]})
+        capsys.readouterr()
+        assert train(out, "--epochs", "1") == 0  # the same command: goes on, nothing lost
+        said = capsys.readouterr().out
+        assert ("is damaged (its 'written' lists '../outside/precious.txt'" in said) == (damage == "damaged")
+        assert "made again, listing the files there that highwaynet writes (checkpoint.pt, config.json" in said
+        assert ("the others stay yours (lnk, notes.txt)" in said) == (damage == "damaged")
+        assert "the run's identity taken back from checkpoint.pt, which agrees with config.json" in said
+        assert "nothing left to train" in said and files.marker(out)["id"] == identity
+        assert {"config.json", "checkpoint.pt", "metrics.jsonl", "model.pt"} <= files.written(out)
+        assert not {"notes.txt", "lnk"} & files.written(out)
+    assert train(out, "--epochs", "1", "--restart") == 0  # (what it listed goes; the user's files stay)
+    assert (out / "notes.txt").read_text() == "mine\n" and (out / "lnk").is_symlink()
+    assert outside.read_text() == "the user's own\n"
+    # A checkpoint that disagrees with config.json gives no identity back: a new one, and the checkpoint is refused.
+    write_marker(out, {"kind": "run", "written": []})
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["train"]["lr"] = 0.5
+    (out / "config.json").write_text(json.dumps(record))
+    assert train(out, "--epochs", "1", "--lr", "0.5") == 2
+    printed = capsys.readouterr()
+    assert "could not be taken back: checkpoint.pt and config.json disagree (train.lr 0.1 then, 0.5 now)" in \
+        printed.out
+    assert "was saved by another run" in printed.err and "--restart" in printed.err
+
+
+def marker_contents(rng: random.Random, outside: Path) -> object:
+    """A random marker: a valid one listing names that are links or the user's folder, or a damaged one
+    (names out of the folder, through a link, ``.``, ``..``, absolute, of the wrong type, null, numbers)."""
+    bad = ["../outside/precious.txt", str(outside), str(outside.parent), "..", ".", "lnk/precious.txt",
+           "../..", "/", "a\\b", None, 3, 2.5, True, ["x"], {"a": 1}, ""]
+    fine = ["lnk", "lnkfile", "mine", "config.json", "metrics.jsonl", "checkpoint.pt", "model.pt", "results.json"]
+    written = rng.sample(fine, rng.randint(0, 4)) + rng.sample(bad, rng.randint(0, 2))
+    rng.shuffle(written)
+    found: dict = {"kind": "run", "id": "0" * 32, "written": written}
+    change = rng.randrange(8)
+    if change == 0:
+        del found["written"]
+    elif change == 1:
+        found["written"] = rng.choice([None, 0, 1.5, "config.json", {"a": 1}])
+    elif change == 2:
+        return rng.choice([None, 5, "x", [], [written]])
+    elif change == 3:
+        found["kind"] = rng.choice([None, "sweep", "analysis", "other", 1])
+    return found
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_markers_never_change_what_is_outside_or_the_users(tmp_path, outside, seed, capsys):
+    """A marker with random ``written`` contents, in a folder holding the user's files and links to files and
+    folders elsewhere (beside a finished run, a run stopped before its first checkpoint, or nothing of
+    highwaynet's): a new run, ``--resume``, ``--restart`` and ``report`` each succeed or are refused with a
+    message, and nothing outside the folder, nor anything of the user's inside it, changes."""
+    rng = random.Random(seed)
+    out = tmp_path / "run"
+    if seed % 3 < 2:
+        assert train(out, "--epochs", "1") == 0
+        if seed % 3 == 1:
+            for name in ("checkpoint.pt", "checkpoint.prev.pt", "results.json", "model.pt"):
+                (out / name).unlink(missing_ok=True)
+    out.mkdir(exist_ok=True)
+    (outside.parent / "folder").mkdir()
+    (outside.parent / "folder" / "inside.txt").write_text("elsewhere\n")
+    (out / "notes.txt").write_text("the user's notes\n")
+    (out / "mine").mkdir()
+    (out / "mine" / "inside.txt").write_text("mine\n")
+    (out / "lnk").symlink_to(outside.parent)
+    (out / "lnkfile").symlink_to(outside)
+    write_marker(out, marker_contents(rng, outside))
+    theirs = {k: v for k, v in snapshot(out).items() if k.split("/")[0] in ("notes.txt", "mine", "lnk", "lnkfile")}
+    sentinel = snapshot(tmp_path / "outside")
+    every_command(out, theirs, capsys, lambda command: snapshot(tmp_path / "outside") == sentinel)
+
+
+def test_a_folder_replaced_by_a_link_while_it_is_cleared_is_not_followed(tmp_path, outside):
+    """A sweep's run folder swapped for a link between listing the sweep and opening the run (a race, or a
+    hostile neighbour): it is opened relative to the open sweep folder without following the link, and
+    nothing the link reaches is removed, even a folder that looks like highwaynet's."""
+    (outside.parent / files.MARKER).write_text(json.dumps({"kind": "run", "id": "x", "written": ["precious.txt"]}))
+    sweep = tmp_path / "sweep"
+    files.claim(sweep, "sweep")
+    (sweep / "run").symlink_to(outside.parent)
+    fd = os.open(sweep, os.O_RDONLY)
+    try:
+        assert files._clear_folder(fd, "run") is False  # (what clear does with each folder it found listed)
+    finally:
+        os.close(fd)
+    assert outside.read_text() == "the user's own\n" and (sweep / "run").is_symlink()

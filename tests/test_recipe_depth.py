@@ -58,8 +58,8 @@ def test_resume_picks_up_an_interrupted_sweep_without_redoing_finished_runs(tmp_
     assert "highway-2/lr0.03-seed0: highway 2: lr 0.03, seed 0 (resumed)" in printed
     assert printed.count("(resumed)") == 1 and "after epoch 1" in printed
     assert len(read_metrics(out / "highway-2" / "lr0.03-seed0")) == 2
-    assert main(argv) == 2
-    assert "already holds a sweep" in capsys.readouterr().err
+    assert main(argv) == 0  # the same command again: the study is done
+    assert f"the study in {out} is done: its report is {out / 'report.md'}" in capsys.readouterr().out
 
 
 def test_gates_and_lesion(sweep, capsys):

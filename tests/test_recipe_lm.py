@@ -135,14 +135,17 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
     rows = summary["corpora"]["tinyshakespeare:char"]["rhn"]
     assert all(abs(r["parameters"] - 15_000) < 1_000 for r in rows)
     assert f"| {rows[0]['parameters']:,} |" in report  # thousands separated
-    assert main(args) == 2 and "already holds a sweep" in capsys.readouterr().err
+    assert main(args) == 0 and f"the study in {out} is done" in capsys.readouterr().out  # run again: done
     assert main(args + ["--resume"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("done, skipped") == 3 and "keeps the settings" not in printed
-    assert main(args[:11] + ["3"] + args[12:] + ["--resume"]) == 0  # another batch size: the runs keep theirs
+    other = args[:11] + ["3"] + args[12:]  # another batch size: refused; with --resume, the study keeps its own
+    assert main(other) == 2
+    assert f"{out} holds a study with other settings (--batch-size 8 there, 3 asked)" in capsys.readouterr().err
+    assert main(other + ["--resume"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("done, skipped") == 3 and printed.count("keeps the settings") == 3
-    assert "batch_size 8 (asked 3)" in printed
+    assert printed.count("done, skipped") == 3 and "keeps the settings" not in printed
+    assert "not applied: base.batch_size 8 (asked 3)" in printed
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
     assert "--depths must be at least 1, got 0" in capsys.readouterr().err
 

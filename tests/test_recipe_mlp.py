@@ -40,9 +40,10 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
     assert config["recipe"] == "mlp" and config["config"]["depth"] == 4 and "torch" in config["environment"]
     assert config["config"]["train"]["ema"] == 0.9
     assert config["environment"]["cpu"]  # the model name, or at least the architecture
-    # The same folder again: refused, nothing overwritten.
-    assert main(args) == 2
-    assert "already holds a run" in capsys.readouterr().err
+    # The same command again: the finished run goes on (trains nothing more), and says so.
+    assert main(args) == 0
+    assert f"{out} holds this run, finished after epoch 2: nothing left to train" in capsys.readouterr().out
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     # Resuming a finished run trains nothing more and keeps its metrics; it says which of the
     # settings asked (here the defaults) it does not apply.
     assert main(["train", "mlp", "--out", str(out), "--resume"]) == 0

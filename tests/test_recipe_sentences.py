@@ -97,13 +97,15 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert main(args + ["--resume"]) == 0  # everything finished: nothing retrained, nothing differs
     printed = capsys.readouterr().out
     assert printed.count("done, skipped") == 5 and "keeps the settings" not in printed
-    # Everything finished: nothing retrained. Asked for another gate bias, the sweep says the runs kept
-    # theirs, and the report gives the runs' own settings, not the flags'.
+    # Asked for another gate bias, the study is refused, naming it; with --resume it goes on with its own
+    # settings, says which asked one it does not take, and the report gives the runs' own settings.
     other = args[:args.index("--gate-bias") + 1] + ["0"] + args[args.index("--gate-bias") + 2:]
+    assert main(other) == 2
+    assert f"{out} holds a study with other settings (--gate-bias -1.0 there, 0.0 asked)" in capsys.readouterr().err
     assert main(other + ["--resume"]) == 0
     printed = capsys.readouterr().out
-    assert "done, skipped" in printed
-    assert "keeps the settings it was trained with: gate_bias -1.0 (asked 0.0)" in printed
+    assert printed.count("done, skipped") == 5 and "keeps the settings" not in printed
+    assert "--resume goes on with its own; not applied: base.gate_bias -1.0 (asked 0.0)" in printed
     assert "`gate_bias=-1.0`" in (out / "report.md").read_text()
     # A report of what is finished, training nothing: seed 1 never ran, layers 4 never ran.
     assert main(args[:-2] + ["--out", str(out), "--seeds", "0,1", "--layers", "1,4", "--report-only"]) == 0

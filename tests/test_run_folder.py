@@ -96,9 +96,9 @@ def test_a_damaged_checkpoint_names_the_file_and_the_ways_on(tmp_path, capsys):
     (run / "checkpoint.prev.pt").rename(checkpoint)
     assert main([*TRAIN, "--epochs", "3", "--out", str(run), "--resume"]) == 0
     assert [m["epoch"] for m in _metrics(run)] == [1, 2, 3]
-    # --restart starts it over; a folder with a run is otherwise never overwritten
+    # --restart starts it over; a folder with a run is otherwise never overwritten (other settings: refused)
     assert main([*TRAIN, "--epochs", "1", "--out", str(run)]) == 2
-    assert "already holds a run" in capsys.readouterr().err
+    assert f"{run} holds a run with other settings (--epochs 3 there, 1 asked)" in capsys.readouterr().err
     assert main([*TRAIN, "--epochs", "1", "--out", str(run), "--restart"]) == 0
     assert [m["epoch"] for m in _metrics(run)] == [1]
 

@@ -45,11 +45,11 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, ema):
     with pytest.raises(KeyboardInterrupt):
         interrupted.fit()
     assert len(read_metrics(tmp_path / "cut")) == 2
-    assert logs[-1] == (f"interrupted in epoch 3; epoch 2 is the last saved: go on with the same command and "
-                        f"--out {tmp_path / 'cut'} --resume (from Python: fit(resume=True))")
+    assert logs[-1] == (f"interrupted in epoch 3; epoch 2 is the last saved: run the same command again to go on "
+                        f"from there (from Python: fit() again, on the same run folder {tmp_path / 'cut'})")
 
     resumed = make_trainer(tmp_path / "cut", data, ema=ema)
-    history = resumed.fit(resume=True)
+    history = resumed.fit()  # fit again: it goes on
     assert without_time(history) == without_time(full)
     assert without_time(read_metrics(tmp_path / "cut")) == without_time(read_metrics(tmp_path / "full"))
     for a, b in zip(resumed.model.state_dict().values(), uninterrupted.model.state_dict().values(), strict=True):
@@ -82,11 +82,15 @@ def test_metrics_line_without_checkpoint_is_dropped_on_resume(tmp_path):
     assert read_metrics(tmp_path)[2]["val_loss"] != 9.9
 
 
-def test_refuses_to_overwrite_and_resumes_a_folder_without_a_checkpoint_from_scratch(tmp_path):
+def test_fit_again_goes_on_and_a_folder_without_a_checkpoint_starts_from_scratch(tmp_path):
     data = load_digits()
     make_trainer(tmp_path / "a", data, epochs=1).fit()
-    with pytest.raises(FileExistsError, match="already holds a run"):
-        make_trainer(tmp_path / "a", data, epochs=1).fit()
+    again = make_trainer(tmp_path / "a", data, epochs=1)
+    logged: list[str] = []
+    again.log = logged.append
+    assert len(again.fit()) == 1  # nothing overwritten, nothing trained again
+    assert logged == [f"{tmp_path / 'a'} holds this run, finished after epoch 1: nothing left to train"]
+    assert len(read_metrics(tmp_path / "a")) == 1
     logged = []
     trainer = make_trainer(tmp_path / "b", data, epochs=1)
     trainer.log = logged.append

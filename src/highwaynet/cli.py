@@ -1,13 +1,17 @@
 """The ``highwaynet`` command.
 
     highwaynet train mlp --data mnist5k --depth 50 --width 50 --epochs 10
-    highwaynet train mlp --out runs/x --resume
     highwaynet reproduce depth --data mnist5k
 
 Every ``train`` and ``reproduce`` option is a field of the recipe's configuration
 (:mod:`highwaynet.config`), from which its default, help and checks come: the command line keeps no
-settings of its own but where a run goes (``--out``, ``--resume``) and where data is
+settings of its own but where a run goes (``--out``, ``--resume``, ``--restart``) and where data is
 (``--data-dir``, ``--download``). Building the parser imports no PyTorch, so that help is instant.
+
+A command run again goes on with its folder: an unfinished run resumes, finished runs are skipped,
+the report is written again; with other settings it is refused, naming each difference and the ways
+on (``--restart`` starts the folder over; another ``--out`` keeps it). A command refused once it had
+made its folder removes that folder again.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Any
 from . import __version__, config
 from .config.options import ConfigOptions, Shorthand, add_config_options
 
-EPILOG = "Run folders hold config.json, metrics.jsonl, checkpoint.pt, model.pt and results.json."
+EPILOG = ("Run folders hold config.json, metrics.jsonl, checkpoint.pt, model.pt and results.json. A command run "
+          "again goes on where it stopped; --restart starts its folder over.")
 DOWNLOAD_HELP = "download missing data files from their public source (sha256-checked)"
 
 #: The options of train and reproduce commands that are not settings of the recipe: where the run
@@ -47,8 +52,8 @@ class Recipe:
     hide: tuple[str, ...] = ()
     shorthands: tuple[Shorthand, ...] = ()
     epilog: str | None = None
-    resume_help: str = "continue the run in --out after its last finished epoch, with its saved config"
-    restart: bool = True  # whether --restart is offered (one run's folder; a sweep's runs restart one by one)
+    resume_help: str = ("go on with the run in --out with the settings it was started with, whatever is asked (the "
+                        "same command run again goes on by itself)")
     extra: Callable[[argparse._ArgumentGroup], None] = field(default=lambda group: None)
 
 
@@ -62,14 +67,27 @@ def _positive_int(text: str) -> int:
 _positive_int.__name__ = "integer"  # argparse's word for text int() rejects: "invalid integer value: 'x'"
 
 
+def _seed(text: str) -> int:
+    from .config.train import SEED_LIMIT
+
+    value = int(text)
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below {SEED_LIMIT}, got {text}")
+    return value
+
+
+_seed.__name__ = "integer"
+
+
 def _add_run_options(parser: argparse.ArgumentParser, recipe: Recipe) -> None:
     run = parser.add_argument_group("run folder and data")
     out = f"(default: {recipe.out})" if recipe.out else "(default: runs/<a name from the settings>)"
     run.add_argument("--out", default=recipe.out, help=f"the run folder {out}")
     run.add_argument("--resume", action="store_true", help=recipe.resume_help)
-    if recipe.restart:
-        run.add_argument("--restart", action="store_true",
-                         help="start the run in --out over, discarding what it holds (a damaged checkpoint, say)")
+    what = "the run" if recipe.resume_help == Recipe.resume_help else "the study"
+    run.add_argument("--restart", action="store_true",
+                     help=f"start {what} in --out over, removing what highwaynet wrote there (a damaged checkpoint, "
+                          f"say; files of your own stay)")
     run.add_argument("--data-dir", help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, "
                                         "and where packages install them)")
     run.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
@@ -88,17 +106,19 @@ def _add_recipe(commands: Any, recipe: Recipe) -> None:
 # -- what each command runs ---------------------------------------------------------------------
 
 def _say_what_runs(args: argparse.Namespace, out: str, config: Any, recipe: str, new_run: str) -> None:
-    """``new_run``, or for a resumed run, which continues with the settings it was started with,
-    the folder and the settings asked for that it does not apply."""
-    from .training.run_dir import load_run_config, settings_differ
+    """One line on what the command does with its folder (:func:`~highwaynet.training.run_dir.plan_run`):
+    ``new_run`` for a new run (or one started over); for a run that goes on, the Trainer's line says so
+    (resumed after which epoch, or finished); with ``--resume``, the settings asked that it does not take."""
+    from .training.run_dir import plan_run
 
-    if not args.resume:
+    plan = plan_run(out, recipe, config, resume=args.resume, restart=args.restart)
+    if plan.action == "new":
         print(new_run)
-        return
-    print(f"resuming the run in {out}")
-    differ = settings_differ(load_run_config(out, recipe)["config"], config)
-    if differ:
-        print("--resume continues the run with the settings it was started with; not applied: " + ", ".join(differ))
+    elif plan.action == "restart":
+        print(f"{new_run} (started over: --restart)" if plan.held else new_run)
+    if plan.not_applied:
+        print("--resume goes on with the settings the run was started with; not applied: "
+              + ", ".join(plan.not_applied))
 
 
 def _check_resume(args: argparse.Namespace) -> None:
@@ -133,11 +153,11 @@ def _train_lm(args: argparse.Namespace, config: Any) -> None:
     from .recipes import lm
 
     _check_resume(args)
-    name = f"{config.model}-depth{config.depth}" if config.model == "rhn" else "lstm"
+    name, what = lm_name(config)
     corpus = config.corpus.rstrip("/").split("/")[-1]
     out = args.out or f"runs/lm-{corpus}-{config.level}-{name}-seed{config.train.seed}"
     _say_what_runs(args, out, config, "lm",
-                   f"training a {name} language model on {config.corpus} ({config.level} level); run folder: {out}")
+                   f"training {what} on {config.corpus} ({config.level} level); run folder: {out}")
     results = lm.run(config, out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
                      download=args.download)
     key = "bpc" if config.level == "char" else "ppl"
@@ -146,12 +166,31 @@ def _train_lm(args: argparse.Namespace, config: Any) -> None:
     print(results["sample"])
 
 
+def lm_name(config: Any) -> tuple[str, str]:
+    """A language model's name in its default run folder, and in words: ``rhn-depth4`` / "an RHN language
+    model (recurrence depth 4)"; ``lstm``; ``transformer-pre-highway-6`` / "a 6-block pre-LN highway
+    Transformer language model": the model that trains, so that runs of different models never share a
+    folder."""
+    chars = "-chars" if config.input == "chars" else ""
+    reading = ", reading words by their characters" if config.input == "chars" else ""
+    if config.model == "rhn":
+        return f"rhn-depth{config.depth}{chars}", f"an RHN language model (recurrence depth {config.depth}{reading})"
+    if config.model == "transformer":
+        norm = {"pre": "pre-LN", "post": "post-LN", "none": "LayerNorm-free"}.get(config.norm, config.norm)
+        return (f"transformer-{config.norm}-{config.residual}-{config.layers}",
+                f"a {config.layers}-block {norm} {config.residual} Transformer language model")
+    layers = f"{config.layers}-layer " if config.layers > 1 else ""
+    return (f"lstm{config.layers if config.layers > 1 else ''}{chars}",
+            f"a{'n' if not layers else ''} {layers}LSTM language model" + (f" ({reading[2:]})" if reading else ""))
+
+
 def _reproduce_depth(args: argparse.Namespace, config: Any) -> None:
     from .recipes import depth
     from .training.run_dir import format_mean_std
 
     out = args.out or f"runs/depth-{config.data}"
-    summary = depth.run(config, out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    summary = depth.run(config, out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
+                        download=args.download)
     for net in summary["nets"]:
         print(f"{net['depth']:4} layers {net['kind']:8} lr {net['lr']:<5g} train loss "
               f"{format_mean_std(net['train_loss'], len(net['curves']), 4)}  test acc "
@@ -162,7 +201,8 @@ def _reproduce_depth(args: argparse.Namespace, config: Any) -> None:
 def _reproduce_rhn_depth(args: argparse.Namespace, config: Any) -> None:
     from .recipes import rhn_depth
 
-    summary = rhn_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    summary = rhn_depth.run(config, args.out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
+                            download=args.download)
     figure = "tuning.png" if config.tune else "depth.png"
     print(f"wrote {args.out}/report.md and {args.out}/{figure} ({summary['seconds']:.0f}s)")
 
@@ -171,7 +211,8 @@ def _reproduce_char_lm(args: argparse.Namespace, config: Any) -> None:
     from .recipes import char_lm
     from .training.run_dir import format_mean_std
 
-    summary = char_lm.run(config, args.out, resume=args.resume, data_dir=args.data_dir, download=args.download)
+    summary = char_lm.run(config, args.out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
+                          download=args.download)
     for row in summary["rows"]:
         print(f"{row['model']:18} {row['parameters']:>10,} parameters  test perplexity "
               f"{format_mean_std(row['test_ppl'], len(row['test_ppl']['values']))}")
@@ -183,7 +224,7 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
     from .recipes import sentences
     from .training.run_dir import count, format_mean_std
 
-    summary = sentences.sweep(config, args.out, resume=args.resume, data_dir=args.data_dir,
+    summary = sentences.sweep(config, args.out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
                               download=args.download, report_only=args.report_only)
     for row in summary["table"]:
         depth = count(row["layers"], "layer") if row["encoder"] in STACKED_ENCODERS else "-"
@@ -196,8 +237,8 @@ def _reproduce_transformer_depth(args: argparse.Namespace, config: Any) -> None:
     from .recipes import transformer_depth
     from .training.run_dir import format_mean_std
 
-    summary = transformer_depth.run(config, args.out, resume=args.resume, data_dir=args.data_dir,
-                                    download=args.download)
+    summary = transformer_depth.run(config, args.out, resume=args.resume, restart=args.restart,
+                                    data_dir=args.data_dir, download=args.download)
     seeds = len(summary["config"]["seeds"])
     for row in summary["rows"]:
         print(f"{row['depth']:3} blocks  {row['variant']:14} lr {row['lr']:<7g} validation loss "
@@ -209,10 +250,12 @@ def _reproduce_transformer_depth(args: argparse.Namespace, config: Any) -> None:
 def _report_only(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--report-only", action="store_true",
                        help="train nothing: report the runs already finished in --out (a sweep split over "
-                            "several processes, each with --resume)")
+                            "several processes, each running the same command)")
 
 
 TRAINING = {"train": "training", "base.train": "training (every run)"}
+STUDY_RESUME = ("go on with the study in --out with the settings it was started with, whatever is asked: finished "
+                "runs skipped, unfinished ones resumed (the same command run again goes on by itself)")
 
 TRAIN_RECIPES = (
     Recipe("mlp", help="a deep highway (or plain) fully connected network on images",
@@ -244,7 +287,7 @@ REPRODUCE_RECIPES = (
                        "Writes depth.png and report.md.",
            epilog="example: highwaynet reproduce depth --data fashion-mnist --max-train 10000",
            config=config.DepthConfig, run=_reproduce_depth, titles={"": "experiment"},
-           resume_help="skip finished runs, resume unfinished ones", restart=False),
+           resume_help=STUDY_RESUME),
     Recipe("rhn-depth", help="RHN language models against recurrence depth at a fixed budget, and vs an LSTM",
            description="RHN language models at several recurrence depths with the parameter budget fixed, then an "
                        "LSTM of the same budget trained for the same time. Writes depth.png and report.md.",
@@ -253,7 +296,7 @@ REPRODUCE_RECIPES = (
            hide=("base.corpus", "base.level", "base.model", "base.depth", "base.hidden", "base.train.cuda_graph"),
            shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.state_dropout", "base.output_dropout"),
                                  "set the three variational dropouts at once (each own option wins)"),),
-           resume_help="skip finished runs, resume unfinished ones", restart=False),
+           resume_help=STUDY_RESUME),
     Recipe("char-lm", help="character-aware language models: highway vs MLP layers vs words (Kim et al., 2016)",
            description="Word-level language models that read each word by its characters (a CNN, then 0, 1 or 2 "
                        "highway layers, or MLP layers in their place) against a word-level LSTM, all of about the "
@@ -265,7 +308,7 @@ REPRODUCE_RECIPES = (
                  "base.train.seed", "base.tie_weights"),
            shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.state_dropout", "base.output_dropout"),
                                  "set the three variational dropouts at once (each own option wins)"),),
-           resume_help="skip finished runs, resume unfinished ones", restart=False),
+           resume_help=STUDY_RESUME),
     Recipe("transformer-depth", help="residual, highway, GTrXL and ReZero Transformers at 2 to 48 blocks",
            description="Causal character-level Transformers on Tiny Shakespeare at several depths, in each variant "
                        "NORM-KIND (LayerNorms pre, post or none; residual, highway, GTrXL or ReZero connections), "
@@ -279,7 +322,7 @@ REPRODUCE_RECIPES = (
                  "base.train.seed", "base.train.warmup_steps", "base.train.nonfinite"),
            shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.output_dropout"),
                                  "set the embeddings' and the blocks' dropout at once (each own option wins)"),),
-           resume_help="skip finished runs, resume unfinished ones", restart=False),
+           resume_help=STUDY_RESUME),
     Recipe("sentences", help="sentence classification: HBiLSTM vs BiLSTM stacks by depth, and Kim's CNN",
            description="Sentence classification on SST-1, SST-2, MR, Subj and TREC: highway BiLSTM stacks against "
                        "plain BiLSTM stacks of each depth, Kim's CNN and Kim's CNN with highway layers. Several "
@@ -289,7 +332,7 @@ REPRODUCE_RECIPES = (
            config=config.SweepConfig, run=_reproduce_sentences, out="runs/sentences",
            titles={"": "sweep", "base": "every run", **TRAINING},
            hide=("base.task", "base.encoder", "base.layers", "base.fold", "base.train.seed"),
-           resume_help="skip finished runs, resume unfinished ones", extra=_report_only, restart=False),
+           resume_help=STUDY_RESUME, extra=_report_only),
 )
 
 
@@ -313,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--length", type=_positive_int, default=200, help="tokens to sample (default: %(default)s)")
     gen.add_argument("--temperature", type=float, default=0.8,
                      help="below 1 sharper, above 1 flatter; 0: the likeliest token each step (default: %(default)s)")
-    gen.add_argument("--seed", type=int, default=0, help="(default: %(default)s)")
+    gen.add_argument("--seed", type=_seed, default=0, help="(default: %(default)s)")
     gen.add_argument("--data-dir", help="folder holding the corpus, for a run folder without vocab.json")
     gen.set_defaults(run=_generate)
 
@@ -332,6 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", help=f"(default: RUN_DIR/{name})")
         p.add_argument("--data-dir", help="folder with the data files")
         p.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
+        p.add_argument("--restart", action="store_true",
+                       help="remove what an earlier analysis wrote into --out first (files of your own stay)")
         p.set_defaults(run=_reproduce_gates if name == "gates" else _reproduce_lesion)
 
     report = commands.add_parser("report", help="write a self-contained HTML page for experiment folders",
@@ -437,7 +482,7 @@ def decode_escapes(text: str) -> str:
 def _reproduce_gates(args: argparse.Namespace) -> None:
     from .recipes.gates import analyze_gates
 
-    result = analyze_gates(args.run_dir, args.out, args.data_dir, download=args.download)
+    result = analyze_gates(args.run_dir, args.out, args.data_dir, download=args.download, restart=args.restart)
     print(f"test accuracy {100 * result['test_acc']:.2f}%; {100 * result['closed_fraction']:.1f}% of gate outputs "
           f"below 0.1; wrote {args.out or args.run_dir + '/gates'}/gates.png")
 
@@ -445,7 +490,7 @@ def _reproduce_gates(args: argparse.Namespace) -> None:
 def _reproduce_lesion(args: argparse.Namespace) -> None:
     from .recipes.gates import lesion_layers
 
-    result = lesion_layers(args.run_dir, args.out, args.data_dir, download=args.download)
+    result = lesion_layers(args.run_dir, args.out, args.data_dir, download=args.download, restart=args.restart)
     print(f"intact {100 * result['baseline']:.2f}%; worst single lesion "
           f"{100 * min(result['lesioned']):.2f}%; {result['harmless']} of {len(result['lesioned'])} layers "
           f"cost at most one point; wrote {args.out or args.run_dir + '/lesion'}/lesion.png")
@@ -485,9 +530,12 @@ def _main(argv: Sequence[str] | None) -> int:
     except ValueError as error:
         print(f"highwaynet: error: {error}", file=sys.stderr)
         return 2
+    from .training import files
     from .training.distributed import barrier, init_distributed, is_main_process, leave_distributed
+    from .training.run_dir import SettingsDiffer
     from .training.trainer import TrainingDiverged
 
+    files.track_new_folders()  # (a command refused once it made its folder removes it again: see below)
     try:
         if settings is not None:
             from .config.train import device_of
@@ -505,12 +553,17 @@ def _main(argv: Sequence[str] | None) -> int:
                 args.run(args)
         barrier()  # the processes finish together: one that leaves while another still uses the group can abort
     except (ValueError, FileNotFoundError, FileExistsError, OSError, ImportError) as error:
-        print(f"highwaynet: error: {error}", file=sys.stderr)
+        message = str(error)
+        if isinstance(error, SettingsDiffer) and options is not None:  # (the settings named by their options)
+            message = error.describe(options.flags)
+        files.remove_new_folders()
+        print(f"highwaynet: error: {message}", file=sys.stderr)
         return 2
     except TrainingDiverged as error:
         print(f"highwaynet: error: {error}", file=sys.stderr)
         return 1
     finally:
+        files.track_new_folders(on=False)
         leave_distributed()
     return 0
 

@@ -239,8 +239,8 @@ def _no_report(folder: Path, found: dict[str, Any] | None) -> str:
         return f"{folder} is not a folder highwaynet wrote: {what}"
     if found["kind"] == "sweep":
         return (f"{folder} is a sweep whose report is not written yet: a sweep writes it when all its runs are done. "
-                f"Finish it by running its command again with --resume --out {folder}, or report one of its runs "
-                f"(highwaynet report {folder}/<a run's folder>)")
+                f"Finish it by running its command again with --out {folder} (it goes on where it stopped), or report "
+                f"one of its runs (highwaynet report {folder}/<a run's folder>)")
     return f"{folder} holds no finished epoch nor report yet: its run has not finished an epoch"
 
 
@@ -257,8 +257,10 @@ def write_html(folder: Path) -> Path:
 
     import markdown
 
+    from .training.checkpoint import identity_in_folder
+
     folder = Path(folder)
-    found = files.adopt(folder)
+    found = files.adopt(folder, identity=identity_in_folder)  # (a run whose marker was lost keeps its identity)
     own = files.written(folder)
     if found is not None and found["kind"] == "run" and "metrics.jsonl" in own and (folder / "metrics.jsonl").exists():
         write_run_report(folder)  # one training run: its report from its metrics

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._fields import check_settings, setting
-from .train import TrainConfig, check_device_name, check_monitor
+from .train import SEED_LIMIT, TrainConfig, check_device_name, check_monitor
 
 __all__ = ["ACTIVATIONS", "IMAGE_DATA", "CNNConfig", "DepthConfig", "MLPConfig"]
 
@@ -41,7 +41,8 @@ class MLPConfig:
     dropout: float = setting(0.0, help="dropout on each hidden layer", minimum=0.0, below=1.0)
     batch_size: int = setting(100, help="training batch size", minimum=1)
     max_train: int | None = setting(None, help="use at most this many training images", minimum=1)
-    split_seed: int = setting(0, help="seeds the validation split carved from the training images")
+    split_seed: int = setting(0, help="seeds the validation split carved from the training images", minimum=0,
+                              below=SEED_LIMIT)
     train: TrainConfig = setting(help="how to train", factory=lambda: TrainConfig(epochs=10, lr=0.1))
 
     def __post_init__(self) -> None:
@@ -64,7 +65,8 @@ class CNNConfig:
     augment: bool = setting(True, help="random crops and flips of the training images")
     batch_size: int = setting(128, help="training batch size", minimum=1)
     max_train: int | None = setting(None, help="use at most this many training images", minimum=1)
-    split_seed: int = setting(0, help="seeds the validation split carved from the training images")
+    split_seed: int = setting(0, help="seeds the validation split carved from the training images", minimum=0,
+                              below=SEED_LIMIT)
     train: TrainConfig = setting(help="how to train", factory=lambda: TrainConfig(
         epochs=30, lr=0.05, momentum=0.9, weight_decay=5e-4, schedule="cosine", monitor="val_acc"))
 
@@ -91,7 +93,7 @@ class DepthConfig:
     plain_width: int = setting(71, help="units per plain layer (about the highway net's parameters)", minimum=1)
     lrs: list[float] = setting(help="learning rates searched", factory=lambda: [0.01, 0.03, 0.1], minimum=0.0)
     epochs: int = setting(6, help="epochs per run", minimum=1)
-    seeds: list[int] = setting(help="seeds of each net", factory=lambda: [0, 1, 2])
+    seeds: list[int] = setting(help="seeds of each net", factory=lambda: [0, 1, 2], minimum=0, below=SEED_LIMIT)
     gate_bias: float = setting(-4.0, help="initial transform-gate bias of the highway nets")
     batch_size: int = setting(100, help="training batch size", minimum=1)
     max_train: int | None = setting(None, help="use at most this many training images", minimum=1)

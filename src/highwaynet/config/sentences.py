@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._fields import check_settings, setting
-from .train import TrainConfig, check_monitor
+from .train import SEED_LIMIT, TrainConfig, check_monitor
 
 __all__ = ["ENCODERS", "SENTENCE_TASKS", "SentenceConfig", "SweepConfig"]
 
@@ -66,7 +66,7 @@ class SweepConfig:
     encoders: list[str] = setting(help="sentence encoders", factory=lambda: ["bilstm", "hbilstm"], choices=ENCODERS,
                                   flag="--encoder")
     layers: list[int] = setting(help="stack depths", factory=lambda: [1, 2, 4, 6, 8, 10, 15, 20], minimum=1)
-    seeds: list[int] = setting(help="seeds for SST and TREC", factory=lambda: [0, 1, 2])
+    seeds: list[int] = setting(help="seeds for SST and TREC", factory=lambda: [0, 1, 2], minimum=0, below=SEED_LIMIT)
     folds: int = setting(10, help="how many of the 10 cross-validation folds to run for MR and Subj",
                          minimum=1, below=11)
     base: SentenceConfig = setting(help="every run's settings", factory=SentenceConfig)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from ._fields import check_settings, setting
-from .train import TrainConfig, check_monitor
+from .train import SEED_LIMIT, TrainConfig, check_monitor
 
 __all__ = ["CORPORA", "NORMS", "RESIDUALS", "CharLMConfig", "LMConfig", "RHNDepthConfig", "TransformerDepthConfig"]
 
@@ -125,7 +125,7 @@ class CharLMConfig:
     mlp: list[int] = setting(help="MLP-layer counts of the character models with MLP layers in the highway "
                                   "layers' place (0: none)", factory=lambda: [1, 2], minimum=0)
     word_lstm: bool = setting(True, help="train the word-level LSTM of the same budget")
-    seeds: list[int] = setting(help="seeds of each model", factory=lambda: [0, 1, 2])
+    seeds: list[int] = setting(help="seeds of each model", factory=lambda: [0, 1, 2], minimum=0, below=SEED_LIMIT)
     budget: int = setting(1_200_000, help="parameters per model", minimum=1)
     full: bool = setting(False, help="the paper's sizes, for a GPU: kim-large, 10,000 words, 19 M parameters, "
                                      "whole-text epochs (these replace the same settings of --budget and the base)")
@@ -172,7 +172,8 @@ class TransformerDepthConfig:
                                   factory=lambda: ["post-residual", "pre-residual", "pre-highway", "pre-gtrxl",
                                                    "none-rezero"])
     lrs: list[float] = setting(help="learning rates searched (first seed)", factory=lambda: [1e-3, 3e-3], minimum=0.0)
-    seeds: list[int] = setting(help="seeds of each depth and variant", factory=lambda: [0, 1, 2])
+    seeds: list[int] = setting(help="seeds of each depth and variant", factory=lambda: [0, 1, 2], minimum=0,
+                               below=SEED_LIMIT)
     warmup: int = setting(0, help="linear warm-up steps (0: none, as the study asks: which variants need one)",
                           minimum=0)
     full: bool = setting(False, help="nanoGPT's baby GPT, for a GPU: 6 blocks of 384 with 6 heads, context 256, "

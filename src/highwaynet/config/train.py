@@ -9,10 +9,12 @@ from typing import Any
 
 from ._fields import check_settings, setting
 
-__all__ = ["DEVICE_FORMS", "TrainConfig", "check_device_name", "check_monitor", "device_of"]
+__all__ = ["DEVICE_FORMS", "SEED_LIMIT", "TrainConfig", "check_device_name", "check_monitor", "device_of"]
 
 #: The device settings' forms, for messages.
 DEVICE_FORMS = "auto, cpu, cuda, cuda:N or mps"
+#: Seeds are below this (NumPy's range; PyTorch's generators take them, and the seeds derived from them).
+SEED_LIMIT = 2**32
 
 
 def check_device_name(name: str) -> None:
@@ -103,7 +105,7 @@ class TrainConfig:
     step_epochs: int = setting(10, help="epochs between the step schedule's steps", minimum=1)
     grad_clip: float | None = setting(None, help="clip the gradients' global norm to this (0: no clipping)",
                                       minimum=0.0)
-    seed: int = setting(0, help="seeds initialisation, dropout and data order")
+    seed: int = setting(0, help="seeds initialisation, dropout and data order", minimum=0, below=SEED_LIMIT)
     device: str = setting("auto", help="auto (CUDA, MPS, then CPU), cpu, cuda, cuda:1, ...")
     amp: bool = setting(False, help="train under bfloat16 autocast")
     compile: bool = setting(False, help="run the model through torch.compile")

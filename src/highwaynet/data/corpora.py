@@ -192,4 +192,7 @@ def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = No
             raise FileNotFoundError(f"{path} not found: a corpus folder needs train.txt, valid.txt and test.txt "
                                     f"(one sentence a line)")
         texts[split] = read_text(path)
+        if not texts[split].split():
+            raise ValueError(f"{path} is empty: a corpus folder needs text in each of train.txt, valid.txt and "
+                             f"test.txt (one sentence a line)")
     return _build(folder.name, level, texts, max_vocab, min_count, lines_are_sentences=True)

@@ -72,6 +72,9 @@ def search_folders(data_dir: str | Path | None, *known: Path | None, download: b
     next place), unless ``download`` will create it."""
     data_dir = None if data_dir is None else check_path("data_dir", data_dir)
     check_flag("download", download)
+    if data_dir is not None and Path(data_dir).exists() and not Path(data_dir).is_dir():
+        raise DataNotFoundError(f"the data folder {data_dir} is a file, not a folder: pass to --data-dir the folder "
+                                f"that holds the data files")
     if data_dir is not None and not download and not Path(data_dir).is_dir():
         raise DataNotFoundError(f"the data folder {data_dir} does not exist (pass the folder that holds the data "
                                 f"files, or --download to fetch them into it)")

@@ -10,7 +10,6 @@ model's settings are first chosen by an equal random search (:mod:`.tuning`).
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from dataclasses import asdict
@@ -49,14 +48,13 @@ def _slug(name: str) -> str:
     return name.replace(" (LSTM)", "-lstm").replace(", ", "-").replace(" ", "-")
 
 
-def run(config: CharLMConfig, out: str | Path = "runs/char-lm", *, resume: bool = False,
+def run(config: CharLMConfig, out: str | Path = "runs/char-lm", *, resume: bool = False, restart: bool = False,
         data_dir: str | Path | None = None, download: bool = False, log=print, progress: bool = True
         ) -> dict[str, Any]:
     """Train every model into ``out/<model>/seed<S>`` (and ``out/<model>/tune-*`` when tuning), then
     write ``summary.json``, ``char-lm.png`` and ``report.md``."""
     config = config.resolved()
-    out = start_sweep(out, resume, config.base.train.device)
-    write_text(out / "sweep.json", json.dumps({"recipe": "char-lm", "config": asdict(config)}, indent=2))
+    out, config = start_sweep(out, "char-lm", config, resume=resume, restart=restart, log=log)
     start = time.perf_counter()
     corpus = load_corpus(config.corpus, "word", data_dir, download=download, max_vocab=config.base.max_vocab)
     models = variants(config)

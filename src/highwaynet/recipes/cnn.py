@@ -3,7 +3,6 @@ with random crops and flips. ``highwaynet train cnn --data fashion-mnist`` runs 
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,8 @@ def run(config: CNNConfig, out: str | Path, *, resume: bool = False, restart: bo
         data_dir: str | Path | None = None, download: bool = False, data: ImageData | None = None, log=None,
         progress: bool = True) -> dict[str, Any]:
     """Train with augmentation, test, write ``results.json``; as :func:`highwaynet.recipes.mlp.run`."""
-    with open_run(out, "cnn", asdict(config), resume=resume, restart=restart,
-                  device=config.train.device) as saved:
+    with open_run(out, "cnn", config, resume=resume, restart=restart, device=config.train.device,
+                  log=log) as saved:
         config = saved_config(CNNConfig, saved, out)
         return train_image_classifier(config, "plain-cnn" if config.plain else "highway-cnn", build_model, out,
                                       resume=resume, data_dir=data_dir, download=download, data=data, log=log,

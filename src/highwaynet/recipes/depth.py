@@ -15,7 +15,6 @@ training step is a CUDA graph. Every run is an ``mlp`` run folder, so that ``rep
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict
@@ -72,11 +71,10 @@ def _use_graphs(config: DepthConfig) -> bool:
     return use_cuda_graphs(config.cuda_graph, config.device)
 
 
-def run(config: DepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-        download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
+def run(config: DepthConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
+        data_dir: str | Path | None = None, download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
     """Run the search and the seeds into ``out``; write ``summary.json``, ``depth.png`` and ``report.md``."""
-    out = start_sweep(out, resume, config.device)
-    write_text(out / "sweep.json", json.dumps({"recipe": "depth", "config": asdict(config)}, indent=2))
+    out, config = start_sweep(out, "depth", config, resume=resume, restart=restart, log=log)
     start = time.perf_counter()
     data = load_image_data(config.data, data_dir, download=download, max_train=config.max_train)
 

@@ -30,13 +30,20 @@ def _load_highway(run_dir: str | Path, data_dir: str | Path | None, download: bo
     return model, config, data
 
 
+def _claim(out: Path, what: str, restart: bool) -> None:
+    files.claim(out, "analysis", what)
+    if restart:
+        files.clear(out)
+
+
 @torch.no_grad()
 def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: str | Path | None = None,
-                  examples: int = 3, download: bool = False) -> dict[str, Any]:
+                  examples: int = 3, download: bool = False, restart: bool = False) -> dict[str, Any]:
     """Transform-gate biases, mean gate activity over the test set, and single examples' gates.
 
     Writes ``gates.png``, ``gates.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/gates``), a
     folder of its own (:func:`~highwaynet.training.files.claim`: a folder holding other files is refused).
+    Run again, it writes them again; ``restart`` first removes what an earlier analysis wrote there.
     """
     out = Path(out) if out else Path(run_dir) / "gates"
     files.check_claimable(out, "analysis", "the gates' analysis")
@@ -57,7 +64,7 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
         # How much the gates depend on the input: mean over units of the std over examples.
         "input_dependence": float(gates.std(0).mean()),
     }
-    files.claim(out, "analysis", "the gates' analysis")
+    _claim(out, "the gates' analysis", restart)
     write_text(out / "gates.json", json.dumps(result) + "\n")
     write_gates_report(out, result)
     return result
@@ -65,7 +72,7 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
 
 @torch.no_grad()
 def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: str | Path | None = None,
-                  download: bool = False) -> dict[str, Any]:
+                  download: bool = False, restart: bool = False) -> dict[str, Any]:
     """Test accuracy with each highway layer lesioned (``T = 0``) in turn.
 
     Writes ``lesion.png``, ``lesion.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/lesion``), a
@@ -87,7 +94,7 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     result = {"run_dir": str(run_dir), "data": config.data, "depth": config.depth, "baseline": baseline,
               "lesioned": lesioned,
               "harmless": sum(a >= baseline - 0.01 for a in lesioned)}  # within 1 point of the intact net
-    files.claim(out, "analysis", "the lesion study")
+    _claim(out, "the lesion study", restart)
     write_text(out / "lesion.json", json.dumps(result, indent=2) + "\n")
     write_lesion_report(out, result)
     return result

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..config import LMConfig
-from ..data.corpora import Corpus, load_corpus
+from ..data.corpora import UNK, Corpus, load_corpus
 from ..models.lm import (
     CharAwareLanguageModel,
     LanguageModel,
@@ -90,8 +90,8 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: boo
 
     ``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`; ``max_time``: stop after the
     first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`)."""
-    with open_run(out, "lm", asdict(config), resume=resume, restart=restart,
-                  device=config.train.device) as saved:
+    with open_run(out, "lm", config, resume=resume, restart=restart, device=config.train.device,
+                  log=log) as saved:
         return _train(saved_config(LMConfig, saved, out), out, resume=resume, data_dir=data_dir, download=download,
                       corpus=corpus,
                       max_time=max_time, log=log, progress=progress)
@@ -133,12 +133,28 @@ def sample(model: LanguageModel, corpus: Corpus, prompt: str, length: int, tempe
     return prompt + "".join(stream(model, corpus, prompt, length, temperature, seed))
 
 
+class _Never(torch.nn.Module):
+    """A language model whose next-token logits never pick ``tokens`` (set to -inf): what sampling uses
+    where a token is not text (a character-level model's ``<unk>``, which would print as five
+    characters the corpus may never have had in a row)."""
+
+    def __init__(self, model: LanguageModel, tokens: list[int]) -> None:
+        super().__init__()
+        self.model, self.tokens = model, tokens
+
+    def forward(self, x: torch.Tensor, state: Any = None) -> tuple[torch.Tensor, Any]:
+        logits, state = self.model(x, state)
+        return logits.index_fill(-1, torch.tensor(self.tokens, device=logits.device), float("-inf")), state
+
+
 def stream(model: LanguageModel, corpus: Corpus, prompt: str, length: int,
            temperature: float, seed: int = 0) -> Iterator[str]:
     """The text :func:`sample` adds after ``prompt``, piece by piece as each token is drawn (a word
-    comes with the space or paragraph break before it), for a command that shows it as it comes."""
+    comes with the space or paragraph break before it), for a command that shows it as it comes. A
+    character-level model draws characters only: never ``<unk>``, which stands for none."""
     previous = corpus.encode(prompt)[-1:].tolist()
-    for token in sample_tokens(model, corpus.encode(prompt), length, temperature,
+    drawn = _Never(model, [corpus.index[UNK]]) if corpus.level == "char" and UNK in corpus.index else model
+    for token in sample_tokens(drawn, corpus.encode(prompt), length, temperature,
                                torch.Generator().manual_seed(seed)):
         yield corpus.decode(previous + [token])[len(corpus.decode(previous)):] if corpus.level == "word" \
             else corpus.decode([token])

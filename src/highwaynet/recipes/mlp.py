@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +48,8 @@ def run(config: MLPConfig, out: str | Path, *, resume: bool = False, restart: bo
     last finished epoch; with ``restart``, a run the folder holds is started over. Returns the
     results (test metrics, parameters, time).
     """
-    with open_run(out, "mlp", asdict(config), resume=resume, restart=restart,
-                  device=config.train.device) as saved:
+    with open_run(out, "mlp", config, resume=resume, restart=restart, device=config.train.device,
+                  log=log) as saved:
         config = saved_config(MLPConfig, saved, out)
         return train_image_classifier(config, "plain" if config.plain else "highway", build_model, out,
                                       resume=resume, data_dir=data_dir, download=download, data=data, log=log,

@@ -6,12 +6,11 @@ For each corpus, an RHN language model is trained at each recurrence depth with 
 chosen so that the whole model has ``budget`` parameters; then an LSTM language model of the same
 budget is trained for as long as the best RHN took. ``highwaynet reproduce rhn-depth`` runs it and
 writes a figure, tables, generated text and a Markdown report. Finished runs are skipped and
-unfinished ones resumed when the command is run again with ``--resume``.
+unfinished ones resumed when the command is run again.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -41,11 +40,10 @@ __all__ = ["RHNDepthConfig", "run", "verdicts", "write_report"]
 
 
 
-def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-        download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
+def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
+        data_dir: str | Path | None = None, download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
     """Run the sweep into ``out`` (one run folder per model) and write ``summary.json`` and the report."""
-    out = start_sweep(out, resume, config.base.train.device)
-    write_text(out / "sweep.json", json.dumps({"recipe": "rhn-depth", "config": asdict(config)}, indent=2))
+    out, config = start_sweep(out, "rhn-depth", config, resume=resume, restart=restart, log=log)
     summary: dict[str, Any] = {"config": asdict(config), "corpora": {}}
     start = time.perf_counter()
     graphs = summary["cuda_graph"] = use_cuda_graphs(config.cuda_graph, config.base.train.device)

@@ -121,8 +121,8 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, restar
         progress: bool = True) -> dict[str, Any]:
     """Train, test the best weights by validation accuracy, write ``results.json`` and ``vocab.json``
     (``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`)."""
-    with open_run(out, "sentences", asdict(config), resume=resume, restart=restart,
-                  device=config.train.device) as saved:
+    with open_run(out, "sentences", config, resume=resume, restart=restart, device=config.train.device,
+                  log=log) as saved:
         return _train(saved_config(SentenceConfig, saved, out), out, resume=resume, data_dir=data_dir,
                       download=download, data=data,
                       log=log, progress=progress)
@@ -187,8 +187,9 @@ def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, dict[s
     return [(names[int(p.argmax())], dict(zip(names, p.tolist(), strict=True))) for p in probs]
 
 
-def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-          download: bool = False, log=print, progress: bool = True, report_only: bool = False) -> dict[str, Any]:
+def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
+          data_dir: str | Path | None = None, download: bool = False, log=print, progress: bool = True,
+          report_only: bool = False) -> dict[str, Any]:
     """Run every combination into ``out/<task>/<encoder>-L<layers>/<seed or fold>``; write the report.
 
     With ``report_only``, nothing is trained: the report covers the combinations already finished in
@@ -196,7 +197,8 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, data_di
     """
     if report_only and not Path(out).is_dir():
         raise FileNotFoundError(f"{out} does not exist: --report-only reports the finished runs of a sweep folder")
-    out = start_sweep(out, resume or report_only, config.base.train.device)
+    out, config = start_sweep(out, "sentences", config, resume=resume, restart=restart, report_only=report_only,
+                              log=log)
     start = time.perf_counter()
     results, settings = [], []
     stacked = sum(len(config.layers) if e in STACKED_ENCODERS else 1 for e in config.encoders)

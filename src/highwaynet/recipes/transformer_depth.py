@@ -19,7 +19,6 @@ steps, one panel per depth), ``gates.png`` (the mean gate of each block, gated v
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict
@@ -74,12 +73,11 @@ def mean_gates(run_dir: Path, corpus: Corpus, batch: int = 16) -> dict[str, list
     return {"attention": means[0::2], "mlp": means[1::2]}
 
 
-def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False, data_dir: str | Path | None = None,
-        download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
+def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
+        data_dir: str | Path | None = None, download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
     """Run the search and the seeds into ``out``; write ``summary.json``, the figures and ``report.md``."""
     config = config.resolved()
-    out = start_sweep(out, resume, config.base.train.device)
-    write_text(out / "sweep.json", json.dumps({"recipe": "transformer-depth", "config": asdict(config)}, indent=2))
+    out, config = start_sweep(out, "transformer-depth", config, resume=resume, restart=restart, log=log)
     start = time.perf_counter()
     corpus = load_corpus(config.base.corpus, "char", data_dir, download=download)
     runs_each = len(config.lrs) + len(config.seeds) - 1

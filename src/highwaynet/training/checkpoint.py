@@ -26,11 +26,22 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-__all__ = ["CheckpointMismatch", "CorruptCheckpoint", "RESUMABLE_SETTINGS", "check_identity", "fit_state",
-           "gather_rng_states", "read_checkpoint", "restore_rng_state", "rng_state", "run_identity"]
+__all__ = ["CheckpointMismatch", "CorruptCheckpoint", "RESUMABLE_SETTINGS", "START_OVER", "check_identity",
+           "fit_state", "flat_settings", "gather_rng_states", "identity_in_folder", "read_checkpoint",
+           "restore_rng_state", "rng_state", "run_identity"]
 
 #: Settings a run may change when it resumes: where and how fast it runs, and for how long.
 RESUMABLE_SETTINGS = frozenset({"device", "epochs", "compile", "cuda_graph", "tensorboard"})
+#: The way on that every refusal of a run folder offers, for the command line and for Python alike.
+START_OVER = "start the run over (--restart; from Python, Trainer.fit(restart=True))"
+
+
+def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as one level, nested keys joined by dots (``train.lr``)."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        flat.update(flat_settings(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+    return flat
 
 
 class CorruptCheckpoint(ValueError):
@@ -115,7 +126,6 @@ def run_identity(run_dir: Path | None, train_config: dict[str, Any]) -> dict[str
     and the configuration (the folder's ``config.json``'s, else the Trainer's own), as flat settings."""
     from .. import __version__
     from .files import marker, read_regular
-    from .run_dir import flat_settings
 
     config, source = train_config, "the Trainer's configuration"
     found = marker(run_dir) if run_dir is not None else None
@@ -144,18 +154,20 @@ def check_identity(saved: dict[str, Any] | None, now: dict[str, Any], path: Path
     A checkpoint of 0.2, without an identity, is taken as it is."""
     if not saved:
         return []
+    if not isinstance(saved, dict) or not isinstance(saved.get("config", {}), dict):
+        raise CorruptCheckpoint(f"{path} holds an identity that is not what highwaynet saves ({type(saved).__name__}):"
+                                f" it was edited or damaged. To go on, {START_OVER}")
     if saved.get("run") and now.get("run") and saved["run"] != now["run"]:
         raise CheckpointMismatch(
             f"{path} was saved by another run (run {saved['run'][:8]}) than the one in {path.parent} (run "
-            f"{now['run'][:8]}): it was copied or moved here. Put this run's own checkpoint back, or start the run "
-            f"over with --restart")
+            f"{now['run'][:8]}): it was copied or moved here. Put this run's own checkpoint back, or {START_OVER}")
     differ = _differences(saved.get("config", {}), now.get("config", {}))
     if differ:
         shown = "; ".join(differ[:6]) + ("; ..." if len(differ) > 6 else "")
         edited = ("the configuration was edited after the checkpoint was saved. Undo the edit to resume"
-                  if now.get("source", "").endswith("config.json") else "resume with the settings it was trained with")
+                  if now.get("source", "").endswith("config.json") else "go on with the settings it was trained with")
         raise CheckpointMismatch(f"{path} was trained with other settings than {now.get('source')} ({shown}): "
-                                 f"{edited}, or start the run over with --restart")
+                                 f"{edited}, or {START_OVER}")
     if saved.get("highwaynet") != now.get("highwaynet"):
         return [f"{path.name} was saved by highwaynet {saved.get('highwaynet')}; this is {now.get('highwaynet')}"]
     return []
@@ -170,7 +182,7 @@ def read_checkpoint(path: Path, previous: Path | None) -> dict[str, Any]:
     def way_on() -> str:
         back = (f"go on from the epoch before with `mv {previous} {path}` and resume again, or "
                 if previous is not None and previous != path and previous.is_file() else "")
-        return f"To go on, {back}start the run over with --restart"
+        return f"To go on, {back}{START_OVER}"
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -181,7 +193,77 @@ def read_checkpoint(path: Path, previous: Path | None) -> dict[str, Any]:
                or k not in state]
     if missing:
         raise CorruptCheckpoint(f"{path} is not a highwaynet checkpoint (it has no {', '.join(missing)}). {way_on()}")
+    wrong = _wrong_entries(state)
+    if wrong:
+        raise CorruptCheckpoint(f"{path} is not a checkpoint as highwaynet saves it ({'; '.join(wrong)}): it was "
+                                f"edited or damaged. {way_on()}")
     return cast("dict[str, Any]", state)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _wrong_entries(state: dict[str, Any]) -> list[str]:
+    """What in a checkpoint's entries is not of the kind a highwaynet checkpoint holds (each one named)."""
+    checks = {
+        "epoch": _is_count(state["epoch"]),
+        "steps": _is_count(state.get("steps", 0)),
+        "best": state.get("best") is None or (isinstance(state.get("best"), (int, float))
+                                              and not isinstance(state.get("best"), bool)),
+        "seconds": isinstance(state.get("seconds", 0.0), (int, float)) and not isinstance(state.get("seconds"), bool),
+        "model": isinstance(state["model"], dict),
+        "optimizer": isinstance(state["optimizer"], dict) and isinstance(state["optimizer"].get("param_groups"), list),
+        "scheduler": isinstance(state["scheduler"], dict),
+        "rng": isinstance(state["rng"], dict) or (isinstance(state["rng"], list) and bool(state["rng"])
+                                                  and all(isinstance(r, dict) for r in state["rng"])),
+        "identity": state.get("identity") is None or isinstance(state.get("identity"), dict),
+        "device": state.get("device") is None or isinstance(state.get("device"), str),
+    }
+    return [f"its {key} is {_shown(state.get(key))}" for key, fine in checks.items() if not fine]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def identity_in_folder(folder: Path) -> tuple[str | None, str]:
+    """The run identity a run folder's own files carry, for a folder whose marker was lost or damaged:
+    its checkpoint's (``checkpoint.pt``, else ``checkpoint.prev.pt``), where the checkpoint and the
+    folder's ``config.json`` agree on the run's settings; None otherwise. With a few words on how it
+    was found, or why it was not (a new identity is then given: the checkpoint is refused as another
+    run's when it is resumed)."""
+    import io
+
+    from .files import read_regular
+
+    for name in ("checkpoint.pt", "checkpoint.prev.pt"):
+        data = read_regular(folder, name)
+        if data is not None:
+            break
+    else:
+        return None, "the run had no checkpoint to take its identity from: it is a new run"
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception:  # (a damaged file fails in many ways)
+        return None, f"its identity could not be taken back: {name} cannot be read"
+    saved = state.get("identity") if isinstance(state, dict) else None
+    if not isinstance(saved, dict) or not isinstance(saved.get("run"), str) or not saved["run"] \
+            or not isinstance(saved.get("config"), dict):
+        return None, f"its identity could not be taken back: {name} holds none (a checkpoint of 0.2)"
+    text = read_regular(folder, "config.json")
+    try:
+        record = json.loads(text.decode("utf-8")) if text is not None else None
+    except (UnicodeDecodeError, ValueError):
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
+        return None, "its identity could not be taken back: config.json is missing or not a run's configuration"
+    differ = _differences(saved["config"], flat_settings(json.loads(json.dumps(record["config"]))))
+    if differ:
+        return None, (f"its identity could not be taken back: {name} and config.json disagree ({'; '.join(differ[:3])}"
+                      f"{'; ...' if len(differ) > 3 else ''})")
+    return saved["run"], f"the run's identity taken back from {name}, which agrees with config.json"
 
 
 def fit_state(what: str, path: Path, load: Callable[[], Any]) -> None:
@@ -194,5 +276,5 @@ def fit_state(what: str, path: Path, load: Callable[[], Any]) -> None:
         why = " ".join(lines[:2]) if lines else type(error).__name__
         raise CheckpointMismatch(
             f"{path} does not fit {what} ({why}): the model or its training was built with other settings than "
-            f"the checkpoint's. Resume with the settings it was saved with, or start the run over with --restart"
+            f"the checkpoint's. Go on with the settings it was saved with, or {START_OVER}"
         ) from error

@@ -9,6 +9,13 @@ A folder a run, a sweep or an analysis writes into is the user's. Three rules ke
   folder itself are refused outright. Starting a run over (:func:`clear`) removes only the files its
   marker lists. A run or sweep folder of 0.2, which had no marker, is adopted where it holds only
   what such a folder holds.
+- **The marker is input too.** It is read as data and checked (:func:`read_marker`): a JSON object of
+  a known kind whose ``written`` lists plain file names (no separator, not ``.`` or ``..``); anything
+  else is a damaged marker, which is said to be damaged and never used to find a file. A removal
+  touches only a regular file, or a folder highwaynet made, found by listing the folder itself
+  without following links (never a path built from a stored name). A folder whose marker is damaged
+  or missing is re-marked where it holds only what highwaynet writes, a run keeping its identity
+  where its checkpoint and ``config.json`` agree on it (``identity``, given by the caller).
 - **No links.** Every file is written beside its place and then moved there in one step
   (:func:`write_bytes`), created with ``O_NOFOLLOW`` and ``O_EXCL``; a symbolic link in the place of
   a file highwaynet writes is refused (:class:`LinkInFolder`), never written through, so that
@@ -26,15 +33,17 @@ import io
 import json
 import os
 import shutil
+import stat
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "MARKER", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt", "append_line", "check_claimable",
-           "claim",
-           "clear", "marker", "read_regular", "remove_stray_files", "save_figure", "save_torch", "write_bytes",
-           "write_text", "written"]
+__all__ = ["KINDS", "MARKER", "DamagedMarker", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt", "append_line",
+           "check_claimable", "claim", "clear", "make_dirs", "make_folder", "marker", "read_marker", "read_regular",
+           "remove_new_folders", "remove_stray_files", "remove_written", "save_figure", "save_torch",
+           "track_new_folders", "write_bytes", "write_text", "written"]
 
 #: The marker file of a folder highwaynet writes.
 MARKER = ".highwaynet"
@@ -46,6 +55,16 @@ _INFRASTRUCTURE = (MARKER, MARKER + ".tmp", ".lock")
 _LEGACY_RUN_FILES = frozenset({"config.json", "metrics.jsonl", "checkpoint.pt", "checkpoint.prev.pt", "model.pt",
                                "results.json", "vocab.json", "report.md", "report.html", "curves.png", "tensorboard",
                                ".lock"})
+#: What an analysis folder (``reproduce gates``, ``reproduce lesion``) holds: re-marked where its marker is damaged.
+_ANALYSIS_FILES = frozenset({"gates.json", "gates.png", "lesion.json", "lesion.png", "report.md", "report.html"})
+#: Folders highwaynet makes in a run folder whose files it does not list one by one (TensorBoard's event
+#: files): removed whole when the run starts over.
+_OPAQUE_FOLDERS = frozenset({"tensorboard"})
+#: The files a command writes before it trains anything: a folder it made holding only these is removed
+#: again where the command is refused (:func:`remove_new_folders`).
+_BEFORE_TRAINING = frozenset({"config.json", "sweep.json", "vocab.json"})
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 class FolderNotOurs(FileExistsError):
@@ -54,6 +73,11 @@ class FolderNotOurs(FileExistsError):
 
 class LinkInFolder(OSError):
     """A symbolic link stands where highwaynet writes or reads one of its files; it is not followed."""
+
+
+class DamagedMarker(FolderNotOurs):
+    """A folder's marker is not what highwaynet writes (edited, truncated, or received so): nothing it
+    names is used, and the folder is written only once it holds nothing highwaynet did not write."""
 
 
 class DiskFull(OSError):
@@ -69,16 +93,70 @@ def _special(folder: Path) -> str | None:
     return None
 
 
-def marker(folder: str | Path) -> dict[str, Any] | None:
-    """The marker of a folder highwaynet writes (its kind, identity and the files written), or None."""
-    path = Path(folder) / MARKER
-    if path.is_symlink() or not path.is_file():
-        return None
+def _marker_problem(found: Any) -> str | None:
+    """What is wrong with a marker's contents (None: nothing). ``written`` must list plain file names:
+    a separator, ``.``, ``..`` or an absolute path would name something outside the folder's own files."""
+    if not isinstance(found, dict):
+        return f"it holds {type(found).__name__}, not a JSON object"
+    if found.get("kind") not in KINDS:
+        return f"its kind is {found.get('kind')!r}, not one of {', '.join(KINDS)}"
+    if not isinstance(found.get("id"), str) or not found["id"]:
+        return f"its id is {found.get('id')!r}, not a run's identity"
+    names = found.get("written")
+    if not isinstance(names, list):
+        return f"its 'written' is {names!r}, not a list of file names"
+    for name in names:
+        if not isinstance(name, str):
+            return f"its 'written' lists {name!r}, not a file name"
+        if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name or os.path.isabs(name) or (
+                os.altsep and os.altsep in name):
+            return f"its 'written' lists {name!r}, not the name of a file inside the folder"
+    return None
+
+
+def _parse_marker(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) and found.get("kind") in KINDS else None
+        found = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, "it is not valid JSON"
+    problem = _marker_problem(found)
+    return (None, problem) if problem else (found, None)
+
+
+def _read_marker_at(folder: Path | int) -> tuple[dict[str, Any] | None, str | None]:
+    """``(marker, None)``, ``(None, what is wrong)`` or ``(None, None)`` where there is none; ``folder`` a
+    path or an open folder's descriptor. The marker itself is opened without following a link."""
+    dir_fd, path = (folder, MARKER) if isinstance(folder, int) else (None, Path(folder) / MARKER)
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None, None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return None, "it is a symbolic link"
+        if error.errno == errno.ENOTDIR:
+            return None, None
+        return None, f"it cannot be read ({error.strerror})"
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None, "it is not a regular file"
+        return _parse_marker(f.read(1 << 22))
+
+
+def read_marker(folder: str | Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A folder's marker, checked: ``(marker, None)``; ``(None, what is wrong)`` for a damaged one;
+    ``(None, None)`` where there is none."""
+    return _read_marker_at(Path(folder))
+
+
+def marker(folder: str | Path) -> dict[str, Any] | None:
+    """The marker of a folder highwaynet writes (its kind, identity and the files written), or None
+    (none, or a damaged one: :func:`read_marker` says which)."""
+    return read_marker(folder)[0]
+
+
+def _damaged(folder: Path, problem: str) -> str:
+    return f"{folder / MARKER}, highwaynet's list of the files it wrote in {folder}, is damaged ({problem})"
 
 
 def _write_marker(folder: Path, found: dict[str, Any]) -> None:
@@ -104,39 +182,66 @@ def _describe(names: list[str]) -> str:
     return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
+def _names_a_recipe(folder: Path, name: str) -> bool:
+    """Whether ``folder/name`` is a regular file (not a link) holding a JSON object that names a recipe."""
+    data = read_regular(folder, name)
+    try:
+        found = json.loads(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(found, dict) and isinstance(found.get("recipe"), str)
+
+
 def _legacy_run(folder: Path, entries: list[str]) -> bool:
     """A run folder that highwaynet 0.2 wrote: its config.json names a recipe and it holds only run files."""
-    config = folder / "config.json"
-    if not set(entries) <= _LEGACY_RUN_FILES or config.is_symlink() or not config.is_file():
-        return False
-    try:
-        return "recipe" in json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
+    return set(entries) <= _LEGACY_RUN_FILES and _names_a_recipe(folder, "config.json")
 
 
 def _legacy_sweep(folder: Path, entries: list[str]) -> bool:
     """A sweep folder that highwaynet 0.2 wrote: its sweep.json names a recipe, and beside it are only
     a sweep's own files and its runs' folders."""
-    record = folder / "sweep.json"
     own = {"sweep.json", "summary.json", "report.md", "report.html", ".lock"}
-    if record.is_symlink() or not record.is_file() or not all(
-            e in own or e.endswith(".png") or ((folder / e).is_dir() and not (folder / e).is_symlink())
-            for e in entries):
-        return False
-    try:
-        return "recipe" in json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
+    return all(e in own or e.endswith(".png") or ((folder / e).is_dir() and not (folder / e).is_symlink())
+               for e in entries) and _names_a_recipe(folder, "sweep.json")
+
+
+def _legacy(folder: Path, kind: str, entries: list[str]) -> bool:
+    """Whether a folder without a marker holds only what a ``kind`` folder of highwaynet's holds, so that it
+    can be marked as one: a run or sweep folder of 0.2."""
+    return (kind == "run" and _legacy_run(folder, entries)) or (kind == "sweep" and _legacy_sweep(folder, entries))
+
+
+#: What shows that a folder whose marker is damaged is a ``kind`` folder of highwaynet's, for messages.
+_EVIDENCE = {"run": "config.json naming a recipe", "sweep": "sweep.json naming a recipe",
+             "analysis": "gates.json or lesion.json"}
+
+
+def _evidently(folder: Path, kind: str) -> bool:
+    """Whether a folder whose marker is damaged shows that it is a ``kind`` folder of highwaynet's (its
+    :data:`_EVIDENCE`, a regular file)."""
+    if kind == "analysis":
+        return any(read_regular(folder, name) is not None for name in ("gates.json", "lesion.json"))
+    return _names_a_recipe(folder, "config.json" if kind == "run" else "sweep.json")
+
+
+def _its_own(folder: Path, kind: str, entries: list[str]) -> list[str]:
+    """Those of ``entries`` that a ``kind`` folder of highwaynet's holds by name: regular files (and a run's
+    TensorBoard folder), never a link. A damaged marker is made again listing these alone."""
+    names = {"run": _LEGACY_RUN_FILES, "analysis": _ANALYSIS_FILES,
+             "sweep": frozenset({"sweep.json", "summary.json", "report.md", "report.html"})}[kind]
+    return [e for e in entries if (e in names or (kind == "sweep" and e.endswith(".png"))) and not
+            (folder / e).is_symlink() and ((folder / e).is_file() or (e in _OPAQUE_FOLDERS and (folder / e).is_dir()))]
 
 
 def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, Any] | None:
     """Whether :func:`claim` would take ``folder`` for ``kind``, without writing anything: its marker
-    (None where the folder is new, empty, or a 0.2 run to adopt). ``what`` names the writer in messages.
+    (None where the folder is new, empty, a 0.2 run or sweep to adopt, or one whose marker is damaged
+    but whose own files show what it is, to mark again). ``what`` names the writer in messages.
 
     Raises:
         FolderNotOurs: the folder holds what highwaynet did not write, another kind of highwaynet
             folder, or is the root or the home folder.
+        DamagedMarker: the folder's marker is damaged, and nothing in it shows it is a ``kind`` folder.
     """
     folder = Path(folder)
     what = what or f"a {kind}"
@@ -148,56 +253,83 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
         return None
     if not folder.is_dir():
         raise FolderNotOurs(f"{folder} is a file, not a folder: pass a folder for {what}")
-    found = marker(folder)
+    found, problem = read_marker(folder)
     if found is not None:
         if found["kind"] != kind:
             raise FolderNotOurs(f"{folder} is a {found['kind']} folder of highwaynet's, not one for {what}: pass a "
                                 f"folder of its own")
         return found
     entries = _entries(folder)
-    if not entries or (kind == "run" and _legacy_run(folder, entries)) or (
-            kind == "sweep" and _legacy_sweep(folder, entries)):
+    if not entries or _legacy(folder, kind, entries) or (problem is not None and _evidently(folder, kind)):
         return None
+    if problem is not None:
+        raise DamagedMarker(f"{_damaged(folder, problem)}, and nothing there shows it is {what}'s folder (its "
+                            f"{_EVIDENCE[kind]}): it holds {_describe(entries)}. Nothing was changed. Pass another "
+                            f"folder; or, if this is highwaynet's, move the files that are yours out of {folder}, "
+                            f"remove {MARKER} and run the command again")
     raise FolderNotOurs(f"{folder} holds files that highwaynet did not write ({_describe(entries)}): {what} writes "
                         f"only into a new or empty folder, or one it wrote before; pass another folder")
 
 
-def claim(folder: str | Path, kind: str, what: str = "") -> dict[str, Any]:
+#: ``identity(folder)``: the run identity a folder's own files carry (its checkpoint's, where it agrees with
+#: its config.json), or None; and a few words on how it was found, or why not.
+Identity = Callable[[Path], "tuple[str | None, str]"]
+
+
+def claim(folder: str | Path, kind: str, what: str = "", *, identity: Identity | None = None,
+          log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Make ``folder`` highwaynet's (creating it where new) for a ``kind`` of output; returns its marker.
 
-    A folder already marked as this kind is returned as it is; a new or empty one is marked; a 0.2
-    run folder is adopted, its files listed as written. Anything else raises :class:`FolderNotOurs`
-    (:func:`check_claimable`).
+    A folder already marked as this kind is returned as it is; a new or empty one is marked; a 0.2 run or
+    sweep (no marker) is marked listing what it holds; a folder whose marker is damaged, but whose own files
+    show what it is, is marked again listing only the files highwaynet writes there by name (the others
+    stay the user's). ``identity`` (for a run) gives it back the identity its checkpoint carries; one line
+    says so (``log``, default ``print``). Anything else raises :class:`FolderNotOurs` (:func:`check_claimable`).
     """
     folder = Path(folder)
     found = check_claimable(folder, kind, what)
     if found is not None:
         return found
-    folder.mkdir(parents=True, exist_ok=True)
+    problem = read_marker(folder)[1] if folder.is_dir() else None
+    make_dirs(folder)
     entries = _entries(folder)
-    found = _new_marker(kind, entries)
+    listed = _its_own(folder, kind, entries) if problem is not None else entries
+    found = _new_marker(kind, listed)
+    how = ""
+    if entries and identity is not None and kind == "run":
+        run_id, how = identity(folder)
+        if run_id is not None:
+            found["id"] = run_id
     _write_marker(folder, found)
+    if problem is not None or how:
+        state = _damaged(folder, problem) if problem else f"{folder} had no marker ({MARKER}: a folder of 0.2)"
+        others = sorted(set(entries) - set(listed))
+        (log or print)(f"note: {state}: made again, listing the files there that highwaynet writes "
+                       f"({_describe(listed) or 'none'})" + (f"; the others stay yours ({_describe(others)})"
+                                                             if others else "") + (f"; {how}" if how else ""))
     return found
 
 
-def adopt(folder: str | Path) -> dict[str, Any] | None:
+def adopt(folder: str | Path, *, identity: Identity | None = None,
+          log: Callable[[str], None] | None = None) -> dict[str, Any] | None:
     """The marker of a folder highwaynet wrote: its own, or for a run or sweep folder of 0.2 (which had
-    none) one made now; None for any other folder (empty, or not highwaynet's)."""
+    none), or one whose marker is damaged, one made now (:func:`claim`); None for any other folder
+    (empty, or not highwaynet's)."""
     folder = Path(folder)
     found = marker(folder)
     if found is not None or not folder.is_dir() or not _entries(folder):
         return found
-    for kind in ("run", "sweep"):
+    for kind in KINDS:
         try:
             check_claimable(folder, kind)
         except FolderNotOurs:
             continue
-        return claim(folder, kind)
+        return claim(folder, kind, identity=identity, log=log)
     return None
 
 
 def written(folder: str | Path) -> set[str]:
-    """The names of the files highwaynet wrote into ``folder`` (empty for a folder without a marker)."""
+    """The names of the files highwaynet wrote into ``folder`` (empty for a folder without a valid marker)."""
     found = marker(folder)
     return set(found["written"]) if found is not None else set()
 
@@ -206,7 +338,12 @@ def _record(path: Path) -> None:
     """List ``path`` as written in its folder's marker, before it is written (a kill between the two
     leaves a name listed without its file, never a file of ours unlisted). A file already there that
     highwaynet did not write is refused (:class:`FolderNotOurs`): it is the user's, and stays."""
-    found = marker(path.parent)
+    if path.name in _INFRASTRUCTURE:
+        return
+    found, problem = read_marker(path.parent)
+    if problem is not None:
+        raise DamagedMarker(f"{_damaged(path.parent, problem)}: highwaynet writes nothing more there until it is "
+                            f"made again; run the command again, which makes it from the files the folder holds")
     if found is None or path.name in found["written"] or path.name in _INFRASTRUCTURE:
         return
     if path.exists() or path.is_symlink():
@@ -216,26 +353,150 @@ def _record(path: Path) -> None:
     _write_marker(path.parent, found)
 
 
+def make_folder(path: str | Path) -> None:
+    """Make the folder ``path`` inside a folder of highwaynet's, listed in its marker first as a file is
+    (:func:`clear` then removes it whole: for folders of files highwaynet does not name one by one, as
+    TensorBoard's); never through a link, never in the place of something of the user's."""
+    path = Path(path)
+    _refuse_link(path)
+    if path.is_dir() and path.name in written(path.parent):
+        return
+    _record(path)
+    make_dirs(path)
+
+
+# -- removing what highwaynet wrote --------------------------------------------------------------
+# Every removal lists the folder itself (os.scandir of an open folder) and acts on the entry found, by
+# its name relative to that open folder: a regular file, or a folder highwaynet made; never a link
+# (neither followed nor removed: highwaynet never writes one), never a path made from a stored name.
+
+def _open_folder(name: str | Path, parent: int | None = None) -> int:
+    """An open descriptor of a folder; below an open ``parent``, never through a link."""
+    return os.open(name, os.O_RDONLY | _DIRECTORY | (_NOFOLLOW if parent is not None else 0), dir_fd=parent)
+
+
+def _unlink_infrastructure(fd: int) -> None:
+    for name in _INFRASTRUCTURE:
+        try:
+            if stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+
+
+def _remove_tree(parent: int, name: str) -> None:
+    """Remove the folder ``name`` below ``parent`` and all it holds (links themselves, never their targets)."""
+    fd = _open_folder(name, parent)
+    try:
+        with os.scandir(fd) as found:
+            entries = list(found)
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(fd, entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
+
+
+def _write_marker_at(fd: int, found: dict[str, Any]) -> None:
+    tmp = MARKER + ".tmp"
+    try:
+        os.unlink(tmp, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=fd)
+    with os.fdopen(out, "wb") as f:
+        f.write((json.dumps(found, indent=1) + "\n").encode())
+    os.replace(tmp, MARKER, src_dir_fd=fd, dst_dir_fd=fd)
+
+
+def _clear_folder(parent: int, name: str) -> bool:
+    """Clear the folder ``name`` below ``parent`` as :func:`clear` does (a sweep's run, or a level between a
+    sweep and its runs holding runs), and remove it where nothing else is left; whether it was removed.
+    A folder whose marker is damaged, or one without a marker that holds no folder of highwaynet's, is
+    left as it is."""
+    try:
+        fd = _open_folder(name, parent)
+    except OSError:
+        return False
+    try:
+        found, problem = _read_marker_at(fd)
+        if problem is not None:
+            return False
+        removed, kept = _remove_written(fd, set(found["written"]) if found else set(),
+                                        sweep=found is None or found["kind"] == "sweep")
+        if found is None and not removed:
+            return False
+        with os.scandir(fd) as entries:
+            left = [e.name for e in entries if not (e.name in _INFRASTRUCTURE and e.is_file(follow_symlinks=False))]
+        if left:
+            if found is not None:
+                _write_marker_at(fd, _new_marker(found["kind"], kept))
+            return False
+        _unlink_infrastructure(fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
+    return True
+
+
+def _remove_written(fd: int, listed: set[str], sweep: bool) -> tuple[list[str], list[str]]:
+    """Remove, in the open folder ``fd``, each regular file named in ``listed`` and each folder of
+    highwaynet's there (a listed one; in a sweep, each of its runs); returns the names removed and those
+    of listed folders partly kept (they hold files of the user's)."""
+    removed, kept = [], []
+    with os.scandir(fd) as found:
+        entries = sorted(found, key=lambda e: e.name)
+    for entry in entries:
+        name = entry.name
+        if name in _INFRASTRUCTURE or entry.is_symlink():
+            continue
+        if entry.is_file(follow_symlinks=False):
+            if name in listed:
+                os.unlink(name, dir_fd=fd)
+                removed.append(name)
+        elif entry.is_dir(follow_symlinks=False) and (name in listed or sweep):
+            if name in listed and name in _OPAQUE_FOLDERS:
+                _remove_tree(fd, name)
+                removed.append(name)
+            elif _clear_folder(fd, name):
+                removed.append(name)
+            elif name in listed:
+                kept.append(name)
+    return removed, kept
+
+
 def clear(folder: str | Path) -> list[str]:
-    """Remove every file ``folder``'s marker lists as written (a link among them: the link alone), and
-    give the folder a new identity (a run started over is another run); returns the names removed.
-    What the user added to the folder stays."""
+    """Remove what ``folder``'s marker lists as written (each regular file; each folder highwaynet made
+    there, as a sweep's runs, cleared the same way and removed once empty), and give the folder a new
+    identity (a run started over is another run); returns the names removed. What the user added to the
+    folder stays, links included; a folder whose marker is damaged or missing is left as it is."""
     folder = Path(folder)
     found = marker(folder)
     if found is None:
         return []
-    removed = []
-    for name in found["written"]:
-        path = folder / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        elif path.is_symlink() or path.exists():
-            path.unlink()
-        else:
-            continue
-        removed.append(name)
-    _write_marker(folder, _new_marker(found["kind"], []))
+    fd = _open_folder(folder)
+    try:
+        removed, kept = _remove_written(fd, set(found["written"]), sweep=found["kind"] == "sweep")
+    finally:
+        os.close(fd)
+    _write_marker(folder, _new_marker(found["kind"], kept))
     return removed
+
+
+def remove_written(folder: str | Path, names: set[str] | frozenset[str]) -> list[str]:
+    """Remove those of ``names`` that ``folder``'s marker lists and that are regular files there (found as
+    :func:`clear` finds them); returns the names removed."""
+    found = marker(folder)
+    if found is None:
+        return []
+    fd = _open_folder(Path(folder))
+    try:
+        return _remove_written(fd, set(names) & set(found["written"]) - _OPAQUE_FOLDERS, sweep=False)[0]
+    finally:
+        os.close(fd)
 
 
 def remove_stray_files(folder: str | Path) -> list[str]:
@@ -247,6 +508,67 @@ def remove_stray_files(folder: str | Path) -> list[str]:
     for path in stray:
         path.unlink(missing_ok=True)
     return [p.name for p in stray]
+
+
+# -- folders a refused command made ---------------------------------------------------------------
+
+_new_folders: list[Path] | None = None  # the folders made since track_new_folders(), outermost first
+
+
+def make_dirs(folder: str | Path) -> None:
+    """``folder.mkdir(parents=True, exist_ok=True)``, each level made noted for :func:`remove_new_folders`."""
+    folder = Path(folder)
+    missing = []
+    level = folder
+    while not (level.exists() or level.is_symlink()) and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if _new_folders is not None:
+        _new_folders.extend(reversed(missing))
+
+
+def track_new_folders(on: bool = True) -> None:
+    """Note the folders highwaynet makes from now on, for :func:`remove_new_folders` (``on=False``: stop)."""
+    global _new_folders
+    _new_folders = [] if on else None
+
+
+def remove_new_folders() -> list[Path]:
+    """Remove again, deepest first, the folders made since :func:`track_new_folders` that hold nothing but
+    what a command writes before it trains (its marker, its lock, ``config.json``, ``sweep.json``,
+    ``vocab.json``): a command refused once it had made its folder (data missing, say) leaves none
+    behind. Returns the folders removed; the tracking ends."""
+    global _new_folders
+    made, _new_folders = _new_folders or [], None
+    removed = []
+    for folder in reversed(made):
+        try:
+            fd = _open_folder(folder)
+        except OSError:
+            continue
+        try:
+            found = marker(folder)
+            listed = set(found["written"]) if found else set()
+            with os.scandir(fd) as entries:
+                if not all(e.is_file(follow_symlinks=False) and (
+                        e.name in _INFRASTRUCTURE or (e.name in _BEFORE_TRAINING and e.name in listed))
+                        for e in entries):
+                    continue
+            for name in listed & _BEFORE_TRAINING:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+            _unlink_infrastructure(fd)
+        finally:
+            os.close(fd)
+        try:
+            folder.rmdir()
+        except OSError:
+            continue
+        removed.append(folder)
+    return removed
 
 
 def _refuse_link(path: Path) -> None:
@@ -263,7 +585,7 @@ def _disk_full(path: Path, error: OSError) -> OSError:
     except OSError:
         free = "no space left"
     return DiskFull(error.errno, f"{path} could not be written: its disk is full ({free}). Free some space (or "
-                                 f"pass another --out) and run again; an interrupted run goes on with --resume")
+                                 f"pass another --out) and run the same command again: it goes on where it stopped")
 
 
 def _write_all(f: Any, data: bytes) -> None:

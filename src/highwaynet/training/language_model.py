@@ -24,6 +24,25 @@ def batchify(ids: Tensor, batch_size: int) -> Tensor:
     return ids[: n * batch_size].view(batch_size, n).t().contiguous()
 
 
+#: Each split's file in a corpus folder, and the setting (and option) that sets its streams.
+_SPLITS = {"train": ("train", "train.txt", "batch_size", "--batch-size"),
+           "val": ("valid", "valid.txt", "eval_batch_size", "--eval-batch-size"),
+           "test": ("test", "test.txt", "eval_batch_size", "--eval-batch-size")}
+
+
+def _streams_of(corpus: Corpus, split: str, width: int) -> Tensor:
+    """:func:`batchify` of a split, with a message that names the split's file and the setting to change
+    where it is too short for ``width`` streams."""
+    attribute, file, setting, option = _SPLITS[split]
+    ids = getattr(corpus, attribute)
+    if len(ids) // width < 2:
+        smaller = f", or make {setting} smaller ({option} {len(ids) // 2} or less)" if len(ids) >= 2 else ""
+        raise ValueError(f"the {attribute} split of corpus {corpus.name!r} ({file} in a corpus folder) holds "
+                         f"{len(ids)} tokens, too few for {width} streams of 2 tokens or more: give it more "
+                         f"text{smaller}")
+    return batchify(ids, width)
+
+
 def _map(fn, state: Any) -> Any:
     """``fn`` on each tensor of a recurrent state: a tensor (RHN) or a tuple of them (LSTM's ``(h, c)``)."""
     return fn(state) if isinstance(state, Tensor) else tuple(_map(fn, s) for s in state)
@@ -65,9 +84,8 @@ class LanguageModelTask:
         self.batch_size, self.bptt, self.seed = batch_size, bptt, seed
         self.eval_batch_size = eval_batch_size
         self.steps_per_epoch = steps_per_epoch
-        self._streams = {"train": batchify(corpus.train, batch_size),
-                         "val": batchify(corpus.valid, eval_batch_size),
-                         "test": batchify(corpus.test, eval_batch_size)}
+        self._streams = {split: _streams_of(corpus, split, width) for split, width in
+                         (("train", batch_size), ("val", eval_batch_size), ("test", eval_batch_size))}
         self._states: dict[int, Any] = {}  # batch width -> the state carried to the next window
 
     def to(self, device: torch.device) -> LanguageModelTask:

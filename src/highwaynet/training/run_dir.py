@@ -21,9 +21,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 try:  # the run-folder lock: POSIX only (elsewhere a folder is not locked)
     import fcntl
@@ -33,14 +33,16 @@ except ImportError:  # pragma: no cover - Windows
 import numpy as np
 import torch
 
+from ..config.train import device_of
 from . import files
+from .checkpoint import flat_settings, identity_in_folder
 from .distributed import barrier, init_distributed, is_main_process
 from .progress import SweepProgress
 
-__all__ = ["RunFolderBusy", "cpu_model", "environment", "finish_sweep", "finished_an_epoch", "finite_or_inf",
-           "flat_settings", "format_mean_std", "hold_run_dir", "load_best_weights", "load_run_config", "mean_std",
-           "open_run", "prepare_run_dir", "read_json", "read_metrics", "run_once", "saved_config", "settings_differ",
-           "start_sweep", "write_text"]
+__all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
+           "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir",
+           "load_best_weights", "load_run_config", "mean_std", "open_run", "plan_run", "prepare_run_dir", "read_json",
+           "read_metrics", "read_results", "run_once", "saved_config", "settings_differ", "start_sweep", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -125,14 +127,16 @@ def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str,
 C = TypeVar("C")
 
 
-def saved_config(config_class: Callable[..., C], saved: dict[str, Any], run_dir: str | Path) -> C:
-    """``config_class(**saved)``, the configuration a run folder holds; a message naming its config.json
-    where a hand edit left a setting of the wrong type, an unknown one, or a value out of bounds."""
+def saved_config(config_class: Callable[..., C], saved: dict[str, Any], run_dir: str | Path,
+                 file: str = "config.json") -> C:
+    """``config_class(**saved)``, the configuration a run folder holds (or a sweep folder, in ``file``); a
+    message naming the file where a hand edit left a setting of the wrong type, an unknown one, or a value
+    out of bounds."""
     try:
         return config_class(**saved)
     except (TypeError, ValueError) as error:
         name = getattr(config_class, "__name__", "configuration")
-        raise ValueError(f"{Path(run_dir) / 'config.json'} does not hold a {name} ({error}): it was edited by hand; "
+        raise ValueError(f"{Path(run_dir) / file} does not hold a {name} ({error}): it was edited by hand; "
                          f"undo the edit, or start the run over with --restart") from None
 
 
@@ -143,18 +147,16 @@ def _runs_inside(folder: Path, recipe: str | None) -> list[str]:
     runs = []
     for depth in range(1, 4):
         for path in sorted(folder.glob("/".join(["*"] * depth + ["config.json"]))):
-            try:
-                if recipe is None or json.loads(path.read_text()).get("recipe") == recipe:
-                    runs.append(str(path.parent))
-            except (OSError, ValueError, AttributeError):
-                continue
+            saved = read_json(path, optional=True) if not any(p.is_symlink() for p in path.parents) else None
+            if isinstance(saved, dict) and (recipe is None or saved.get("recipe") == recipe):
+                runs.append(str(path.parent))
     return runs
 
 
 def finished_an_epoch(run_dir: str | Path) -> bool:
     """Whether a run in ``run_dir`` has something to lose: a checkpoint (an epoch finished and saved)
     or its results. A folder without either (a run killed before its first checkpoint) holds
-    nothing a new run or ``--resume`` could go on from: either starts it over."""
+    nothing a run could go on from: run again, it starts over."""
     return any((Path(run_dir) / f).exists() for f in ("checkpoint.pt", "checkpoint.prev.pt", "results.json"))
 
 
@@ -171,11 +173,50 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
     metrics = []
     for number, line in enumerate(lines, 1):
         try:
-            metrics.append(json.loads(line))
+            found = json.loads(line)
         except json.JSONDecodeError:
             if number < len(lines):
-                raise ValueError(f"{path}, line {number}: not a line of metrics ({line[:60]!r})") from None
+                raise ValueError(f"{path}, line {number}: not a line of metrics ({line[:60]!r}): it was damaged or "
+                                 f"edited; put back the file the run wrote, or start the run over with --restart"
+                                 ) from None
+            continue
+        if not (isinstance(found, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                for v in found.values())
+                and isinstance(found.get("epoch"), int) and "time" in found):
+            raise ValueError(f"{path}, line {number}: not a line of metrics (an epoch's numbers: {line[:60]!r}): it "
+                             f"was edited; put back the file the run wrote, or start the run over with --restart")
+        metrics.append(found)
     return metrics
+
+
+#: What each recipe's results.json holds that the sweeps read, and of which kind (``number``: int or float).
+_RESULTS: dict[str, dict[str, Any]] = {"mlp": {"final": dict, "test": dict, "parameters": int},
+            "cnn": {"final": dict, "test": dict, "parameters": int},
+            "lm": {"final": dict, "test": dict, "parameters": int, "best_val": "number", "train_seconds": "number",
+                   "epochs": int, "sample": str},
+            "sentences": {"test": dict, "parameters": int, "best_val_acc": "number"}}
+
+
+def read_results(run_dir: str | Path) -> dict[str, Any] | None:
+    """A finished run's ``results.json``, read as data and checked (a regular file in the folder, not a
+    link; a JSON object holding what its recipe writes); None where the run has none, or where the file
+    is not that (edited or damaged: the run then goes on, and writes it again)."""
+    run_dir = Path(run_dir)
+    data = files.read_regular(run_dir, "results.json")
+    try:
+        results = json.loads(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(results, dict):
+        return None
+    config = read_json(run_dir / "config.json", optional=True) if (run_dir / "config.json").is_file() else None
+    recipe = config.get("recipe") if isinstance(config, dict) else None
+    for key, kind in _RESULTS.get(str(recipe), {"test": dict}).items():
+        value = results.get(key)
+        fits = isinstance(value, (int, float)) if kind == "number" else isinstance(value, kind)  # type: ignore[arg-type]
+        if not fits or isinstance(value, bool):
+            return None
+    return results
 
 
 
@@ -188,19 +229,22 @@ _held: dict[Path, list[int]] = {}
 
 
 @contextmanager
-def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "") -> Iterator[None]:
+def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "",
+                 log: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the folder's lock while the block runs: its one writer. Re-entrant within a process
     (a recipe holds it, and its Trainer again); under torchrun rank 0 alone holds it (it alone
     writes). The folder is made highwaynet's first (:func:`~highwaynet.training.files.claim`, as a
     ``kind`` folder; ``what`` names the writer in its messages): one holding anything else is refused.
     A second process gets :class:`RunFolderBusy`, naming the holder's process and host. The OS
-    releases the lock when the holder dies, however it dies."""
+    releases the lock when the holder dies, however it dies. A run folder whose marker was lost or
+    damaged gets back the identity its checkpoint carries (one line on ``log`` says so)."""
     if run_dir is None or not is_main_process():
         yield
         return
     folder = Path(run_dir)
     files.check_claimable(folder, kind, what)  # (before the lock file: nothing is written into another's folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    files.make_dirs(folder)
+    identity = identity_in_folder if kind == "run" else None
     key = folder.resolve()
     if key in _held:
         _held[key][1] += 1
@@ -210,7 +254,7 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "") 
             _held[key][1] -= 1
         return
     if fcntl is None:  # pragma: no cover - Windows: no lock
-        files.claim(folder, kind, what)
+        files.claim(folder, kind, what, identity=identity, log=log)
         yield
         return
     path = folder / ".lock"
@@ -232,7 +276,7 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "") 
     os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
     _held[key] = [fd, 1]
     try:
-        files.claim(folder, kind, what)
+        files.claim(folder, kind, what, identity=identity, log=log)
         yield
     finally:
         del _held[key]
@@ -240,36 +284,99 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "") 
         os.close(fd)
 
 
-def prepare_run_dir(run_dir: str | Path, recipe: str, config: dict[str, Any], resume: bool,
-                    restart: bool = False) -> dict[str, Any]:
-    """Create ``run_dir`` for a new run, or check it for a resumed one; returns the config to use.
+@dataclass
+class RunPlan:
+    """What a command does with a run folder (:func:`plan_run`).
 
-    A new run refuses a folder that already holds a run (nothing is overwritten) unless ``restart``
-    says to start it over, but not one whose run never saved a checkpoint (it holds nothing to lose:
-    it is started over, as a sweep does). A resumed run takes the configuration saved in the folder,
-    so that it continues exactly as it started, but for the device asked now. Take the folder's lock
-    first (:func:`open_run`).
+    Attributes:
+        action: ``"new"`` (a new folder, or one whose run never saved an epoch: nothing to lose),
+            ``"restart"`` (``--restart``), ``"go on"`` (the folder holds this run: the same settings)
+            or ``"resume"`` (``--resume``: the run goes on with its own settings, whatever was asked).
+        config: the configuration the run trains with (a dictionary, as ``config.json`` holds it).
+        held: whether the folder held a run that had saved an epoch.
+        finished: whether that run had finished (its results written).
+        not_applied: for ``"resume"``, the settings asked that the run does not take.
+    """
+
+    action: str
+    config: dict[str, Any]
+    held: bool = False
+    finished: bool = False
+    not_applied: list[str] = field(default_factory=list)
+
+
+class SettingsDiffer(FileExistsError):
+    """A folder holds a run (or a study) with other settings than those asked: refused, naming each
+    difference and the two ways on (``--restart``, another ``--out``). ``differences`` holds
+    ``(setting, in the folder, asked)``; :meth:`describe` names the settings by their options."""
+
+    def __init__(self, folder: Path, what: str, differences: list[tuple[str, Any, Any]]) -> None:
+        self.folder, self.what, self.differences = folder, what, differences
+        super().__init__(self.describe())
+
+    def describe(self, flags: dict[str, str] | None = None) -> str:
+        shown = "; ".join(f"{(flags or {}).get(key, key)} {saved!r} there, {asked!r} asked"
+                          for key, saved, asked in self.differences)
+        removed = "what the run wrote there is removed" if self.what == "run" else "the runs it holds are removed"
+        return (f"{self.folder} holds a {self.what} with other settings ({shown}). To train the settings asked, "
+                f"start it over with --restart ({removed}) or pass another --out; to go on with the {self.what} "
+                f"there, run the command with its settings (or add --resume, which takes them from the folder)")
+
+
+def _asked_dict(config: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(config) if is_dataclass(config) and not isinstance(config, type) else config))
+
+
+def plan_run(run_dir: str | Path, recipe: str, asked: Any, *, resume: bool = False,
+             restart: bool = False) -> RunPlan:
+    """What a command asking for ``asked`` (a recipe's configuration) does with ``run_dir``, changing
+    nothing: a run folder run again goes on. A folder holding this run (the same settings, but for the
+    device) goes on with it, a finished run trained no further; with ``resume`` it goes on with the
+    settings it was started with, whatever was asked; with ``restart`` it is started over; a folder
+    whose run never saved an epoch is started anew (it holds nothing to lose).
+
+    Raises:
+        SettingsDiffer: the folder holds a run with other settings (and neither ``resume`` nor ``restart``).
+        FileNotFoundError: ``resume`` of a folder that holds no run.
     """
     run_dir = Path(run_dir)
     if resume and restart:
-        raise ValueError("--resume continues the run in a folder and --restart starts it over: pass one of them")
+        raise ValueError("--resume goes on with the run in a folder and --restart starts it over: pass one of them")
+    config = _asked_dict(asked)
+    held = finished_an_epoch(run_dir) and ((run_dir / "config.json").exists() or (run_dir / "config.json").is_symlink())
     if resume:
         saved = load_run_config(run_dir, recipe)["config"]
-        if is_main_process():
-            files.remove_stray_files(run_dir)
-        return _device_asked(saved, config)
+        return RunPlan("resume", _device_asked(saved, config), held, held and read_results(run_dir) is not None,
+                       settings_differ(saved, asked))
+    if restart or not held:
+        return RunPlan("restart" if restart else "new", config, held)
+    saved = load_run_config(run_dir, recipe)["config"]
+    differences = _differences(saved, asked)
+    if differences:
+        raise SettingsDiffer(run_dir, "run", [(key, old, new) for key, old, new, _ in differences])
+    return RunPlan("go on", _device_asked(saved, config), True, read_results(run_dir) is not None)
+
+
+def prepare_run_dir(run_dir: str | Path, recipe: str, config: Any, resume: bool = False,
+                    restart: bool = False) -> dict[str, Any]:
+    """Create ``run_dir`` for a new run, or check it for one that goes on (:func:`plan_run`); returns
+    the config to use (a dictionary, as ``config.json`` holds it).
+
+    A run that goes on takes the configuration saved in the folder, so that it continues exactly as it
+    started, but for the device asked now; one started anew or over removes what a run there wrote
+    before (its own files only) and writes ``config.json``. Take the folder's lock first (:func:`open_run`).
+    """
+    run_dir = Path(run_dir)
+    plan = plan_run(run_dir, recipe, config, resume=resume, restart=restart)
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
-        return config
-    if (run_dir / "config.json").exists() and finished_an_epoch(run_dir) and not restart:
-        raise FileExistsError(f"{run_dir} already holds a run: resume it with --resume, start it over with "
-                              f"--restart, or pass another --out")
-    files.claim(run_dir, "run")
+        return plan.config
     files.remove_stray_files(run_dir)
-    files.clear(run_dir)  # what a run there wrote before (started over, or stopped before its first checkpoint)
-    record = {"recipe": recipe, "config": config, "environment": environment(),
-              "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n")
-    return config
+    if plan.action in ("new", "restart"):
+        files.clear(run_dir)  # what a run there wrote before (started over, or stopped before its first checkpoint)
+        record = {"recipe": recipe, "config": plan.config, "environment": environment(),
+                  "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        write_text(run_dir / "config.json", json.dumps(record, indent=2) + "\n")
+    return plan.config
 
 
 def _device_asked(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
@@ -281,13 +388,15 @@ def _device_asked(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any
 
 
 @contextmanager
-def open_run(run_dir: str | Path, recipe: str, config: dict[str, Any], *, resume: bool = False,
-             restart: bool = False, device: str = "auto") -> Iterator[dict[str, Any]]:
+def open_run(run_dir: str | Path, recipe: str, config: Any, *, resume: bool = False,
+             restart: bool = False, device: str = "auto", log: Callable[[str], None] | None = None
+             ) -> Iterator[dict[str, Any]]:
     """Hold ``run_dir``'s lock (:func:`hold_run_dir`) and prepare it (:func:`prepare_run_dir`) for the
     block, which gets the configuration to run: what a recipe's ``run`` does around its training.
-    Under torchrun each process first joins the process group for the run's ``device``."""
+    ``config`` is the recipe's configuration (or its dictionary). Under torchrun each process first joins
+    the process group for the run's ``device``."""
     init_distributed(device)
-    with hold_run_dir(run_dir):
+    with hold_run_dir(run_dir, log=log):
         yield prepare_run_dir(run_dir, recipe, config, resume, restart)
 
 
@@ -298,23 +407,96 @@ def write_text(path: str | Path, text: str) -> None:
         files.write_text(path, text)
 
 
-def start_sweep(out: str | Path, resume: bool, device: str = "auto") -> Path:
-    """Create a sweep's folder (highwaynet's own: :func:`~highwaynet.training.files.claim`); refuse one
-    that already holds results unless resuming.
+def _walk_names(folder: Path) -> Iterator[str]:
+    """The names of the files under ``folder``, links not followed."""
+    for _, _, names in os.walk(folder):
+        yield from names
+
+
+def start_sweep(out: str | Path, recipe: str, config: C, *, resume: bool = False, restart: bool = False,
+                report_only: bool = False, log: Callable[[str], None] = print) -> tuple[Path, C]:
+    """Open a sweep's folder (highwaynet's own: :func:`~highwaynet.training.files.claim`) for ``config``;
+    returns the folder and the configuration the sweep runs. Run again, a sweep goes on.
+
+    A new folder gets ``sweep.json`` (the recipe and its configuration). A folder holding this study
+    (the same settings, but for the device) goes on with it: finished runs are skipped, unfinished ones
+    resumed, the report written again; one line says so. One holding a study with other settings is
+    refused, naming each difference (:class:`SettingsDiffer`), unless ``resume`` (the study goes on with
+    the settings of its ``sweep.json``, and one line names those asked that it does not take),
+    ``restart`` (what it held is removed: :func:`~highwaynet.training.files.clear`, and it starts over),
+    or its runs never saved an epoch (nothing to lose: it starts over). ``report_only`` reports what is
+    there, whatever was asked.
 
     Under torchrun every process runs the sweep, each run data-parallel over all of them: each joins
-    the process group for the runs' ``device`` first, and looks at the folder before rank 0 writes
+    the process group for the runs' device first, and looks at the folder before rank 0 writes
     to it, so that all decide alike.
     """
-    init_distributed(device)
+    init_distributed(device_of(config))
     out = Path(out)
+    if resume and restart:
+        raise ValueError("--resume goes on with the study in a folder and --restart starts it over: pass one of "
+                         "them")
     files.check_claimable(out, "sweep")
-    if out.is_dir() and set(os.listdir(out)) - {files.MARKER, ".lock"} and not resume:
-        raise FileExistsError(f"{out} already holds a sweep: continue it with --resume, or pass another --out")
-    barrier()
+    record = _read_sweep_record(out, recipe)
+    entries = set(os.listdir(out)) - {files.MARKER, files.MARKER + ".tmp", ".lock", "sweep.json"} \
+        if out.is_dir() else set()
+    names = list(_walk_names(out)) if entries else []
+    trained = any(n in ("checkpoint.pt", "checkpoint.prev.pt", "results.json") for n in names)
+    use, fresh, write, line = config, False, True, ""
+    if report_only:
+        write = False
+    elif restart:
+        fresh = True
+        line = f"starting the study in {out} over: what it held is removed" if entries else ""
+    elif record is None:
+        line = (f"{out} holds a study without its sweep.json (one of highwaynet 0.3 or before): going on with the "
+                f"settings asked; each run keeps the settings it was trained with") if entries else ""
+    else:
+        differences = _differences(record, config)
+        if not differences:
+            write = False
+            done = out / "report.md" if files.read_regular(out, "summary.json") is not None else None
+            finished = sum(n == "results.json" for n in names)
+            line = (f"the study in {out} is done: its report is {done} (written again now from its runs; --restart "
+                    f"runs it again)" if done else
+                    f"{out} holds this study, unfinished ({count(finished, 'run')} done so far): going on where it "
+                    f"stopped, finished runs skipped and unfinished ones resumed (--restart starts it over)")
+        elif resume:
+            asked = _asked_dict(config)
+            use = saved_config(type(config), _device_asked(record, asked), out, "sweep.json")
+            write = False
+            line = (f"{out} holds a study with other settings: --resume goes on with its own; not applied: "
+                    + ", ".join(settings_differ(record, config)))
+        elif not trained:
+            fresh = True
+            line = f"{out} held a study with other settings that had not saved an epoch: starting it over"
+        else:
+            raise SettingsDiffer(out, "study", [(key, old, new) for key, old, new, _ in differences])
+    barrier()  # (every process has decided, from the same files, before rank 0 changes them)
     if is_main_process():
-        files.claim(out, "sweep")
-    return out
+        files.claim(out, "sweep", log=log)
+        if fresh:
+            files.clear(out)
+        if write:
+            write_text(out / "sweep.json", json.dumps({"recipe": recipe, "config": _asked_dict(use)}, indent=2))
+    if line:
+        log(line)
+    return out, use
+
+
+def _read_sweep_record(out: Path, recipe: str) -> dict[str, Any] | None:
+    """The configuration a sweep folder's ``sweep.json`` holds (None where it has none), checked: a JSON
+    object naming ``recipe`` and holding a ``config`` object."""
+    if not (out / "sweep.json").exists() and not (out / "sweep.json").is_symlink():
+        return None
+    path = out / "sweep.json"
+    saved = read_json(path, "the study's settings")
+    if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
+        raise ValueError(f"{path} is not a study's settings (a JSON object with its recipe and a 'config' object): "
+                         f"it was edited by hand; put back the file the study wrote, or start it over with --restart")
+    if saved.get("recipe") != recipe:
+        raise ValueError(f"{out} holds a study of {saved.get('recipe')!r}, not of {recipe!r}: pass another --out")
+    return cast("dict[str, Any]", saved["config"])
 
 
 def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Path, dict[str, Any]], Any]
@@ -326,34 +508,29 @@ def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Pat
     return summary
 
 
-def flat_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested configuration as one level, nested keys joined by dots (``train.lr``)."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        flat.update(flat_settings(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
-    return flat
+def _differences(saved: dict[str, Any], asked: Any) -> list[tuple[str, Any, Any, bool]]:
+    """``(setting, saved value, asked value, whether the saved run predates the setting)`` for each
+    setting, other than the device, where a folder's saved configuration differs from ``asked`` (a
+    dataclass, or its dictionary), compared as JSON stores them. A setting newer than the folder's run
+    is missing from it: the run goes on built from the saved one as ``type(asked)(**saved)``, which
+    gives it its default, and it is named where something else is asked for."""
+    stored = flat_settings(saved)
+    resumed = stored
+    if is_dataclass(asked) and not isinstance(asked, type):
+        try:
+            resumed = flat_settings(_asked_dict(type(asked)(**saved)))
+        except (TypeError, ValueError):  # a saved setting the class no longer has (or a hand edit): as stored
+            pass
+    return [(key, resumed[key], value, key not in stored) for key, value in flat_settings(_asked_dict(asked)).items()
+            if key in resumed and resumed[key] != value and key.rsplit(".", 1)[-1] != "device"]
 
 
 def settings_differ(saved: dict[str, Any], asked: Any) -> list[str]:
     """``"key saved (asked value)"`` for each setting, other than the device, where a run folder's
-    saved configuration differs from ``asked``, the configuration (a dataclass) asked for; compared
-    as JSON stores them. A setting newer than the folder's run is missing from it: the resumed run
-    is built from the saved one as ``type(asked)(**saved)``, which gives it its default, and it is
-    named when something else is asked for."""
-    def flat(config: Any) -> dict[str, Any]:
-        return flat_settings(json.loads(json.dumps(asdict(config))))
-
-    stored = flat_settings(saved)
-    try:
-        resumed = flat(type(asked)(**saved))
-    except (TypeError, ValueError):  # a saved setting the class no longer has (or a hand edit): compare as stored
-        resumed = stored
-    differ = []
-    for key, value in flat(asked).items():
-        if key in resumed and resumed[key] != value and key.rsplit(".", 1)[-1] != "device":
-            newer = "" if key in stored else ", the default, as the run predates the setting"
-            differ.append(f"{key} {resumed[key]!r}{newer} (asked {value!r})")
-    return differ
+    saved configuration differs from ``asked``, the configuration (a dataclass) asked for
+    (:func:`_differences`)."""
+    return [f"{key} {old!r}" + (", the default, as the run predates the setting" if newer else "") + f" (asked {new!r})"
+            for key, old, new, newer in _differences(saved, asked)]
 
 
 class Train(Protocol):
@@ -373,17 +550,20 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
     logged, and None returned, unless the sweep needs its result to go on (``required``: then
     :class:`RunFolderBusy` says so). ``progress`` counts the sweep's runs and says what is left.
     """
-    done, resume = (run_dir / "results.json").is_file(), finished_an_epoch(run_dir)
-    if config is not None and (done or resume):
+    done, resume = read_results(run_dir), finished_an_epoch(run_dir)
+    if done is None and ((run_dir / "results.json").exists() or (run_dir / "results.json").is_symlink()):
+        log(f"{run_dir / 'results.json'} is not the results its run wrote (edited, damaged or a link): the run goes "
+            f"on, and writes them again")
+    if config is not None and (done is not None or resume):
         differ = settings_differ(load_run_config(run_dir)["config"], config)
         if differ:
             log(f"{run_dir}: keeps the settings it was trained with: " + ", ".join(differ))
     barrier()  # under torchrun every process has decided, from the same files, before rank 0 changes them
-    if done:
+    if done is not None:
         log(f"{run_dir}: done, skipped")
         if progress is not None:
             progress.finished(None)
-        return json.loads((run_dir / "results.json").read_text())
+        return done
     if progress is not None:
         log(progress.line())
     log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))
@@ -393,7 +573,7 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
         results = train(resume=resume)
     except RunFolderBusy as busy:
         if required:
-            raise RunFolderBusy(f"{busy}; this sweep needs its result to go on: run the sweep again with --resume "
+            raise RunFolderBusy(f"{busy}; this sweep needs its result to go on: run the sweep's command again "
                                 f"once that process has finished") from None
         log(f"{run_dir}: skipped: {busy}")
         results = None

@@ -39,6 +39,7 @@ from ..config import TrainConfig
 from ..config.train import check_monitor
 from . import files
 from .checkpoint import (
+    START_OVER,
     CheckpointMismatch,
     CorruptCheckpoint,
     check_identity,
@@ -60,7 +61,7 @@ from .distributed import (
     shard_batch,
     shard_weight,
 )
-from .run_dir import finished_an_epoch, hold_run_dir, read_metrics
+from .run_dir import hold_run_dir, read_metrics
 
 __all__ = ["CheckpointMismatch", "CorruptCheckpoint", "Task", "TrainConfig", "Trainer", "TrainingDiverged",
            "pick_device"]
@@ -147,7 +148,7 @@ class Trainer:
     Example::
 
         trainer = Trainer(model, ClassificationTask(data, batch_size=100), TrainConfig(epochs=5), "runs/x")
-        history = trainer.fit()            # or trainer.fit(resume=True) to continue a run
+        history = trainer.fit()            # run again, it goes on where it stopped; fit(restart=True) starts over
         print(trainer.evaluate("test"))
     """
 
@@ -229,34 +230,44 @@ class Trainer:
                               cache_enabled=False if self.config.cuda_graph else None)
 
     # -- the loop -------------------------------------------------------------------------------
-    def fit(self, resume: bool = False, max_time: float | None = None) -> list[dict[str, float]]:
-        """Train for the configured epochs; with ``resume``, continue from the run folder's checkpoint.
+    def fit(self, resume: bool = False, max_time: float | None = None, *, restart: bool = False
+            ) -> list[dict[str, float]]:
+        """Train for the configured epochs, going on from the run folder's checkpoint where it holds one:
+        a run fit again goes on where it stopped (a finished one trains no further), and says so.
 
-        ``max_time`` (seconds) stops after the first epoch at which the epochs' summed time reaches
-        it, to compare models trained for the same time (such a run depends on the machine's speed).
-        Returns the metrics of every epoch (those of earlier sessions included when resuming). With
-        ``config.ema`` the model then holds the averaged weights. While it runs, it holds the run
-        folder's lock (:func:`~highwaynet.training.run_dir.hold_run_dir`).
+        ``resume`` is the older spelling of going on (fit goes on either way; with ``resume`` a folder
+        without a checkpoint yet is said to start from scratch). ``restart`` starts the run over,
+        removing what it wrote into the folder (its own files only). ``max_time`` (seconds) stops
+        after the first epoch at which the epochs' summed time reaches it, to compare models trained
+        for the same time (such a run depends on the machine's speed). Returns the metrics of every
+        epoch (those of earlier sessions included when going on). With ``config.ema`` the model then
+        holds the averaged weights. While it runs, it holds the run folder's lock
+        (:func:`~highwaynet.training.run_dir.hold_run_dir`).
 
         Raises:
             TrainingDiverged: an epoch's loss or metrics were not finite (``config.nonfinite="stop"``).
-            CorruptCheckpoint: resuming, the checkpoint could not be read.
-            CheckpointMismatch: resuming, the checkpoint is another run's, or does not fit this one.
+            CorruptCheckpoint: going on, the checkpoint could not be read.
+            CheckpointMismatch: going on, the checkpoint is another run's, or was trained with other
+                settings, or does not fit this model (``restart=True`` starts over).
             ~highwaynet.training.files.FolderNotOurs: the run folder holds files highwaynet did not write.
         """
-        with hold_run_dir(self._out):
+        if resume and restart:
+            raise ValueError("fit: resume goes on with the run in the folder and restart starts it over: pass one")
+        with hold_run_dir(self._out, log=self.log):
             self._identity = None  # (the folder's identity as the lock found it: a restart gives it a new one)
+            if restart and self._out is not None:
+                files.clear(self._out)
+            barrier()  # (under torchrun: no process looks for a checkpoint before rank 0 has removed it)
             return self._fit(resume, max_time)
 
     def _fit(self, resume: bool, max_time: float | None) -> list[dict[str, float]]:
-        if not resume and self._out is not None and finished_an_epoch(self._out):
-            raise FileExistsError(f"{self.run_dir} already holds a run; resume it (--resume) or choose "
-                                  f"another run folder")
-        if not (resume and self.load_checkpoint()):
+        saved = self.run_dir is not None and any(
+            (self.run_dir / name).exists() or (self.run_dir / name).is_symlink()
+            for name in ("checkpoint.pt", "checkpoint.prev.pt"))
+        if not ((resume or saved) and self.load_checkpoint()):
             seed_everything(self.config.seed)
             if self._out is not None:  # what a run stopped before its first checkpoint wrote (its own files only)
-                for name in {"metrics.jsonl", "model.pt"} & files.written(self._out):
-                    (self._out / name).unlink(missing_ok=True)
+                files.remove_written(self._out, {"metrics.jsonl", "model.pt"})
         start, before = time.perf_counter(), self.seconds
         self._board = self._open_tensorboard()
         try:
@@ -308,6 +319,7 @@ class Trainer:
         from .tensorboard import TensorBoardLog
 
         # (purge_step: a resumed run's events replace those a killed session wrote past its checkpoint)
+        files.make_folder(self._out / "tensorboard")  # (listed as the run's: a restart removes it)
         return TensorBoardLog(self._out / "tensorboard", purge_step=self.epoch + 1)
 
     def _run_epoch(self, epoch: int) -> dict[str, float]:
@@ -428,8 +440,8 @@ class Trainer:
             return "nothing is saved (no run folder)"
         if self.epoch == 0:
             return "no epoch had finished, so nothing is saved: start again"
-        return (f"epoch {self.epoch} is the last saved: go on with the same command and "
-                f"--out {self.run_dir} --resume (from Python: fit(resume=True))")
+        return (f"epoch {self.epoch} is the last saved: run the same command again to go on from there (from "
+                f"Python: fit() again, on the same run folder {self.run_dir})")
 
     def _save(self, metrics: dict[str, float]) -> None:
         if self.run_dir is None:
@@ -497,7 +509,7 @@ class Trainer:
         for name in (path.name, "config.json"):
             if (self.run_dir / name).is_symlink():
                 raise files.LinkInFolder(f"{self.run_dir / name} is a symbolic link: a run resumes only from its "
-                                         f"own files; remove the link, or start the run over with --restart")
+                                         f"own files; remove the link, or {START_OVER}")
         state = read_checkpoint(path, previous)
         notes = check_identity(state.get("identity"), self._run_identity(), path)
         fit_state("the model", path, lambda: self.model.load_state_dict(state["model"]))
@@ -510,7 +522,12 @@ class Trainer:
                 raise CheckpointMismatch(f"{path} holds no average of the weights: its run was started without ema, "
                                          f"and resumes only without it")
             fit_state("the average of the weights (ema)", path, lambda: ema.load_state_dict(state["ema"]))
-        notes += restore_rng_state(state["rng"], self.device, self.rank, self.config.seed + state["epoch"])
+        try:
+            notes += restore_rng_state(state["rng"], self.device, self.rank, self.config.seed + state["epoch"])
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as error:
+            raise CorruptCheckpoint(f"{path}'s random generator states are not what highwaynet saves "
+                                    f"({type(error).__name__}: {error}): it was edited or damaged. To go on, "
+                                    f"{START_OVER}") from error
         self.epoch, self.best, self.steps = state["epoch"], state["best"], state.get("steps", 0)
         self.history = read_metrics(self.run_dir)[: self.epoch]
         self.seconds = self.earlier_seconds = state.get("seconds", sum(m["time"] for m in self.history))
@@ -521,7 +538,10 @@ class Trainer:
         saved_on = state.get("device")
         moved = f" (saved on {saved_on}, now on {self.device})" if saved_on and \
             torch.device(saved_on).type != self.device.type else ""
-        self.log(f"resumed {self.run_dir} after epoch {self.epoch}{moved}")
+        if self.epoch >= self.config.epochs:
+            self.log(f"{self.run_dir} holds this run, finished after epoch {self.epoch}: nothing left to train{moved}")
+        else:
+            self.log(f"resumed {self.run_dir} after epoch {self.epoch}{moved}")
         for note in notes:
             self.log(f"note: {note}")
         return True
