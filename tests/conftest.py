@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from highwaynet.kernels import gating
+from highwaynet.nn import DeepNormSum, FixedGate, GRUGate, HighwayGate, LayerScale, ReZero, Sum
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -60,3 +61,10 @@ def site(tmp_path_factory) -> Path:
                            timeout=process_timeout(900))
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
     return out
+
+
+# Each combiner of the residual family, its learned scales moved off their start (ReZero's α = 0 hides the branch).
+RESIDUAL_PARTS = {"Sum": Sum, "FixedGate": lambda: FixedGate(bias=-1.0), "ReZero": lambda: ReZero(init=0.5),
+                  "LayerScale": lambda: LayerScale(8, init=0.1), "DeepNormSum": lambda: DeepNormSum(alpha=2.0),
+                  "HighwayGate": lambda: HighwayGate(8), "GRUGate": lambda: GRUGate(8),
+                  "GRUGate without ReLU": lambda: GRUGate(8, relu=False)}

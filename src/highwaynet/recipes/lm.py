@@ -25,7 +25,7 @@ from ..models.lm import (
     count_parameters,
     sample_tokens,
 )
-from ..models.transformer import CausalTransformer
+from ..models.transformer import GATED, CausalTransformer
 from ..nn import CharVocab
 from ..training import LanguageModelTask, Trainer
 from ..training.run_dir import load_best_weights, load_run_config, open_run, read_json, saved_config, write_text
@@ -58,9 +58,10 @@ def build_model(config: LMConfig, vocab: Sequence[str], device: str | torch.devi
                                     gate_bias=config.gate_bias)
         if config.model == "transformer":
             return CausalTransformer(len(vocab), config.hidden, config.layers, heads=config.heads, context=config.bptt,
-                                     residual=config.residual, norm=config.norm, dropout=config.output_dropout,
+                                     residual=config.residual, norm=config.norm, final_norm=config.final_norm,
+                                     mlp_hidden=config.mlp_hidden, dropout=config.output_dropout,
                                      embed_dropout=config.input_dropout, tie_weights=config.tie_weights,
-                                     gate_bias=config.gate_bias if config.residual in ("highway", "gtrxl") else None)
+                                     gate_bias=config.gate_bias if config.residual in GATED else None)
         return LSTMLanguageModel(len(vocab), config.hidden, config.layers, tie_weights=config.tie_weights,
                                  input_dropout=config.input_dropout, output_dropout=config.output_dropout)
 
@@ -85,20 +86,25 @@ def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int) -> in
 
 def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
         data_dir: str | Path | None = None, download: bool = False, corpus: Corpus | None = None,
-        max_time: float | None = None, log=None, progress: bool = True) -> dict[str, Any]:
+        max_time: float | None = None, log=None, progress: bool = True, gate_means: bool = False,
+        write_sample: bool = True) -> dict[str, Any]:
     """Train, evaluate on the test split, write ``results.json`` (and a generated sample) in ``out``.
 
     ``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`; ``max_time``: stop after the
-    first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`)."""
+    first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`);
+    ``gate_means``: each epoch's metrics hold every gate's mean on the validation split
+    (``gate/NAME``, as :class:`~highwaynet.training.Trainer`'s option); ``write_sample=False`` leaves
+    the generated sample out (a study of hundreds of runs: ``highwaynet generate`` samples any of them)."""
     with open_run(out, "lm", asdict(config), resume=resume, restart=restart,
                   device=config.train.device) as saved:
         return _train(saved_config(LMConfig, saved, out), out, resume=resume, data_dir=data_dir, download=download,
                       corpus=corpus,
-                      max_time=max_time, log=log, progress=progress)
+                      max_time=max_time, log=log, progress=progress, gate_means=gate_means, write_sample=write_sample)
 
 
 def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | Path | None, download: bool,
-           corpus: Corpus | None, max_time: float | None, log, progress: bool) -> dict[str, Any]:
+           corpus: Corpus | None, max_time: float | None, log, progress: bool, gate_means: bool,
+           write_sample: bool) -> dict[str, Any]:
     start = time.perf_counter()
     corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
                                    max_vocab=config.max_vocab)
@@ -108,7 +114,7 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
     task = LanguageModelTask(corpus, config.batch_size, config.bptt, seed=config.train.seed,
                              eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch,
                              carry_state=config.model != "transformer", eval_windows=config.eval_windows)
-    trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
+    trainer = Trainer(model, task, config.train, out, log=log, progress=progress, gate_means=gate_means)
     history = trainer.fit(resume=resume, max_time=max_time)
     # Test with the best weights by validation loss, as is usual for language models.
     load_best_weights(model, out)
@@ -122,7 +128,8 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
         "unigram_bits": corpus.unigram_entropy_bits("test"),
     }
     prompt = "\n" if config.level == "char" else "the"
-    results["sample"] = sample(model, corpus, prompt, 300 if config.level == "char" else 80, 0.8, seed=0)
+    if write_sample:
+        results["sample"] = sample(model, corpus, prompt, 300 if config.level == "char" else 80, 0.8, seed=0)
     write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
     return results
 
