@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from conftest import reference_combine
 from torch import nn
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
@@ -51,29 +52,7 @@ def branch_of(layer, x):
 
 
 def expected(layer: Residual, x: torch.Tensor) -> torch.Tensor:
-    """Each combiner's output written out from its parameters."""
-    f, c, d = branch_of(layer, x), layer.combine, x.shape[-1]
-    if isinstance(c, Sum):
-        return x + f
-    if isinstance(c, FixedGate):
-        t = 1 / (1 + math.exp(-c.bias))
-        return t * f + (1 - t) * x
-    if isinstance(c, ReZero):
-        return x + c.alpha * f
-    if isinstance(c, LayerScale):
-        return x + c.gamma * f
-    if isinstance(c, DeepNormSum):
-        return c.alpha * x + f
-    if isinstance(c, HighwayGate):
-        reads = x if c.reads == "stream" else torch.cat([x, f], -1)
-        t = sigmoid(reads @ c.proj.weight.t() + c.proj.bias)
-        return t * f + (1 - t) * x
-    y = f.clamp(min=0) if c.relu else f  # GTrXL: the paper's ReLU on the branch
-    w, u = c.from_branch.weight, c.from_stream.weight  # rows [W_r; W_z; W_g], [U_r; U_z]
-    r = sigmoid(y @ w[:d].t() + x @ u[:d].t())
-    z = sigmoid(y @ w[d:2 * d].t() + x @ u[d:].t() + c.z_bias)
-    h = torch.tanh(y @ w[2 * d:].t() + (r * x) @ c.candidate.weight.t())
-    return (1 - z) * x + z * h
+    return reference_combine(layer.combine, branch_of(layer, x), x)
 
 
 def combiners(dim):

@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 import torch
+from conftest import reference_combine
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
 from highwaynet.cli import main
@@ -62,31 +63,6 @@ def mlp(v, m):
     return (0.5 * hidden * (1 + torch.erf(hidden / math.sqrt(2)))) @ m[2].weight.t() + m[2].bias
 
 
-def combine(c, f, x):
-    from highwaynet.nn import DeepNormSum, FixedGate, GRUGate, HighwayGate, LayerScale, ReZero, Sum
-
-    if isinstance(c, Sum):
-        return x + f
-    if isinstance(c, ReZero):
-        return x + c.alpha * f
-    if isinstance(c, LayerScale):
-        return x + c.gamma * f
-    if isinstance(c, DeepNormSum):
-        return c.alpha * x + f
-    if isinstance(c, FixedGate):
-        t = 1 / (1 + math.exp(-c.bias))
-        return t * f + (1 - t) * x
-    if isinstance(c, HighwayGate):
-        t = torch.sigmoid(x @ c.proj.weight.t() + c.proj.bias)
-        return t * f + (1 - t) * x
-    assert isinstance(c, GRUGate)
-    d, y = x.shape[-1], f.clamp(min=0)
-    w, u = c.from_branch.weight, c.from_stream.weight
-    r = torch.sigmoid(y @ w[:d].t() + x @ u[:d].t())
-    z = torch.sigmoid(y @ w[d:2 * d].t() + x @ u[d:].t() + c.z_bias)
-    return (1 - z) * x + z * torch.tanh(y @ w[2 * d:].t() + (r * x) @ c.candidate.weight.t())
-
-
 def reference_logits(model, tokens, norm, final):
     """The model's logits written out for its placement: pre-LN x ⊕ F(LN(x)), post-LN LN(x ⊕ F(x)),
     none x ⊕ F(x); then the final LayerNorm where ``final``, then the tied decoder."""
@@ -97,11 +73,11 @@ def reference_logits(model, tokens, norm, final):
                                                 (block.mlp, mlp, block.norm_mlp)):
             inner = connection.sublayer
             if norm == "pre":
-                h = combine(connection.combine, sublayer(layer_norm(h, inner[0]), inner[1]), h)
+                h = reference_combine(connection.combine, sublayer(layer_norm(h, inner[0]), inner[1]), h)
             elif norm == "post":
-                h = layer_norm(combine(connection.combine, sublayer(h, inner), h), post_norm)
+                h = layer_norm(reference_combine(connection.combine, sublayer(h, inner), h), post_norm)
             else:
-                h = combine(connection.combine, sublayer(h, inner), h)
+                h = reference_combine(connection.combine, sublayer(h, inner), h)
     if final:
         h = layer_norm(h, model.final_norm)
     return (h @ model.embed.weight.t()).transpose(0, 1)
@@ -267,10 +243,11 @@ def test_compiles_to_eagers_outputs():
                                atol=1e-5)
 
 
-def test_the_transformer_depth_study_end_to_end(tmp_path, capsys, shared_data):
+def test_the_transformer_depth_study_end_to_end(tmp_path, capfd, shared_data):
     """A tiny study on Tiny Shakespeare: three variants at two depths, the grid extended at its edge, the
     test split, the contrasts, the gates over training, its report, a run sampled from, and the sweep
-    run again going on without training again."""
+    run again going on without training again. (Two runs side by side, then one process: capfd sees
+    what the worker processes print too.)"""
     out = tmp_path / "study"
     argv = ["reproduce", "transformer-depth", "--depths", "1,2", "--variants",
             "pre-residual,pre-highway,pre-residual-matched-highway", "--lrs", "0.0001,0.0002", "--extend", "1",
@@ -278,7 +255,7 @@ def test_the_transformer_depth_study_end_to_end(tmp_path, capsys, shared_data):
             "--batch-size", "4", "--eval-batch-size", "512", "--device", "cpu", "--data-dir", str(shared_data / "text"),
             "--out", str(out)]
     assert main(argv) == 0
-    printed = capsys.readouterr().out
+    printed = capfd.readouterr().out
     assert printed.count("blocks  ") == 2 * 3 and "wrote" in printed
     summary = json.loads((out / "summary.json").read_text())
     rows = {(r["depth"], r["variant"]): r for r in summary["rows"]}
@@ -306,9 +283,9 @@ def test_the_transformer_depth_study_end_to_end(tmp_path, capsys, shared_data):
     run = out / "depth2" / "pre-highway" / "lr0.0004-seed1"
     assert json.loads((run / "config.json").read_text())["config"]["train"]["weight_decay_on"] == "matrices"
     assert main(["generate", str(run), "--length", "20", "--prompt", "ROMEO:"]) == 0
-    assert capsys.readouterr().out.startswith("ROMEO:")
-    assert main([*argv, "--resume"]) == 0
-    assert capsys.readouterr().out.count("done, skipped") == 2 * 3 * 5
+    assert capfd.readouterr().out.startswith("ROMEO:")
+    assert main([*argv, "--resume", "--workers", "1"]) == 0
+    assert capfd.readouterr().out.count("done, skipped") == 2 * 3 * 5
 
 
 def test_paired_intervals_and_verdicts():
@@ -333,3 +310,48 @@ def test_paired_intervals_and_verdicts():
     assert found["pre-highway", "pre-residual"]["verdict"] == "pre-highway lower"
     fixed = found["pre-highway", "pre-fixed"]
     assert fixed["n"] == 4 and fixed["verdict"] == "no difference resolved"  # (the diverged seed left out)
+
+
+def test_the_gates_means_over_training_are_in_each_epochs_metrics():
+    torch.manual_seed(0)
+    corpus = small_corpus()
+    model = CausalTransformer(len(corpus.vocab), 8, 2, heads=2, context=16, residual="rezero", norm="pre")
+    task = LanguageModelTask(corpus, batch_size=8, bptt=16, seed=0, eval_batch_size=4, carry_state=False)
+    trainer = Trainer(model, task, TrainConfig(epochs=2, optimizer="adam", lr=1e-2, device="cpu"), progress=False,
+                      log=lambda line: None, gate_means=True)
+    history = trainer.fit()
+    gates = {k: v for k, v in history[-1].items() if k.startswith("gate/")}
+    assert list(gates) == [f"gate/blocks.{b}.{part}.combine.gate" for b in range(2) for part in ("attn", "mlp")]
+    alphas = [model.blocks[b].get_submodule(part).combine.alpha.item() for b in range(2) for part in ("attn", "mlp")]
+    assert list(gates.values()) == pytest.approx(alphas, abs=1e-6) and all(a != 0 for a in alphas)  # α moved
+    plain = Trainer(model, task, TrainConfig(epochs=1, device="cpu"), progress=False, log=lambda line: None)
+    assert not any(k.startswith("gate/") for k in plain.fit()[-1])  # (only where asked)
+
+
+def test_a_validation_reads_its_windows_and_the_test_split_is_read_whole():
+    corpus = small_corpus()
+    task = LanguageModelTask(corpus, batch_size=8, bptt=16, seed=0, eval_batch_size=4, carry_state=False,
+                             eval_windows=2)
+    assert len(list(task.batches("val", 0))) == 2
+    assert len(list(task.batches("test", 0))) == math.ceil((len(corpus.test) // 4 - 1) / 16)
+
+
+def test_a_study_refuses_what_it_cannot_run():
+    from highwaynet.config import TransformerDepthConfig
+    from highwaynet.config.text import parse_variant
+
+    assert parse_variant("post-deepnorm") == {"norm": "post", "residual": "deepnorm", "matched": None,
+                                              "final_norm": None}
+    assert parse_variant("none-rezero-final-norm")["final_norm"] is True
+    with pytest.raises(ValueError, match="variants are NORM-KIND"):
+        parse_variant("pre-dense")
+    with pytest.raises(ValueError, match="write post-deepnorm"):
+        parse_variant("pre-deepnorm")
+    with pytest.raises(ValueError, match="widens a plain residual model"):
+        parse_variant("pre-highway-matched-gtrxl")
+    with pytest.raises(ValueError, match="which the variants must include"):
+        TransformerDepthConfig(variants=["pre-residual", "pre-residual-matched-gtrxl"])
+    with pytest.raises(ValueError, match="search_seed 1 is one of the seeds"):
+        TransformerDepthConfig(search_seed=1)
+    with pytest.raises(ValueError, match="two or more different positive rates"):
+        TransformerDepthConfig(lrs=[1e-3])

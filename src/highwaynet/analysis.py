@@ -124,7 +124,7 @@ def gate_means(model: nn.Module) -> Iterator[dict[str, float]]:
         >>> with gate_means(net) as means:
         ...     y = net(torch.randn(32, 16))
         >>> sorted(means)
-        ['layers.0.gate', 'layers.1.gate']
+        ['gates.0', 'gates.1']
     """
     gates = gate_modules(model)
     name_of = {id(g): name for name, g in gates}

@@ -66,22 +66,24 @@ def build_model(config: LMConfig, vocab: Sequence[str], device: str | torch.devi
                                  input_dropout=config.input_dropout, output_dropout=config.output_dropout)
 
 
-def parameters_for(config: LMConfig, vocab: Sequence[str], hidden: int) -> int:
-    """Parameters of the config's model at state size ``hidden`` (built on the meta device: free)."""
-    probe = LMConfig(**{**asdict(config), "hidden": hidden})
+def parameters_for(config: LMConfig, vocab: Sequence[str], hidden: int, field: str = "hidden") -> int:
+    """Parameters of the config's model with ``field`` (default: the state size) set to ``hidden``
+    (built on the meta device: free)."""
+    probe = LMConfig(**{**asdict(config), field: hidden})
     return count_parameters(build_model(probe, vocab, device="meta"))
 
 
-def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int) -> int:
-    """The state size whose model has the parameter count closest to ``budget``."""
+def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int, field: str = "hidden") -> int:
+    """The state size (or another size, ``field``: the Transformer's ``mlp_hidden``, say) whose model
+    has the parameter count closest to ``budget``."""
     lo, hi = 1, 8192
-    while lo < hi:  # the count grows with the state size: the first size at or above the budget
+    while lo < hi:  # the count grows with the size: the first size at or above the budget
         mid = (lo + hi) // 2
-        if parameters_for(config, vocab, mid) < budget:
+        if parameters_for(config, vocab, mid, field) < budget:
             lo = mid + 1
         else:
             hi = mid
-    return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab, h) - budget))
+    return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab, h, field) - budget))
 
 
 def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: bool = False,

@@ -55,8 +55,8 @@ from ..training.progress import SweepProgress
 from ..training.run_dir import finish_sweep, finite_or_inf, run_once, start_sweep, write_text
 from . import lm
 
-__all__ = ["TransformerDepthConfig", "contrasts", "label", "mean_gates", "paired_interval", "run", "verdicts",
-           "write_report"]
+__all__ = ["TransformerDepthConfig", "contrast_text", "contrasts", "label", "mean_gates", "paired_interval", "run",
+           "test_loss_text", "verdicts", "write_report"]
 
 #: Two-sided 95% quantiles of Student's t for 1 to 30 degrees of freedom (beyond: the normal's 1.96).
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -67,7 +67,7 @@ def label(variant: str) -> str:
     """A variant's name in words (``pre-fixed`` → ``pre-LN, fixed gate``)."""
     parts = parse_variant(variant)
     norm = {"pre": "pre-LN", "post": "post-LN", "none": "no LN"}[str(parts["norm"])]
-    kind = {"residual": "sum", "fixed": "fixed gate (frozen)", "rezero": "learned scalar α",
+    kind = {"residual": "sum", "fixed": "fixed gate (frozen)", "rezero": "learned scalar α (ReZero's, SkipInit's)",
             "layerscale": "LayerScale", "deepnorm": "DeepNorm", "highway": "highway gate", "gtrxl": "GTrXL gate"}
     text = f"{norm}, {kind[str(parts['residual'])]}"
     if parts["final_norm"] is not None:
@@ -104,18 +104,9 @@ def _matched_mlp_hidden(config: TransformerDepthConfig, depth: int, variant: str
     parts = parse_variant(variant)
     if parts["matched"] is None:
         return None
-    target_config = _run_config(config, depth, f"{parts['norm']}-{parts['matched']}", 1.0, 0, None)
-    target = lm.count_parameters(lm.build_model(target_config, vocab, device="meta"))
-
-    def count(hidden: int) -> int:
-        return lm.count_parameters(lm.build_model(_run_config(config, depth, variant, 1.0, 0, hidden), vocab,
-                                                  device="meta"))
-
-    lo, hi = 1, 64 * config.base.hidden
-    while lo < hi:  # (the count grows with the width: the first width at or above the target)
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if count(mid) < target else (lo, mid)
-    return min((max(1, lo - 1), lo), key=lambda h: abs(count(h) - target))
+    target = lm.count_parameters(lm.build_model(
+        _run_config(config, depth, f"{parts['norm']}-{parts['matched']}", 1.0, 0, None), vocab, device="meta"))
+    return lm.hidden_for_budget(_run_config(config, depth, variant, 1.0, 0, None), vocab, target, field="mlp_hidden")
 
 
 @torch.no_grad()
@@ -369,6 +360,19 @@ def contrasts(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def test_loss_text(row: dict[str, Any]) -> str:
+    """A row's test loss as the tables show it: ``2.567 ± 0.012``, with how many seeds trained where
+    some did not."""
+    return _mean_sd(row)
+
+
+def contrast_text(c: dict[str, Any]) -> str:
+    """A contrast in a line: ``pre-highway − pre-fixed +0.010 [−0.020, +0.040] nats: no difference resolved``."""
+    left = c["a"] if c["a_depth"] == c["b_depth"] else f"{c['a']} ({c['a_depth']} blocks)"
+    right = c["b"] if c["a_depth"] == c["b_depth"] else f"{c['b']} ({c['b_depth']} blocks)"
+    return f"{left} − {right} {_interval(c)} nats: {c['verdict']}"
+
+
 def _mean_sd(row: dict[str, Any]) -> str:
     values = list(_finite(row).values())
     if not values:
@@ -508,7 +512,10 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f". Test loss: mean ± standard deviation over the seeds that trained; the characters' frequencies alone give "
         f"{summary['unigram_nats']:.3f} nats (dotted line). Intervals: paired differences over the seeds, 95% "
         f"Student-t, not corrected for the number of contrasts. Study time {summary['seconds'] / 60:.0f} min wall, "
-        f"{summary['cpu_seconds'] / 60:.0f} min CPU ({summary['threads']} threads), this session.", "", *figures,
+        f"{summary['cpu_seconds'] / 60:.0f} min CPU (" + (f"{summary['workers']} runs side by side, one CPU thread each"
+                                                          if summary["workers"] > 1 else
+                                                          f"one run at a time, {summary['threads']} threads") +
+        "; this session's: a study run again in parts counts the last part).", "", *figures,
         "## Test loss by depth and variant", "", table, "",
         "## The pre-registered contrasts", "", planned, "",
         "## The gates and scales over training", "", gates, "",
