@@ -189,7 +189,7 @@ def parse_variant(variant: str) -> dict[str, object]:
 def depth_gate_bias(blocks: int) -> float:
     """The gate bias at which a stack of ``blocks`` blocks (``2 * blocks`` coupled gates) starts by
     carrying half of its input through: ``(1 − σ(b))^(2·blocks) = 1/2`` (−1.67 at 2 blocks, −3.53 at
-    12, −4.93 at 48): the highway paper's advice, a more negative bias for a deeper network, as a rule."""
+    12, −4.52 at 32): the highway paper's advice, a more negative bias for a deeper network, as a rule."""
     t = 1 - 2 ** (-1 / (2 * blocks))
     return math.log(t / (1 - t))
 
@@ -214,7 +214,7 @@ class TransformerDepthConfig:
     The same optimiser everywhere (nanoGPT's: AdamW, β2 0.99, weight decay on matrices only), no
     warm-up unless ``warmup`` says; ``base`` sets the rest; ``full`` is nanoGPT's baby GPT, for a GPU."""
 
-    depths: list[int] = setting(help="blocks per model", factory=lambda: [2, 12, 48], minimum=1)
+    depths: list[int] = setting(help="blocks per model", factory=lambda: [2, 12, 32], minimum=1)
     variants: list[str] = setting(help="NORM-KIND[-final-norm|-no-final-norm][-matched-KIND]: the LayerNorms "
                                        "(pre, post, none), the connection (residual, fixed, rezero, layerscale, "
                                        "deepnorm, highway, gtrxl), a final LayerNorm, and a plain residual model "

@@ -89,24 +89,27 @@ def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int, field
 def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
         data_dir: str | Path | None = None, download: bool = False, corpus: Corpus | None = None,
         max_time: float | None = None, log=None, progress: bool = True, gate_means: bool = False,
-        write_sample: bool = True) -> dict[str, Any]:
+        write_sample: bool = True, test: bool = True) -> dict[str, Any]:
     """Train, evaluate on the test split, write ``results.json`` (and a generated sample) in ``out``.
 
     ``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`; ``max_time``: stop after the
     first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`);
     ``gate_means``: each epoch's metrics hold every gate's mean on the validation split
     (``gate/NAME``, as :class:`~highwaynet.training.Trainer`'s option); ``write_sample=False`` leaves
-    the generated sample out (a study of hundreds of runs: ``highwaynet generate`` samples any of them)."""
+    the generated sample out (a study of hundreds of runs: ``highwaynet generate`` samples any of them);
+    ``test=False`` leaves the test split alone (a search's runs: nothing is chosen on it; ``"test"`` is
+    then None)."""
     with open_run(out, "lm", asdict(config), resume=resume, restart=restart,
                   device=config.train.device) as saved:
         return _train(saved_config(LMConfig, saved, out), out, resume=resume, data_dir=data_dir, download=download,
                       corpus=corpus,
-                      max_time=max_time, log=log, progress=progress, gate_means=gate_means, write_sample=write_sample)
+                      max_time=max_time, log=log, progress=progress, gate_means=gate_means, write_sample=write_sample,
+                      test=test)
 
 
 def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | Path | None, download: bool,
            corpus: Corpus | None, max_time: float | None, log, progress: bool, gate_means: bool,
-           write_sample: bool) -> dict[str, Any]:
+           write_sample: bool, test: bool) -> dict[str, Any]:
     start = time.perf_counter()
     corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
                                    max_vocab=config.max_vocab)
@@ -120,12 +123,12 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
     history = trainer.fit(resume=resume, max_time=max_time)
     # Test with the best weights by validation loss, as is usual for language models.
     load_best_weights(model, out)
-    test = trainer.evaluate("test")
+    tested = trainer.evaluate("test") if test else None
     results = {
         "model": config.model, "depth": config.depth if config.model == "rhn" else None, "layers": config.layers,
         "hidden": config.hidden, "parameters": count_parameters(model),
         "epochs": len(history), "best_val": min(m["val_loss"] for m in history), "final": history[-1],
-        "test": test, "train_seconds": round(sum(m["time"] for m in history), 1),
+        "test": tested, "train_seconds": round(sum(m["time"] for m in history), 1),
         "seconds": round(time.perf_counter() - start + trainer.earlier_seconds, 1), "device": str(trainer.device),
         "unigram_bits": corpus.unigram_entropy_bits("test"),
     }

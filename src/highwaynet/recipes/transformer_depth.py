@@ -33,10 +33,13 @@ steps), ``gates.png`` (each gated or scaled variant's mean gate per block over t
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import resource
+import signal
 import statistics
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -169,15 +172,16 @@ class _Runs:
         self.corpus, self.workers, self.log, self.progress = corpus, workers, log, progress
         self._pool: Any = None
 
-    def train(self, jobs: list[tuple[LMConfig, Path, str]], phase: str) -> list[dict[str, Any]]:
-        """Each job's results (``(config, run folder, what it is)``), in the jobs' order."""
+    def train(self, jobs: list[tuple[LMConfig, Path, str]], phase: str, test: bool) -> list[dict[str, Any]]:
+        """Each job's results (``(config, run folder, what it is)``), in the jobs' order; tested on the test
+        split where ``test`` (the seeds), not (a search's runs: nothing is chosen on the test split)."""
         if not jobs:
             return []
         if self.workers == 1:
             sweep = SweepProgress([((c.layers, c.residual, c.mlp_hidden), c.layers, c.residual) for c, _, _ in jobs])
             return [cast(dict, run_once(run_dir, lambda resume, c=c, d=run_dir: lm.run(
                 c, d, resume=resume, corpus=self.corpus, log=self.log, progress=self.progress, gate_means=True,
-                write_sample=False),
+                write_sample=False, test=test),
                 self.log, f"{phase}: {what}", config=c, progress=sweep, required=True)) for c, run_dir, what in jobs]
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -186,8 +190,8 @@ class _Runs:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_worker_start, initargs=(self.corpus,))
         order = sorted(range(len(jobs)), key=lambda k: -jobs[k][0].layers)  # (the longest first: the two end together)
-        futures = {self._pool.submit(_worker_train, asdict(jobs[k][0]), str(jobs[k][1]), f"{phase}: {jobs[k][2]}"): k
-                   for k in order}
+        futures = {self._pool.submit(_worker_train, asdict(jobs[k][0]), str(jobs[k][1]), f"{phase}: {jobs[k][2]}",
+                                     test): k for k in order}
         results: list[dict[str, Any]] = [{} for _ in jobs]
         start = time.perf_counter()
         for done, future in enumerate(as_completed(futures), 1):
@@ -207,12 +211,18 @@ def _worker_start(corpus: Corpus) -> None:
     global _CORPUS
     _CORPUS = corpus
     torch.set_num_threads(1)
+    if sys.platform.startswith("linux"):  # (the study killed, however: its workers go too, none trains on alone)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
-def _worker_train(config: dict[str, Any], run_dir: str, what: str) -> dict[str, Any]:
+def _worker_train(config: dict[str, Any], run_dir: str, what: str, test: bool) -> dict[str, Any]:
     cfg, folder = LMConfig(**config), Path(run_dir)
     return cast(dict, run_once(folder, lambda resume: lm.run(cfg, folder, resume=resume, corpus=_CORPUS, log=print,
-                                                             progress=False, gate_means=True, write_sample=False),
+                                                             progress=False, gate_means=True, write_sample=False,
+                                                             test=test),
                                print, what, config=cfg, required=True))
 
 
@@ -239,18 +249,20 @@ def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False
     try:
         grid = sorted(config.lrs)
         jobs = [job(depth, variant, lr, config.search_seed) for depth, variant in cells for lr in grid]
-        found = runs.train(jobs, "learning-rate search")
+        found = runs.train(jobs, "learning-rate search", test=False)
         search = {cell: {lr: found[k * len(grid) + i] for i, lr in enumerate(grid)} for k, cell in enumerate(cells)}
         ratio = _grid_ratio(grid)
         for _ in range(2 * config.extend):  # (the grid extended by its ratio where the pick is at an edge)
             more = {cell: lr for cell in cells if (lr := _beyond(search[cell], grid, ratio, config.extend)) is not None}
             if not more:
                 break
-            found = runs.train([job(*cell, lr, config.search_seed) for cell, lr in more.items()], "grid extended")
+            found = runs.train([job(*cell, lr, config.search_seed) for cell, lr in more.items()], "grid extended",
+                               test=False)
             for (cell, lr), result in zip(more.items(), found, strict=True):
                 search[cell][lr] = result
         best = {cell: _best(search[cell]) for cell in cells}
-        found = runs.train([job(*cell, best[cell], seed) for cell in cells for seed in config.seeds], "seeds")
+        found = runs.train([job(*cell, best[cell], seed) for cell in cells for seed in config.seeds], "seeds",
+                           test=True)
     finally:
         runs.close()
     rows = []
