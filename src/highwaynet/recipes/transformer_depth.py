@@ -36,6 +36,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import os
 import resource
 import signal
 import statistics
@@ -188,7 +189,7 @@ class _Runs:
 
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_worker_start, initargs=(self.corpus,))
+                                             initializer=_worker_start, initargs=(self.corpus, os.getpid()))
         order = sorted(range(len(jobs)), key=lambda k: -jobs[k][0].layers)  # (the longest first: the two end together)
         futures = {self._pool.submit(_worker_train, asdict(jobs[k][0]), str(jobs[k][1]), f"{phase}: {jobs[k][2]}",
                                      test): k for k in order}
@@ -205,20 +206,28 @@ class _Runs:
 
 
 _CORPUS: Corpus | None = None  # (a worker process's copy of the corpus)
+_PARENT = 0  # (the study's process, which a worker outlives never)
 
 
-def _worker_start(corpus: Corpus) -> None:
-    global _CORPUS
-    _CORPUS = corpus
+def _worker_start(corpus: Corpus, parent: int) -> None:
+    global _CORPUS, _PARENT
+    _CORPUS, _PARENT = corpus, parent
     torch.set_num_threads(1)
     if sys.platform.startswith("linux"):  # (the study killed, however: its workers go too, none trains on alone)
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
+    _exit_if_orphaned()
+
+
+def _exit_if_orphaned() -> None:
+    if os.getppid() != _PARENT:  # (the study died before this worker could ask to go with it)
+        os._exit(1)
 
 
 def _worker_train(config: dict[str, Any], run_dir: str, what: str, test: bool) -> dict[str, Any]:
+    _exit_if_orphaned()
     cfg, folder = LMConfig(**config), Path(run_dir)
     return cast(dict, run_once(folder, lambda resume: lm.run(cfg, folder, resume=resume, corpus=_CORPUS, log=print,
                                                              progress=False, gate_means=True, write_sample=False,
