@@ -19,7 +19,7 @@ CASES = {
     "BranchGate": ((), {}, ""),  # (no settings)
     "Gate": ((), {}, ""),
     "GatedResidual": ((torch.nn.Linear(4, 4), 4), {"kind": "gtrxl", "gate_bias": -1.0}, "kind='gtrxl', gate_bias=-1.0"),
-    "Residual": ((torch.nn.Linear(4, 4),), {}, ""),  # (its parts print themselves)
+    "Residual": ((torch.nn.Linear(4, 4), hnn.Sum()), {}, ""),  # (its parts print themselves)
     "Sum": ((), {}, ""),
     "FixedGate": ((), {"bias": -5.0}, "bias=-5.0"),
     "ReZero": ((), {"init": 0.5}, "init=0.5"),

@@ -209,11 +209,11 @@ def test_the_gated_residual_network_is_its_equation():
 
 def test_errors_say_what_to_do():
     with pytest.raises(TypeError, match="sublayer must be an nn.Module, got builtin_function_or_method"):
-        Residual(torch.relu)
+        Residual(torch.relu, Sum())
     with pytest.raises(TypeError, match="combine must be one of highwaynet.nn's combiners"):
         Residual(nn.Identity(), nn.Linear(4, 4))
     with pytest.raises(ValueError, match=r"sublayer must return its input's shape \(2, 4\), got \(2, 3\)"):
-        Residual(nn.Linear(4, 3))(torch.randn(2, 4))
+        Residual(nn.Linear(4, 3), Sum())(torch.randn(2, 4))
     with pytest.raises(ValueError, match=r"expects inputs of shape \(\.\.\., 4\)"):
         Residual(nn.Identity(), HighwayGate(4))(torch.randn(2, 5))
     with pytest.raises(TypeError, match="dim must be an int, got bool"):
@@ -243,6 +243,6 @@ def test_extra_arguments_go_to_the_sublayer():
         def forward(self, x, scale=1.0):
             return x * scale
 
-    layer = Residual(Scaled())
+    layer = Residual(Scaled(), Sum())
     x = torch.ones(2, 3)
     assert torch.equal(layer(x, scale=2.0), 3 * x)

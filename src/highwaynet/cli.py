@@ -268,7 +268,7 @@ REPRODUCE_RECIPES = (
                                  "set the three variational dropouts at once (each own option wins)"),),
            resume_help="skip finished runs, resume unfinished ones", restart=False),
     Recipe("transformer-depth", help="the residual family (gates, scales, their controls) in Transformers of 2 to "
-                                     "48 blocks",
+                                     "32 blocks",
            description="Causal character-level Transformers on Tiny Shakespeare at several depths, in each variant "
                        "NORM-KIND (LayerNorms pre, post or none; a plain sum, a fixed gate, ReZero's scalar, "
                        "LayerScale, DeepNorm, highway or GTrXL gates; a final LayerNorm; plain models widened to a "

@@ -346,7 +346,6 @@ class Residual(nn.Module):
             post-LN, put the LayerNorm after the connection.
         combine: the combiner (:class:`Sum`, :class:`FixedGate`, :class:`ReZero`,
             :class:`LayerScale`, :class:`DeepNormSum`, :class:`HighwayGate`, :class:`GRUGate`).
-            Default: :class:`Sum`.
 
     Shape:
         ``x``: ``(..., dim)``; the output has its shape.
@@ -359,15 +358,14 @@ class Residual(nn.Module):
         torch.Size([8, 10, 64])
     """
 
-    def __init__(self, sublayer: nn.Module, combine: nn.Module | None = None) -> None:
+    def __init__(self, sublayer: nn.Module, combine: nn.Module) -> None:
         super().__init__()
         if not isinstance(sublayer, nn.Module):
             raise TypeError(f"sublayer must be an nn.Module, got {type(sublayer).__name__}")
-        if combine is not None and not isinstance(combine, _Combine):
+        if not isinstance(combine, _Combine):
             raise TypeError(f"combine must be one of highwaynet.nn's combiners (Sum, FixedGate, ReZero, LayerScale, "
                             f"DeepNormSum, HighwayGate, GRUGate), got {type(combine).__name__}")
-        self.sublayer = sublayer
-        self.combine = combine if combine is not None else Sum()
+        self.sublayer, self.combine = sublayer, combine
 
     def forward(self, x: Tensor, *args: object, **kwargs: object) -> Tensor:
         dim = getattr(self.combine, "dim", None)
