@@ -486,6 +486,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
                             lw=0.8, label="after the last epoch" if k == len(epochs) - 1 else None)
                 ax.set_title(f"{row['variant']}: {part}", fontsize=7)
                 ax.tick_params(labelsize=6)
+                whole_numbers(ax.xaxis)
                 ax.grid(alpha=0.3)
             axes[1][column].set_xlabel("block", fontsize=7)
         axes[0][0].legend(fontsize=6)
