@@ -4,9 +4,9 @@ Your own block behind a highway gate: residual, highway, GTrXL and ReZero connec
 
 A block of your own (here a LayerNorm and a small MLP, as in a Transformer or an MLP-Mixer) stacked
 24 deep in a classifier of scikit-learn's 8x8 digits, five ways: the blocks alone, one after
-another; each inside ``highwaynet.nn.GatedResidual`` as a plain residual connection (``x + F(x)``),
+another; each inside a ``highwaynet.nn.Residual`` whose combiner is a plain sum (``x + F(x)``),
 a highway gate (``T ⊙ F(x) + (1 − T) ⊙ x``, ``T`` starting at about 0.12), GTrXL's GRU-type gate, or
-ReZero (``x + α F(x)``, ``α`` starting at 0). The same optimiser and steps for all (about 30 s on a
+ReZero's scalar (``x + α F(x)``, ``α`` starting at 0). The same optimiser and steps for all (about 30 s on a
 2-core CPU). Then the highway model's gates: the mean
 ``T`` of each block (``highwaynet.record_gates``), and the test accuracy with its most open gate
 shut (``highwaynet.lesion``: that block then carries its input through).
@@ -24,7 +24,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from highwaynet import lesion, record_gates
-from highwaynet.nn import GatedResidual
+from highwaynet.nn import GRUGate, HighwayGate, Residual, ReZero, Sum
 
 # (the docstring is the gallery page's text; sphinx-gallery runs the script without it)
 DESCRIPTION = "Your own block behind a highway gate: residual, highway, GTrXL and ReZero connections"
@@ -42,9 +42,14 @@ class MyBlock(nn.Module):
         return self.mlp(x)
 
 
+#: Each connection's combiner, for a stream of ``width``.
+COMBINERS = {"residual": lambda width: Sum(), "highway": lambda width: HighwayGate(width, bias=-2.0),
+             "gtrxl": lambda width: GRUGate(width, bias=-2.0), "rezero": lambda width: ReZero()}
+
+
 def classifier(depth: int, width: int, connection: str | None) -> nn.Module:
-    """Pixels -> width -> ``depth`` blocks (alone, or each inside a ``GatedResidual``) -> 10 classes."""
-    blocks = [MyBlock(width) if connection is None else GatedResidual(MyBlock(width), width, kind=connection)
+    """Pixels -> width -> ``depth`` blocks (alone, or each inside a ``Residual``) -> 10 classes."""
+    blocks = [MyBlock(width) if connection is None else Residual(MyBlock(width), COMBINERS[connection](width))
               for _ in range(depth)]
     return nn.Sequential(nn.Linear(64, width), *blocks, nn.LayerNorm(width), nn.Linear(width, 10))
 

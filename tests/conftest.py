@@ -1,4 +1,5 @@
 import importlib.util
+import math
 import os
 from pathlib import Path
 
@@ -6,6 +7,7 @@ import pytest
 import torch
 
 from highwaynet.kernels import gating
+from highwaynet.nn import DeepNormSum, FixedGate, GRUGate, HighwayGate, LayerScale, ReZero, Sum
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -145,3 +147,37 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"Triton kernels: {count} tests of {path.name} left to its runner, which runs them "
                                     f"under Triton's interpreter in a subprocess: "
                                     f"{reports.get(path, 'it did not run them')}")
+
+
+# Each combiner of the residual family, its learned scales moved off their start (ReZero's α = 0 hides the branch).
+RESIDUAL_PARTS = {"Sum": Sum, "FixedGate": lambda: FixedGate(bias=-1.0), "ReZero": lambda: ReZero(init=0.5),
+                  "LayerScale": lambda: LayerScale(8, init=0.1), "DeepNormSum": lambda: DeepNormSum(alpha=2.0),
+                  "HighwayGate": lambda: HighwayGate(8), "GRUGate": lambda: GRUGate(8),
+                  "GRUGate without ReLU": lambda: GRUGate(8, relu=False)}
+
+
+def reference_combine(c, f, x):
+    """A combiner's output written out from its parameters (float64 references of the residual tests):
+    ``f`` the branch, ``x`` the stream."""
+    if isinstance(c, Sum):
+        return x + f
+    if isinstance(c, FixedGate):
+        t = 1 / (1 + math.exp(-c.bias))
+        return t * f + (1 - t) * x
+    if isinstance(c, ReZero):
+        return x + c.alpha * f
+    if isinstance(c, LayerScale):
+        return x + c.gamma * f
+    if isinstance(c, DeepNormSum):
+        return c.alpha * x + f
+    if isinstance(c, HighwayGate):
+        reads = x if c.reads == "stream" else torch.cat([x, f], -1)
+        t = 1 / (1 + torch.exp(-(reads @ c.proj.weight.t() + c.proj.bias)))
+        return t * f + (1 - t) * x
+    assert isinstance(c, GRUGate)
+    d, y = x.shape[-1], f.clamp(min=0) if c.relu else f  # GTrXL: the paper's ReLU on the branch
+    w, u = c.from_branch.weight, c.from_stream.weight  # rows [W_r; W_z; W_g], [U_r; U_z]
+    r = 1 / (1 + torch.exp(-(y @ w[:d].t() + x @ u[:d].t())))
+    z = 1 / (1 + torch.exp(-(y @ w[d:2 * d].t() + x @ u[d:].t() + c.z_bias)))
+    h = torch.tanh(y @ w[2 * d:].t() + (r * x) @ c.candidate.weight.t())
+    return (1 - z) * x + z * h

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from highwaynet.analysis import gate_modules, lesion, record_gates
+from highwaynet.analysis import gate_means, gate_modules, lesion, record_gates
 from highwaynet.models import HighwayMLP
 from highwaynet.nn import Highway, HighwayConv2d
 
@@ -83,3 +83,15 @@ def test_lesion_bad_layers():
             pass
     with pytest.raises(TypeError, match="model must be an nn.Module, got str 'net'"):
         gate_modules("net")
+
+
+def test_gate_means_are_the_means_of_everything_recorded():
+    torch.manual_seed(0)
+    net = Highway(16, num_layers=3)
+    x = torch.randn(40, 16)
+    with record_gates(net) as record, gate_means(net) as means:
+        net(x)
+        net(x[:7])  # (calls of different sizes: each element weighs alike)
+    assert list(means) == record.names
+    assert list(means.values()) == pytest.approx(record.mean_per_gate().tolist(), abs=1e-6)
+    assert not gate_modules(net)[0][1]._observers  # detached on exit

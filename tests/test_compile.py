@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import RESIDUAL_PARTS
 
 from highwaynet.kernels import rhn_eager
 from highwaynet.kernels.rhn_recurrence import OPAQUE_TO_COMPILE
-from highwaynet.nn import RHN, GatedResidual, GatedResidualNetwork, Highway, HighwayConv2d, HighwayLSTM
+from highwaynet.nn import RHN, GatedResidualNetwork, Highway, HighwayConv2d, HighwayLSTM, Residual
 from highwaynet.nn.sequence import TRACED_ASSERTS_HOLD
 
 LAYERS = {
@@ -20,10 +21,9 @@ LAYERS = {
     # the fused recurrence: an autograd.Function whose two directions are custom operators
     "RHN": (lambda: RHN(8, 16, depth=2), (3, 3, 8)),
     "RHN, bidirectional": (lambda: RHN(8, 16, depth=2, bidirectional=True), (3, 3, 8)),
-    **{f"GatedResidual {kind}": (lambda kind=kind: GatedResidual(torch.nn.Sequential(torch.nn.LayerNorm(8),
-                                                                                     torch.nn.Linear(8, 8)), 8,
-                                                                 kind=kind), (2, 5, 8))
-       for kind in ("residual", "highway", "gtrxl", "rezero")},
+    **{f"Residual {name}": (lambda make=make: Residual(torch.nn.Sequential(torch.nn.LayerNorm(8),
+                                                                           torch.nn.Linear(8, 8)), make()), (2, 5, 8))
+       for name, make in RESIDUAL_PARTS.items()},
     "GatedResidualNetwork": (lambda: GatedResidualNetwork(8, 16, 4), (6, 8)),
 }
 

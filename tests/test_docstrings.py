@@ -12,7 +12,8 @@ from highwaynet import analysis
 
 MODULES = ["highwaynet.functional", "highwaynet.analysis", "highwaynet.nn.gate", "highwaynet.nn.highway",
            "highwaynet.nn.conv", "highwaynet.nn.resize", "highwaynet.nn.rhn", "highwaynet.nn.lstm",
-           "highwaynet.nn.char", "highwaynet.models.sentence", "highwaynet.models.lm", "highwaynet.models.mlp",
+           "highwaynet.nn.char", "highwaynet.nn.residual", "highwaynet.models.transformer",
+           "highwaynet.models.sentence", "highwaynet.models.lm", "highwaynet.models.mlp",
            "highwaynet.models.cnn", "highwaynet.elmo.chars", "highwaynet.elmo.bilm", "highwaynet.elmo.mix"]
 
 

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import RESIDUAL_PARTS
 
 from highwaynet.models import (
     CausalTransformer,
@@ -22,16 +23,17 @@ from highwaynet.models import (
     RHNLanguageModel,
     SentenceClassifier,
 )
+from highwaynet.models.transformer import CONNECTIONS
 from highwaynet.nn import (
     RHN,
     CharCNNHighway,
     CharVocab,
-    GatedResidual,
     GatedResidualNetwork,
     Highway,
     HighwayConv1d,
     HighwayConv2d,
     HighwayLSTM,
+    Residual,
 )
 
 ort = pytest.importorskip("onnxruntime", reason="the export extra: pip install -e '.[export]'")
@@ -110,18 +112,18 @@ CASES = {
         lambda: CharAwareLanguageModel(CharVocab("abcdefg").encode(["<pad>", "<unk>", "a", "bad", "cafe", "deg"]),
                                        len(CharVocab("abcdefg")), 16, 1),
         _tokens(6), {"tokens": {1: BATCH}}, [(3, 6), (5, 6)]),
-    **{f"GatedResidual {kind}": (
-        lambda kind=kind: GatedResidual(torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)), 8,
-                                        kind=kind),
+    **{f"Residual {name}": (
+        lambda make=make: Residual(torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 8)), make()),
         lambda b, t: {"x": torch.randn(b, t, 8)}, {"x": {0: BATCH, 1: STEPS}}, [(3, 5), (6, 9)])
-       for kind in ("residual", "highway", "gtrxl", "rezero")},
+       for name, make in RESIDUAL_PARTS.items()},
     "GatedResidualNetwork": (lambda: GatedResidualNetwork(6, 12, 4, context_size=3),
                              lambda b, t: {"a": torch.randn(b, 6), "context": torch.randn(b, 3)},
                              {"a": {0: BATCH}, "context": {0: BATCH}}, [(3, 0), (7, 0)]),
     **{f"CausalTransformer {residual}": (
-        lambda residual=residual: CausalTransformer(20, 16, 2, heads=2, context=8, residual=residual),
+        lambda residual=residual: CausalTransformer(20, 16, 2, heads=2, context=8, residual=residual,
+                                                    norm="post" if residual == "deepnorm" else "pre"),
         _tokens(20), {"tokens": {1: BATCH}}, [(3, 6), (5, 6)])
-       for residual in ("residual", "highway", "gtrxl", "rezero")},
+       for residual in CONNECTIONS},
     **{f"SentenceClassifier {encoder}": (
         lambda encoder=encoder: SentenceClassifier(30, 3, encoder=encoder, embed_dim=8, hidden_size=4, num_layers=2,
                                                    feature_maps=4),

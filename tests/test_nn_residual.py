@@ -1,12 +1,31 @@
-"""Gated residual connections against their equations written out here in float64, gradcheck, their
-gates recorded and lesioned, and the errors a user meets."""
+"""The residual family's parts against their equations written out here in float64, gradcheck, how each
+starts, their gates recorded and lesioned, the deprecated GatedResidual, and the errors a user meets."""
+
+import math
 
 import pytest
 import torch
+from conftest import reference_combine
 from torch import nn
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
-from highwaynet.nn import RESIDUAL_KINDS, BranchGate, GatedResidual, GatedResidualNetwork, TransformGate
+from highwaynet.nn import (
+    BranchGate,
+    DeepNormSum,
+    FixedGate,
+    GatedResidual,
+    GatedResidualNetwork,
+    GRUGate,
+    HighwayGate,
+    LayerScale,
+    Residual,
+    ReZero,
+    Sum,
+    TransformGate,
+    deepnorm_alpha,
+    deepnorm_beta,
+    layerscale_init,
+)
 
 F64 = torch.float64
 
@@ -27,80 +46,145 @@ class Branch(nn.Module):
         return self.b(torch.tanh(self.a(x)))
 
 
-def expected(layer: GatedResidual, x: torch.Tensor) -> torch.Tensor:
-    """Each kind's output written out from its parameters."""
-    f = layer.sublayer.b.weight @ torch.tanh(layer.sublayer.a.weight @ x.unsqueeze(-1)
-                                             + layer.sublayer.a.bias.unsqueeze(-1))
-    f = f.squeeze(-1)
-    d = x.shape[-1]
-    if layer.kind == "residual":
-        return x + f
-    if layer.kind == "rezero":
-        return x + layer.alpha * f
-    if layer.kind == "highway":
-        reads = x if layer.gate_reads == "stream" else torch.cat([x, f], -1)
-        t = sigmoid(reads @ layer.gate_proj.weight.t() + layer.gate_proj.bias)
-        return t * f + (1 - t) * x
-    w = layer.from_branch.weight  # rows [W_r; W_z; W_g]
-    u, bias = layer.from_stream.weight, layer.from_stream.bias  # rows [U_r; U_z], bias [0 | b_z]
-    r = sigmoid(f @ w[:d].t() + x @ u[:d].t() + bias[:d])
-    z = sigmoid(f @ w[d:2 * d].t() + x @ u[d:].t() + bias[d:])
-    h = torch.tanh(f @ w[2 * d:].t() + (r * x) @ layer.candidate.weight.t())
-    return (1 - z) * x + z * h
+def branch_of(layer, x):
+    s = layer.sublayer
+    return (s.b.weight @ torch.tanh(s.a.weight @ x.unsqueeze(-1) + s.a.bias.unsqueeze(-1))).squeeze(-1)
 
 
-CONNECTIONS = [(kind, "stream") for kind in RESIDUAL_KINDS] + [("highway", "both")]
+def expected(layer: Residual, x: torch.Tensor) -> torch.Tensor:
+    return reference_combine(layer.combine, branch_of(layer, x), x)
 
 
-@pytest.mark.parametrize("kind, reads", CONNECTIONS)
-def test_each_connection_is_its_equation_and_passes_gradcheck(kind, reads):
+def combiners(dim):
+    return {"sum": Sum(), "fixed": FixedGate(bias=-1.5), "rezero": ReZero(dtype=F64),
+            "layerscale": LayerScale(dim, init=0.1, dtype=F64), "deepnorm": DeepNormSum(alpha=1.7),
+            "highway": HighwayGate(dim, dtype=F64), "highway-both": HighwayGate(dim, reads="both", dtype=F64),
+            "gtrxl": GRUGate(dim, dtype=F64), "gtrxl-no-relu": GRUGate(dim, relu=False, dtype=F64)}
+
+
+@pytest.mark.parametrize("name", list(combiners(1)))
+def test_each_combiner_is_its_equation_and_passes_gradcheck(name):
     torch.manual_seed(0)
-    layer = GatedResidual(Branch(5), 5, kind=kind, gate_reads=reads, dtype=F64)
-    if kind == "rezero":
-        with torch.no_grad():
-            layer.alpha.fill_(0.7)  # (0 at first: the identity)
+    layer = Residual(Branch(5), combiners(5)[name])
+    with torch.no_grad():  # (away from where each starts, so that every parameter shows)
+        for p in layer.combine.parameters():
+            p.add_(0.3 * torch.randn_like(p))
     x = torch.randn(3, 4, 5, dtype=F64, requires_grad=True)
     assert (layer(x) - expected(layer, x)).abs().max() < 1e-12
     assert torch.autograd.gradcheck(layer, (x,))
+    params = [p for p in layer.combine.parameters()]
+    if params:  # (the combiner's own parameters' gradients too)
+        assert torch.autograd.gradcheck(lambda *ps: torch.func.functional_call(
+            layer.combine, dict(zip([n for n, _ in layer.combine.named_parameters()], ps, strict=True)),
+            (branch_of(layer, x.detach()), x.detach())), tuple(p.detach().requires_grad_() for p in params))
 
 
-def test_the_gates_start_as_their_papers_say():
-    torch.manual_seed(0)
-    x = torch.randn(64, 8, dtype=F64)
-    rezero = GatedResidual(Branch(8), 8, kind="rezero", dtype=F64)
-    assert torch.equal(rezero(x), x)  # ReZero: the identity at initialisation
-    for kind in ("highway", "gtrxl"):
-        layer = GatedResidual(Branch(8), 8, kind=kind, dtype=F64)
-        with record_gates(layer) as record:
-            layer(x)
-        assert abs(record.values(0).mean().item() - float(sigmoid(torch.tensor(-2.0)))) < 0.05  # σ(−2) = 0.12
-    assert GatedResidual(Branch(8), 8, kind="highway", gate_bias=-3.0).gate_proj.bias.eq(-3.0).all()
-    gtrxl = GatedResidual(Branch(8), 8, kind="gtrxl", gate_bias=-1.5)
-    assert gtrxl.from_stream.bias[:8].eq(0).all() and gtrxl.from_stream.bias[8:].eq(-1.5).all()
-
-
-@pytest.mark.parametrize("kind", RESIDUAL_KINDS)
-def test_a_recorded_gate_is_its_value_and_a_lesioned_one_carries_x(kind):
+def test_gtrxl_puts_the_papers_relu_on_the_branch_and_can_leave_it_out():
     torch.manual_seed(1)
-    layer = GatedResidual(Branch(6), 6, kind=kind, dtype=F64)
+    paper, without = GRUGate(4, dtype=F64), GRUGate(4, relu=False, dtype=F64)
+    without.load_state_dict(paper.state_dict())
+    x, f = torch.randn(6, 4, dtype=F64), -torch.rand(6, 4, dtype=F64)  # a branch all negative
+    assert torch.equal(paper(f, x), paper(torch.zeros_like(f), x))  # ReLU(f) = 0: the branch is not seen
+    assert not torch.allclose(without(f, x), paper(f, x))
+
+
+def test_each_part_starts_as_documented():
+    torch.manual_seed(0)
+    dim, x, f = 8, torch.randn(64, 8, dtype=F64), torch.randn(64, 8, dtype=F64)
+    assert torch.equal(Sum()(f, x), x + f)
+    assert torch.equal(ReZero(dtype=F64)(f, x), x)  # α = 0: the identity
+    assert ReZero(init=0.25).alpha.item() == 0.25
+    assert LayerScale(dim).gamma.eq(1e-5).all() and LayerScale(dim, init=0.1).gamma.eq(0.1).all()
+    assert [layerscale_init(n) for n in (2, 18, 19, 24, 25, 48)] == [0.1, 0.1, 1e-5, 1e-5, 1e-6, 1e-6]  # Touvron
+    assert deepnorm_alpha(48) == pytest.approx(96 ** 0.25) and deepnorm_beta(48) == pytest.approx(384 ** -0.25)
+    fixed = FixedGate(bias=-3.0)
+    with record_gates(fixed) as record:
+        out = fixed(f, x)
+    t = 1 / (1 + math.exp(3.0))
+    assert record.values(0).item() == pytest.approx(t, abs=1e-7) and (out - (t * f + (1 - t) * x)).abs().max() < 1e-7
+    assert not list(fixed.parameters()) and not list(DeepNormSum(alpha=2.0).parameters())  # no parameters
+    for gate in (HighwayGate(dim, bias=-2.5, dtype=F64), GRUGate(dim, bias=-2.5, dtype=F64)):
+        bias = gate.proj.bias if isinstance(gate, HighwayGate) else gate.z_bias
+        assert bias.eq(-2.5).all()
+        for layer in [m for m in gate.modules() if isinstance(m, nn.Linear)]:  # nn.Linear's: U(±1/√fan-in)
+            assert layer.weight.abs().max() <= 1 / math.sqrt(layer.in_features)
+            assert layer.weight.std() > 0.5 / math.sqrt(3 * layer.in_features)
+        with record_gates(gate) as record:
+            gate(f, x)
+        assert abs(record.values(0).mean().item() - float(sigmoid(torch.tensor(-2.5)))) < 0.03  # σ(−2.5) = 0.076
+    gtrxl = GRUGate(dim)
+    assert sum(p.numel() for p in gtrxl.parameters()) == 6 * dim * dim + dim  # six D × D matrices and b_z
+
+
+@pytest.mark.parametrize("name", list(combiners(1)))
+def test_a_recorded_gate_is_its_value_and_a_lesioned_one_carries_the_stream(name):
+    torch.manual_seed(1)
+    layer = Residual(Branch(6), combiners(6)[name])
     x = torch.randn(2, 3, 6, dtype=F64)
-    (name, gate), = gate_modules(layer)
-    assert isinstance(gate, TransformGate if kind in ("highway", "gtrxl") else BranchGate)
+    (gate_name, gate), = gate_modules(layer)
+    assert gate_name == "combine.gate"
+    assert isinstance(gate, TransformGate if name.startswith(("fixed", "highway", "gtrxl")) else BranchGate)
     with record_gates(layer) as record:
         layer(x)
-    values = record.values(0)
-    if kind == "highway":
-        t = sigmoid(x @ layer.gate_proj.weight.t() + layer.gate_proj.bias)
-        assert (values - t).abs().max() < 1e-12
-    elif kind == "residual":
+    values, c = record.values(0), layer.combine
+    if name == "highway":
+        assert (values - sigmoid(x @ c.proj.weight.t() + c.proj.bias)).abs().max() < 1e-12
+    elif name in ("sum", "deepnorm"):
         assert values.eq(1).all()
-    elif kind == "rezero":
+    elif name == "rezero":
         assert values.eq(0).all()
+    elif name == "layerscale":
+        assert values.eq(0.1).all()
+    elif name == "fixed":
+        assert values.item() == pytest.approx(1 / (1 + math.exp(1.5)))
     else:
-        assert values.shape == x.shape and ((values > 0) & (values < 1)).all()
-    with lesion(layer, [name]):
-        assert torch.equal(layer(x), x)
-    assert not torch.equal(layer(x), x) or kind == "rezero"
+        assert values.shape[-1] == 6 and ((values > 0) & (values < 1)).all()
+    with lesion(layer, [gate_name]):
+        shut = layer(x)
+    assert torch.equal(shut, 1.7 * x if name == "deepnorm" else x)
+    assert name == "rezero" or not torch.equal(layer(x), shut)
+
+
+def test_the_deprecated_gated_residual_warns_and_is_the_new_parts():
+    torch.manual_seed(3)
+    x = torch.randn(4, 6, dtype=F64)
+    for kind, combine in [("residual", Sum), ("highway", HighwayGate), ("gtrxl", GRUGate), ("rezero", ReZero)]:
+        with pytest.warns(DeprecationWarning, match="deprecated since highwaynet 0.4.0.*Residual"):
+            old = GatedResidual(Branch(6), 6, kind=kind, dtype=F64)
+        assert isinstance(old, Residual) and isinstance(old.combine, combine)
+        new = Residual(Branch(6), combine(6, dtype=F64) if combine in (HighwayGate, GRUGate) else combine())
+        if kind == "gtrxl":
+            assert old.combine.relu is False  # (0.3's form: no ReLU)
+            new = Residual(Branch(6), GRUGate(6, relu=False, dtype=F64))
+        new.load_state_dict(old.state_dict())
+        assert torch.equal(old(x), new(x))
+    with pytest.warns(DeprecationWarning):
+        assert "kind='gtrxl', gate_bias=-1.0" in repr(GatedResidual(nn.Identity(), 4, kind="gtrxl", gate_bias=-1.0))
+
+
+def test_a_state_dict_of_0_3s_gated_residual_loads():
+    # 0.3's GatedResidual kept its gates' parameters on the connection: gate_proj, from_branch, from_stream
+    # (with [b_r | b_z]), candidate, alpha. A CausalTransformer run folder of 0.3 holds such names.
+    torch.manual_seed(4)
+    d = 5
+    highway = Residual(Branch(d), HighwayGate(d, dtype=F64))
+    old = {"sublayer.a.weight": highway.sublayer.a.weight, "sublayer.a.bias": highway.sublayer.a.bias,
+           "sublayer.b.weight": highway.sublayer.b.weight, "gate_proj.weight": torch.randn(d, d, dtype=F64),
+           "gate_proj.bias": torch.full((d,), -3.0, dtype=F64)}
+    highway.load_state_dict(old)
+    assert torch.equal(highway.combine.proj.weight, old["gate_proj.weight"]) and highway.combine.proj.bias.eq(-3).all()
+    gtrxl = Residual(Branch(d), GRUGate(d, relu=False, dtype=F64))
+    stream_bias = torch.cat([torch.zeros(d), torch.full((d,), -1.5)]).double()
+    old = {**{k: v for k, v in gtrxl.state_dict().items() if k.startswith("sublayer")},
+           "from_branch.weight": torch.randn(3 * d, d, dtype=F64), "from_stream.weight": torch.randn(2 * d, d,
+                                                                                                 dtype=F64),
+           "from_stream.bias": stream_bias, "candidate.weight": torch.randn(d, d, dtype=F64)}
+    gtrxl.load_state_dict(old)
+    assert gtrxl.combine.z_bias.eq(-1.5).all() and torch.equal(gtrxl.combine.candidate.weight, old["candidate.weight"])
+    rezero = Residual(Branch(d), ReZero(dtype=F64))
+    rezero.load_state_dict({**{k: v for k, v in rezero.state_dict().items() if k.startswith("sublayer")},
+                            "alpha": torch.tensor(0.5, dtype=F64)})
+    assert rezero.combine.alpha.item() == 0.5
 
 
 def test_the_gated_residual_network_is_its_equation():
@@ -124,22 +208,34 @@ def test_the_gated_residual_network_is_its_equation():
 
 
 def test_errors_say_what_to_do():
-    with pytest.raises(ValueError, match="kind must be one of residual, highway, gtrxl, rezero"):
+    with pytest.raises(TypeError, match="sublayer must be an nn.Module, got builtin_function_or_method"):
+        Residual(torch.relu, Sum())
+    with pytest.raises(TypeError, match="combine must be one of highwaynet.nn's combiners"):
+        Residual(nn.Identity(), nn.Linear(4, 4))
+    with pytest.raises(ValueError, match=r"sublayer must return its input's shape \(2, 4\), got \(2, 3\)"):
+        Residual(nn.Linear(4, 3), Sum())(torch.randn(2, 4))
+    with pytest.raises(ValueError, match=r"expects inputs of shape \(\.\.\., 4\)"):
+        Residual(nn.Identity(), HighwayGate(4))(torch.randn(2, 5))
+    with pytest.raises(TypeError, match="dim must be an int, got bool"):
+        HighwayGate(True)
+    with pytest.raises(ValueError, match="dim must be positive, got 0"):
+        LayerScale(0)
+    with pytest.raises(ValueError, match="bias must be finite, got nan"):
+        FixedGate(bias=float("nan"))
+    with pytest.raises(TypeError, match="alpha must be a real number, got str"):
+        DeepNormSum(alpha="2")
+    with pytest.raises(ValueError, match="reads must be one of 'stream', 'both', got 'branch'"):
+        HighwayGate(4, reads="branch")
+    with pytest.raises(TypeError, match="relu must be a bool, got int"):
+        GRUGate(4, relu=1)
+    with pytest.raises(ValueError, match="init must be finite, got inf"):
+        ReZero(init=float("inf"))
+    with pytest.raises(TypeError, match="num_layers must be an int"):
+        layerscale_init(2.5)
+    with pytest.raises(ValueError, match="kind must be one of 'residual', 'highway', 'gtrxl', 'rezero'"):
         GatedResidual(nn.Identity(), 4, kind="gated")
     with pytest.raises(ValueError, match="kind 'rezero' has no gate bias"):
         GatedResidual(nn.Identity(), 4, kind="rezero", gate_bias=-1.0)
-    with pytest.raises(ValueError, match="gate_reads is the highway gate's setting"):
-        GatedResidual(nn.Identity(), 4, kind="gtrxl", gate_reads="both")
-    with pytest.raises(TypeError, match="wraps an nn.Module"):
-        GatedResidual(torch.relu, 4)
-    with pytest.raises(ValueError, match=r"sublayer must return its input's shape \(2, 4\), got \(2, 3\)"):
-        GatedResidual(nn.Linear(4, 3), 4)(torch.randn(2, 4))
-    with pytest.raises(ValueError, match=r"expects inputs of shape \(\.\.\., 4\)"):
-        GatedResidual(nn.Identity(), 4)(torch.randn(2, 5))
-    with pytest.raises(ValueError, match="takes a context"):
-        GatedResidualNetwork(4, 8, context_size=2)(torch.randn(3, 4))
-    with pytest.raises(ValueError, match="built without context_size"):
-        GatedResidualNetwork(4, 8)(torch.randn(3, 4), torch.randn(3, 2))
 
 
 def test_extra_arguments_go_to_the_sublayer():
@@ -147,6 +243,6 @@ def test_extra_arguments_go_to_the_sublayer():
         def forward(self, x, scale=1.0):
             return x * scale
 
-    layer = GatedResidual(Scaled(), 3, kind="residual")
+    layer = Residual(Scaled(), Sum())
     x = torch.ones(2, 3)
     assert torch.equal(layer(x, scale=2.0), 3 * x)

@@ -4,28 +4,32 @@ transformer-depth study end to end on a small corpus."""
 
 import json
 import math
+import statistics
 
 import pytest
 import torch
+from conftest import reference_combine
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
 from highwaynet.cli import main
 from highwaynet.data.corpora import Corpus
 from highwaynet.models import CausalTransformer
 from highwaynet.models.lm import generate
+from highwaynet.models.transformer import CONNECTIONS
 from highwaynet.training import LanguageModelTask, TrainConfig, Trainer
 
 
-@pytest.mark.parametrize("residual", ["residual", "highway", "gtrxl", "rezero"])
-@pytest.mark.parametrize("norm", ["pre", "post", "none"])
-def test_a_position_never_sees_what_comes_after_it(residual, norm):
+@pytest.mark.parametrize("norm, residual", [(norm, residual) for norm in ("pre", "post", "none")
+                                             for residual in CONNECTIONS if residual != "deepnorm" or norm == "post"])
+def test_a_position_never_sees_what_comes_after_it(norm, residual):
     torch.manual_seed(0)
     model = CausalTransformer(11, 16, 2, heads=2, context=12, residual=residual, norm=norm).eval()
-    with torch.no_grad():
-        for block in model.blocks:  # (ReZero starts at the identity: let its branches in)
+    with torch.no_grad():  # (ReZero starts at the identity, LayerScale near it: let their branches in)
+        for block in model.blocks:
             for connection in (block.attn, block.mlp):
-                if residual == "rezero":
-                    connection.alpha.fill_(0.5)
+                for p in connection.combine.parameters():
+                    if p.dim() < 2 and residual in ("rezero", "layerscale"):
+                        p.fill_(0.5)
     tokens = torch.randint(0, 11, (10, 3))
     changed = tokens.clone()
     changed[6:] = (changed[6:] + 1) % 11
@@ -34,36 +38,149 @@ def test_a_position_never_sees_what_comes_after_it(residual, norm):
     assert torch.allclose(a[:6], b[:6], atol=1e-6) and not torch.allclose(a[6:], b[6:])
 
 
-def test_layer_norms_sit_where_the_setting_says():
-    def norms(model):
-        return sorted(name for name, m in model.named_modules() if isinstance(m, torch.nn.LayerNorm))
-
-    pre = norms(CausalTransformer(11, 8, 1, heads=2, context=4, norm="pre"))
-    assert pre == ["blocks.0.attn.sublayer.0", "blocks.0.mlp.sublayer.0", "final_norm"]
-    assert norms(CausalTransformer(11, 8, 1, heads=2, context=4, norm="post")) == ["blocks.0.norm_attn",
-                                                                                   "blocks.0.norm_mlp"]
-    assert norms(CausalTransformer(11, 8, 1, heads=2, context=4, norm="none")) == []
+F64 = torch.float64
 
 
-def test_initialised_as_gpt2_and_its_gates_as_built():
+def layer_norm(v, norm):
+    mean, var = v.mean(-1, keepdim=True), v.var(-1, unbiased=False, keepdim=True)
+    return (v - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+
+def attention(v, a):
+    """Causal multi-head self-attention written out: (B, T, D) -> (B, T, D)."""
+    b, t, d = v.shape
+    q, k, w = (v @ a.qkv.weight.t() + a.qkv.bias).split(d, dim=-1)
+    heads = lambda z: z.view(b, t, a.heads, d // a.heads).transpose(1, 2)  # noqa: E731
+    q, k, w = heads(q), heads(k), heads(w)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(d // a.heads)
+    scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), -math.inf)
+    y = (scores.softmax(-1) @ w).transpose(1, 2).reshape(b, t, d)
+    return y @ a.proj.weight.t() + a.proj.bias
+
+
+def mlp(v, m):
+    hidden = v @ m[0].weight.t() + m[0].bias
+    return (0.5 * hidden * (1 + torch.erf(hidden / math.sqrt(2)))) @ m[2].weight.t() + m[2].bias
+
+
+def reference_logits(model, tokens, norm, final):
+    """The model's logits written out for its placement: pre-LN x ⊕ F(LN(x)), post-LN LN(x ⊕ F(x)),
+    none x ⊕ F(x); then the final LayerNorm where ``final``, then the tied decoder."""
+    x = tokens.t()
+    h = model.embed.weight[x] + model.position.weight[:x.shape[1]]
+    for block in model.blocks:
+        for connection, sublayer, post_norm in ((block.attn, attention, block.norm_attn),
+                                                (block.mlp, mlp, block.norm_mlp)):
+            inner = connection.sublayer
+            if norm == "pre":
+                h = reference_combine(connection.combine, sublayer(layer_norm(h, inner[0]), inner[1]), h)
+            elif norm == "post":
+                h = layer_norm(reference_combine(connection.combine, sublayer(h, inner), h), post_norm)
+            else:
+                h = reference_combine(connection.combine, sublayer(h, inner), h)
+    if final:
+        h = layer_norm(h, model.final_norm)
+    return (h @ model.embed.weight.t()).transpose(0, 1)
+
+
+PLACEMENTS = [("pre", "residual", None), ("post", "residual", None), ("none", "residual", None),
+              ("none", "rezero", None), ("none", "rezero", True), ("pre", "highway", None), ("pre", "gtrxl", None),
+              ("pre", "fixed", None), ("pre", "layerscale", None), ("pre", "rezero", None), ("post", "deepnorm", None),
+              ("pre", "residual", False)]
+
+
+@pytest.mark.parametrize("norm, residual, final_norm", PLACEMENTS)
+def test_each_placement_is_its_reference_forward(norm, residual, final_norm):
+    torch.manual_seed(0)
+    model = CausalTransformer(13, 8, 2, heads=2, context=6, residual=residual, norm=norm, final_norm=final_norm,
+                              mlp_hidden=12).double().eval()
+    with torch.no_grad():  # away from the initialisation: every norm, gain, bias, α and γ shows in the output
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    final = norm != "none" if final_norm is None else final_norm
+    assert isinstance(model.final_norm, torch.nn.LayerNorm) == final
+    tokens = torch.randint(0, 13, (6, 3))
+    logits, _ = model(tokens)
+    assert (logits - reference_logits(model, tokens, norm, final)).abs().max() < 1e-10
+
+
+def test_initialised_as_documented():
+    torch.manual_seed(0)
+    layers, bias = 8, -3.0
+    scaled = 0.02 / math.sqrt(2 * layers)
+    for residual in ("highway", "gtrxl", "fixed", "layerscale", "rezero", "residual"):
+        model = CausalTransformer(50, 64, layers, heads=4, context=32, residual=residual,
+                                  gate_bias=bias if residual in ("highway", "gtrxl", "fixed") else None)
+        for name, p in model.named_parameters():
+            if name.endswith(("attn.sublayer.1.proj.weight", "mlp.sublayer.1.2.weight")):  # GPT-2's output projections
+                assert abs(p.std().item() - scaled) < 0.1 * scaled, name
+            elif p.dim() == 2:  # every other matrix, the gates' included: N(0, 0.02)
+                assert abs(p.std().item() - 0.02) < 0.1 * 0.02 and abs(p.mean().item()) < 2e-3, name
+            elif name.endswith("combine.proj.bias") or name.endswith("combine.z_bias"):
+                assert p.eq(bias).all(), name
+            elif name.endswith("combine.alpha"):
+                assert p.item() == 0.0
+            elif name.endswith("combine.gamma"):
+                assert p.eq(0.1).all()  # Touvron et al.'s ε for 8 blocks
+            elif ".norm" in name or "sublayer.0." in name or name.startswith("final_norm"):
+                assert p.eq(1.0 if name.endswith("weight") else 0.0).all(), name  # LayerNorms: the identity
+            else:
+                assert name.endswith("bias") and p.eq(0).all(), name
+        assert model.decoder.weight is model.embed.weight  # tied
+    deep = CausalTransformer(50, 64, 48, heads=4, context=32, residual="layerscale")
+    assert deep.blocks[0].attn.combine.gamma.eq(1e-6).all()  # ε for deeper than 24 blocks
+
+
+def test_deepnorm_up_weights_the_stream_and_down_scales_its_branches():
+    torch.manual_seed(0)
+    layers = 6
+    model = CausalTransformer(50, 64, layers, heads=4, context=32, residual="deepnorm", norm="post")
+    beta = (8 * layers) ** -0.25
+    for block in model.blocks:
+        assert block.attn.combine.alpha == pytest.approx((2 * layers) ** 0.25)
+        qkv = block.attn.sublayer.qkv.weight
+        assert abs(qkv[:128].std().item() - 0.02) < 2e-3  # queries and keys: not scaled
+        for weight in (qkv[128:], block.attn.sublayer.proj.weight, block.mlp.sublayer[0].weight,
+                       block.mlp.sublayer[2].weight):  # values, output projection, both MLP layers: β
+            assert abs(weight.std().item() - 0.02 * beta) < 0.1 * 0.02 * beta
+    with pytest.raises(ValueError, match="deepnorm.*needs norm='post'"):
+        CausalTransformer(50, 8, 2, heads=2, residual="deepnorm", norm="pre")
+
+
+def test_the_gates_start_near_their_bias_and_a_lesion_carries_the_embeddings():
     torch.manual_seed(0)
     model = CausalTransformer(50, 64, 8, heads=4, context=32, residual="highway")
-    std = {name: p.std().item() for name, p in model.named_parameters() if p.dim() == 2}
-    assert abs(std["embed.weight"] - 0.02) < 2e-3 and abs(std["position.weight"] - 0.02) < 3e-3
-    scaled = 0.02 / math.sqrt(2 * 8)
-    assert abs(std["blocks.3.attn.sublayer.1.proj.weight"] - scaled) < 1e-3
-    assert abs(std["blocks.3.mlp.sublayer.1.2.weight"] - scaled) < 1e-3
-    assert model.decoder.weight is model.embed.weight  # tied
-    assert all(block.attn.gate_proj.bias.eq(-2.0).all() for block in model.blocks)
     gates = gate_modules(model)
     assert len(gates) == 16  # attention and MLP of each block
     tokens = torch.randint(0, 50, (16, 2))
     with record_gates(model) as record:
         model(tokens)
-    assert record.mean_per_gate().sub(0.12).abs().max() < 0.05
+    assert record.mean_per_gate().sub(0.12).abs().max() < 0.02  # σ(−2), the gates' matrices small (N(0, 0.02))
     with lesion(model, range(16)):  # every branch shut: the blocks carry the embeddings through
         shut, _ = model(tokens)
     assert not torch.allclose(shut, model(tokens)[0])
+
+
+def test_an_optimiser_of_nanogpts_decays_matrices_only():
+    corpus = small_corpus()
+    model = CausalTransformer(len(corpus.vocab), 8, 2, heads=2, context=16, residual="highway")
+    task = LanguageModelTask(corpus, batch_size=8, bptt=16, seed=0, eval_batch_size=4, carry_state=False)
+    config = TrainConfig(epochs=1, optimizer="adamw", lr=1e-3, weight_decay=0.1, weight_decay_on="matrices",
+                         beta2=0.99, device="cpu")
+    groups = Trainer(model, task, config, progress=False, log=lambda line: None).optimizer.param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = sorted(names[id(p)] for p in groups[0]["params"])
+    kept = sorted(names[id(p)] for p in groups[1]["params"])
+    assert groups[0]["weight_decay"] == 0.1 and groups[1]["weight_decay"] == 0.0
+    assert all(g["betas"] == (0.9, 0.99) for g in groups)
+    assert "embed.weight" in decayed and "blocks.0.attn.combine.proj.weight" in decayed
+    assert all(model.get_parameter(n).dim() >= 2 for n in decayed)
+    assert {"blocks.0.attn.combine.proj.bias", "blocks.0.attn.sublayer.0.weight", "blocks.1.mlp.sublayer.1.0.bias",
+            "final_norm.weight"} <= set(kept) and all(model.get_parameter(n).dim() < 2 for n in kept)
+    assert len(decayed) + len(kept) == len(names)
+    default = Trainer(model, task, TrainConfig(optimizer="adamw", device="cpu"), progress=False,
+                      log=lambda line: None).optimizer.param_groups  # (PyTorch's: one group, β2 0.999)
+    assert len(default) == 1 and default[0]["betas"] == (0.9, 0.999)
 
 
 def test_state_is_the_context_and_a_long_prompt_goes_in_pieces():
@@ -126,29 +243,116 @@ def test_compiles_to_eagers_outputs():
                                atol=1e-5)
 
 
-def test_the_transformer_depth_study_end_to_end(tmp_path, capsys, shared_data):
-    """A tiny study on Tiny Shakespeare: every variant at two depths, its report, a run sampled from,
-    and the sweep resumed without training again."""
+def test_the_transformer_depth_study_end_to_end(tmp_path, capfd, shared_data):
+    """A tiny study on Tiny Shakespeare: three variants at two depths, the grid extended at its edge, the
+    test split, the contrasts, the gates over training, its report, a run sampled from, and the sweep
+    run again going on without training again. (Two runs side by side, then one process: capfd sees
+    what the worker processes print too.)"""
     out = tmp_path / "study"
-    argv = ["reproduce", "transformer-depth", "--depths", "1,3", "--lrs", "0.003", "--seeds", "0,1", "--epochs", "2",
-            "--steps-per-epoch", "3", "--hidden", "16", "--bptt", "16", "--batch-size", "4", "--eval-batch-size", "512",
-            "--device", "cpu", "--data-dir", str(shared_data / "text"), "--out", str(out)]
+    argv = ["reproduce", "transformer-depth", "--depths", "1,2", "--variants",
+            "pre-residual,pre-highway,pre-residual-matched-highway", "--lrs", "0.0001,0.0002", "--extend", "1",
+            "--seeds", "1,2", "--epochs", "2", "--steps-per-epoch", "3", "--hidden", "16", "--bptt", "16",
+            "--batch-size", "4", "--eval-batch-size", "512", "--device", "cpu", "--data-dir", str(shared_data / "text"),
+            "--out", str(out)]
     assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert printed.count("blocks  ") == 2 * 5 and "wrote" in printed
+    printed = capfd.readouterr().out
+    assert printed.count("blocks  ") == 2 * 3 and "wrote" in printed
     summary = json.loads((out / "summary.json").read_text())
-    rows = summary["rows"]
-    assert len(rows) == 10 and {r["variant"] for r in rows} == {"post-residual", "pre-residual", "pre-highway",
-                                                               "pre-gtrxl", "none-rezero"}
-    highway = next(r for r in rows if r["variant"] == "pre-highway" and r["depth"] == 3)
-    assert len(highway["gates"]["attention"]) == 3 and all(0 < g < 1 for g in highway["gates"]["mlp"])
-    assert next(r for r in rows if r["variant"] == "pre-residual")["gates"] is None
-    assert all(len(c) == 2 for r in rows for c in r["curves"])
+    rows = {(r["depth"], r["variant"]): r for r in summary["rows"]}
+    assert len(rows) == 6
+    for row in rows.values():  # rates this small: the pick sits at the upper edge, and the grid grows by its ratio
+        assert list(row["search"]) == ["0.0001", "0.0002", "0.0004"] and row["extended"] == 1 and row["lr"] == 4e-4
+        assert len(row["test_loss"]) == 2 and all(math.isfinite(v) for v in row["test_loss"])
+        assert all(len(c) == 2 for c in row["curves"])
+    highway, matched = rows[2, "pre-highway"], rows[2, "pre-residual-matched-highway"]
+    assert abs(matched["parameters"] - highway["parameters"]) <= 33 * 2  # (a hidden unit: 33 parameters a block)
+    assert matched["mlp_hidden"] > 4 * 16
+    assert highway["gate_bias"] == pytest.approx(-1.665, abs=1e-3)  # (1 − σ(b))^4 = 1/2
+    gates = highway["gates"]
+    assert len(gates["init"]["attention"]) == 2 and len(gates["epochs"]) == 2 and len(gates["epochs"][1]["mlp"]) == 2
+    assert all(0 < g < 0.3 for g in gates["init"]["mlp"])
+    assert rows[2, "pre-residual"]["gates"] is None
+    kinds = {(c["kind"], c["a"], c["a_depth"], c["b_depth"]) for c in summary["contrasts"]}
+    assert ("learned gate vs parameter-matched sum", "pre-highway", 2, 2) in kinds
+    assert ("vs pre-LN sum at 1 blocks", "pre-highway", 2, 1) in kinds
+    assert all(c["n"] == 2 and c["lo"] <= c["mean"] <= c["hi"] for c in summary["contrasts"])
+    assert summary["cpu_seconds"] > 0 and summary["tokens_per_run"] == 6 * 4 * 16
     report = (out / "report.md").read_text()
-    assert "![validation loss against steps](depth.png)" in report and "**What it found:**" in report
+    assert "## The pre-registered contrasts" in report and "**What it found:**" in report
+    assert report.index("**What it found:**") < report.index("## Test loss by depth and variant")
     assert (out / "depth.png").stat().st_size > 10_000 and (out / "gates.png").is_file()
-    run = out / "depth3" / "pre-gtrxl" / "lr0.003-seed1"
+    run = out / "depth2" / "pre-highway" / "lr0.0004-seed1"
+    assert json.loads((run / "config.json").read_text())["config"]["train"]["weight_decay_on"] == "matrices"
     assert main(["generate", str(run), "--length", "20", "--prompt", "ROMEO:"]) == 0
-    assert capsys.readouterr().out.startswith("ROMEO:")
-    assert main([*argv, "--resume"]) == 0
-    assert capsys.readouterr().out.count("done, skipped") == 2 * 5 * 2
+    assert capfd.readouterr().out.startswith("ROMEO:")
+    assert main([*argv, "--resume", "--workers", "1"]) == 0
+    assert capfd.readouterr().out.count("done, skipped") == 2 * 3 * 5
+
+
+def test_paired_intervals_and_verdicts():
+    from highwaynet.recipes.transformer_depth import contrasts, paired_interval
+
+    # t(0.975, 4) = 2.776: mean 0.1, sd 0.0158..., half-width 2.776 × sd / √5
+    differences = [0.08, 0.10, 0.12, 0.09, 0.11]
+    interval = paired_interval(differences)
+    half = 2.776 * statistics.stdev(differences) / math.sqrt(5)
+    assert interval["mean"] == pytest.approx(0.1) and interval["hi"] - interval["mean"] == pytest.approx(half)
+
+    def row(depth, variant, losses, diverged=None):
+        return {"depth": depth, "variant": variant, "test_loss": losses, "diverged": diverged or [False] * 5}
+
+    base = [2.50, 2.52, 2.49, 2.51, 2.50]
+    summary = {"config": {"depths": [2], "variants": ["pre-residual", "pre-highway", "pre-fixed"]},
+               "rows": [row(2, "pre-residual", base), row(2, "pre-highway", [v - 0.05 for v in base]),
+                        row(2, "pre-fixed", [v - 0.05 + d for v, d in zip(base, [0.02, -0.03, 0.01, 0.02, -0.01],
+                                                                            strict=True)],
+                            [False, False, False, False, True])]}
+    found = {(c["a"], c["b"]): c for c in contrasts(summary)}
+    assert found["pre-highway", "pre-residual"]["verdict"] == "pre-highway lower"
+    fixed = found["pre-highway", "pre-fixed"]
+    assert fixed["n"] == 4 and fixed["verdict"] == "no difference resolved"  # (the diverged seed left out)
+
+
+def test_the_gates_means_over_training_are_in_each_epochs_metrics():
+    torch.manual_seed(0)
+    corpus = small_corpus()
+    model = CausalTransformer(len(corpus.vocab), 8, 2, heads=2, context=16, residual="rezero", norm="pre")
+    task = LanguageModelTask(corpus, batch_size=8, bptt=16, seed=0, eval_batch_size=4, carry_state=False)
+    trainer = Trainer(model, task, TrainConfig(epochs=2, optimizer="adam", lr=1e-2, device="cpu"), progress=False,
+                      log=lambda line: None, gate_means=True)
+    history = trainer.fit()
+    gates = {k: v for k, v in history[-1].items() if k.startswith("gate/")}
+    assert list(gates) == [f"gate/blocks.{b}.{part}.combine.gate" for b in range(2) for part in ("attn", "mlp")]
+    alphas = [model.blocks[b].get_submodule(part).combine.alpha.item() for b in range(2) for part in ("attn", "mlp")]
+    assert list(gates.values()) == pytest.approx(alphas, abs=1e-6) and all(a != 0 for a in alphas)  # α moved
+    plain = Trainer(model, task, TrainConfig(epochs=1, device="cpu"), progress=False, log=lambda line: None)
+    assert not any(k.startswith("gate/") for k in plain.fit()[-1])  # (only where asked)
+
+
+def test_a_validation_reads_its_windows_and_the_test_split_is_read_whole():
+    corpus = small_corpus()
+    task = LanguageModelTask(corpus, batch_size=8, bptt=16, seed=0, eval_batch_size=4, carry_state=False,
+                             eval_windows=2)
+    assert len(list(task.batches("val", 0))) == 2
+    assert len(list(task.batches("test", 0))) == math.ceil((len(corpus.test) // 4 - 1) / 16)
+
+
+def test_a_study_refuses_what_it_cannot_run():
+    from highwaynet.config import TransformerDepthConfig
+    from highwaynet.config.text import parse_variant
+
+    assert parse_variant("post-deepnorm") == {"norm": "post", "residual": "deepnorm", "matched": None,
+                                              "final_norm": None}
+    assert parse_variant("none-rezero-final-norm")["final_norm"] is True
+    with pytest.raises(ValueError, match="variants are NORM-KIND"):
+        parse_variant("pre-dense")
+    with pytest.raises(ValueError, match="write post-deepnorm"):
+        parse_variant("pre-deepnorm")
+    with pytest.raises(ValueError, match="widens a plain residual model"):
+        parse_variant("pre-highway-matched-gtrxl")
+    with pytest.raises(ValueError, match="which the variants must include"):
+        TransformerDepthConfig(variants=["pre-residual", "pre-residual-matched-gtrxl"])
+    with pytest.raises(ValueError, match="search_seed 1 is one of the seeds"):
+        TransformerDepthConfig(search_seed=1)
+    with pytest.raises(ValueError, match="two or more different positive rates"):
+        TransformerDepthConfig(lrs=[1e-3])

@@ -241,19 +241,26 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                      "test perplexity: " + "; ".join(f"{r['model']} {r['test_ppl']['mean']:.0f} ± "
                                                      f"{r['test_ppl']['std']:.0f}" for r in models),
                      "{doc}`/results/char-lm`"])
-    for name in ("transformer-depth-tinyshakespeare", "transformer-depth-bias5"):
-        if name not in records:
-            continue
-        result = records[name]["result"]
-        deepest = max(result["config"]["depths"])
-        seeds = len(result["config"]["seeds"])
-        cells = [f"{r['variant']} " + (f"{r['val_loss']['mean']:.2f} ± {r['val_loss']['std']:.2f}"
-                                       if r["diverged"] < seeds else "diverged")
-                 + (f" ({r['diverged']} of {seeds} diverged)" if 0 < r["diverged"] < seeds else "")
-                 for r in result["rows"] if r["depth"] == deepest]
-        add(name, [f"Transformers of {deepest} blocks by residual connection (Tiny Shakespeare, chars; gate "
-                     f"bias {result['config']['base']['gate_bias']:g})",
-                     "validation loss (nats): " + ", ".join(cells), "{doc}`/results/transformer`"])
+    transformer = "transformer-depth-tinyshakespeare"
+    if transformer in records:
+        from highwaynet.recipes.transformer_depth import contrast_text, test_loss_text
+
+        result = records[transformer]["result"]
+        deepest, base = max(result["config"]["depths"]), result["config"]["base"]
+        scale = (f"Tiny Shakespeare chars, width {base['hidden']}, {result['tokens_per_run']:,} tokens, "
+                 f"{len(result['config']['seeds'])} seeds")
+        shown = ("pre-residual", "post-residual", "pre-fixed", "pre-highway", "pre-gtrxl", "pre-layerscale",
+                 "post-deepnorm")
+        cells = [f"{r['variant']} {test_loss_text(r)}" for r in result["rows"]
+                 if r["depth"] == deepest and r["variant"] in shown]
+        add(transformer, [f"Transformers of {deepest} blocks by residual connection ({scale})",
+                               "test loss (nats): " + ", ".join(cells), "{doc}`/results/transformer`"])
+        planned = [c for c in result["contrasts"] if c["a_depth"] == deepest and c["kind"] in (
+            "learned gate vs fixed gate", "learned gate vs parameter-matched sum")]
+        planned += [c for c in result["contrasts"] if c["a_depth"] == deepest and c["a"] == "pre-residual"
+                    and c["b_depth"] != deepest]
+        add(transformer, [f"the learned highway gate against its controls, {deepest} blocks (paired, 95%)",
+                          "; ".join(contrast_text(c) for c in planned), "{doc}`/results/transformer`"])
     return markdown_table(["experiment", "what it measured", "version", "page"], rows) + "\n"
 
 

@@ -20,7 +20,8 @@ _WHERE = {
     "Highway": "nn", "HighwayConv1d": "nn", "HighwayConv2d": "nn", "HighwayLSTM": "nn", "HighwayLSTMBlock": "nn",
     "Projection": "nn", "RHN": "nn", "RHNCell": "nn", "TransformGate": "nn", "ZeroPad": "nn",
     "CharCNNHighway": "nn", "CharVocab": "nn", "GatedResidual": "nn", "GatedResidualNetwork": "nn",
-    "BranchGate": "nn", "Gate": "nn",
+    "BranchGate": "nn", "Gate": "nn", "Residual": "nn", "Sum": "nn", "FixedGate": "nn", "ReZero": "nn",
+    "LayerScale": "nn", "DeepNormSum": "nn", "HighwayGate": "nn", "GRUGate": "nn",
     "gate_modules": "analysis", "lesion": "analysis", "record_gates": "analysis",
     "highway_combine": "functional",
     "explain": "kernels",
@@ -28,10 +29,11 @@ _WHERE = {
 }
 
 __all__ = [
-    "RHN", "BranchGate", "CharCNNHighway", "CharVocab", "Gate", "GatedResidual", "GatedResidualNetwork", "Highway",
-    "HighwayConv1d", "HighwayConv2d", "HighwayLSTM", "HighwayLSTMBlock", "Projection", "RHNCell", "TransformGate",
-    "ZeroPad", "analysis", "elmo", "explain", "functional", "gate_modules", "highway_combine", "kernels", "lesion",
-    "nn", "record_gates",
+    "RHN", "BranchGate", "CharCNNHighway", "CharVocab", "DeepNormSum", "FixedGate", "GRUGate", "Gate",
+    "GatedResidual", "GatedResidualNetwork", "Highway", "HighwayConv1d", "HighwayConv2d", "HighwayGate",
+    "HighwayLSTM", "HighwayLSTMBlock", "LayerScale", "Projection", "RHNCell", "ReZero", "Residual", "Sum",
+    "TransformGate", "ZeroPad", "analysis", "elmo", "explain", "functional", "gate_modules", "highway_combine",
+    "kernels", "lesion", "nn", "record_gates",
 ]  # (a list as written, which type checkers read: the names of _WHERE, as a test checks)
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ imports on first use
@@ -44,16 +46,24 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
         BranchGate,
         CharCNNHighway,
         CharVocab,
+        DeepNormSum,
+        FixedGate,
         Gate,
         GatedResidual,
         GatedResidualNetwork,
+        GRUGate,
         Highway,
         HighwayConv1d,
         HighwayConv2d,
+        HighwayGate,
         HighwayLSTM,
         HighwayLSTMBlock,
+        LayerScale,
         Projection,
+        Residual,
+        ReZero,
         RHNCell,
+        Sum,
         TransformGate,
         ZeroPad,
     )

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from ._checks import check_device, check_int, check_module, describe
 from .nn.gate import Gate
 
-__all__ = ["GateRecord", "gate_modules", "lesion", "record_gates"]
+__all__ = ["GateRecord", "gate_means", "gate_modules", "lesion", "record_gates"]
 
 
 def gate_modules(model: nn.Module) -> list[tuple[str, Gate]]:
@@ -126,6 +126,40 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
     finally:
         for d in detach:
             d()
+
+
+@contextmanager
+def gate_means(model: nn.Module) -> Iterator[dict[str, float]]:
+    """The mean of every gate's values (``T``, or a branch's scale: α, γ, 1) over the block's forward
+    passes, by gate name, filled in when the block ends: a running sum, nothing kept (unlike
+    :func:`record_gates`), for a long evaluation of a deep model. A gate not called is left out.
+
+    Example::
+
+        >>> net = Highway(16, num_layers=2)
+        >>> with gate_means(net) as means:
+        ...     y = net(torch.randn(32, 16))
+        >>> sorted(means)
+        ['gates.0', 'gates.1']
+    """
+    gates = gate_modules(model)
+    name_of = {id(g): name for name, g in gates}
+    sums: dict[str, list[Tensor]] = {}
+
+    def observe(gate: Gate, t: Tensor, c: Tensor | None) -> None:
+        t = t.detach()
+        total = sums.setdefault(name_of[id(gate)], [t.new_zeros((), dtype=torch.float64), t.new_zeros(())])
+        total[0] += t.double().sum()
+        total[1] += t.numel()
+
+    means: dict[str, float] = {}
+    detach = [g.add_observer(observe) for _, g in gates]
+    try:
+        yield means
+    finally:
+        for d in detach:
+            d()
+        means.update({name: float(total / count) for name, (total, count) in sums.items()})
 
 
 def _select(gates: list[tuple[str, Gate]], layers: object) -> list[Gate]:

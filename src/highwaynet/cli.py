@@ -235,15 +235,16 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
 
 def _reproduce_transformer_depth(args: argparse.Namespace, config: Any) -> None:
     from .recipes import transformer_depth
-    from .training.run_dir import format_mean_std
 
     summary = transformer_depth.run(config, args.out, resume=args.resume, restart=args.restart,
                                     data_dir=args.data_dir, download=args.download)
-    seeds = len(summary["config"]["seeds"])
+    by_variant = {(c["a"], c["a_depth"]): c for c in summary["contrasts"] if c["kind"] == "vs pre-LN sum"}
     for row in summary["rows"]:
-        print(f"{row['depth']:3} blocks  {row['variant']:14} lr {row['lr']:<7g} validation loss "
-              f"{format_mean_std(row['val_loss'], seeds - row['diverged'], 3)}"
-              + (f"  ({row['diverged']} of {seeds} diverged)" if row["diverged"] else ""))
+        contrast = by_variant.get((row["variant"], row["depth"]))
+        print(f"{row['depth']:3} blocks  {row['variant']:29} lr {row['lr']:<7g} test loss "
+              f"{transformer_depth._mean_sd(row)}"
+              + (f"  vs pre-residual {transformer_depth._interval(contrast)}: {contrast['verdict']}" if contrast
+                 else ""))
     print(f"wrote {args.out}/report.md and {args.out}/depth.png ({summary['seconds']:.0f}s)")
 
 
@@ -309,17 +310,21 @@ REPRODUCE_RECIPES = (
            shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.state_dropout", "base.output_dropout"),
                                  "set the three variational dropouts at once (each own option wins)"),),
            resume_help=STUDY_RESUME),
-    Recipe("transformer-depth", help="residual, highway, GTrXL and ReZero Transformers at 2 to 48 blocks",
+    Recipe("transformer-depth", help="the residual family (gates, scales, their controls) in Transformers of 2 to "
+                                     "32 blocks",
            description="Causal character-level Transformers on Tiny Shakespeare at several depths, in each variant "
-                       "NORM-KIND (LayerNorms pre, post or none; residual, highway, GTrXL or ReZero connections), "
-                       "the same optimiser and no warm-up; a learning-rate search per depth and variant (the first "
-                       "seed at every rate), then more seeds. Writes depth.png, gates.png and report.md.",
+                       "NORM-KIND (LayerNorms pre, post or none; a plain sum, a fixed gate, ReZero's scalar, "
+                       "LayerScale, DeepNorm, highway or GTrXL gates; a final LayerNorm; plain models widened to a "
+                       "gated one's parameters), the same optimiser and no warm-up; a learning-rate search per depth "
+                       "and variant on its own seed, then more seeds tested on the test split, and paired intervals "
+                       "for the pre-registered contrasts. Writes depth.png, gates.png and report.md.",
            epilog="example: highwaynet reproduce transformer-depth --download (--full: nanoGPT's baby GPT, on a GPU)",
            config=config.TransformerDepthConfig, run=_reproduce_transformer_depth, out="runs/transformer-depth",
            titles={"": "experiment", "base": "every model", **TRAINING},
            hide=("base.level", "base.model", "base.depth", "base.layers", "base.residual", "base.norm", "base.input",
                  "base.char_encoder", "base.char_layers", "base.char_mlp", "base.state_dropout", "base.train.lr",
-                 "base.train.seed", "base.train.warmup_steps", "base.train.nonfinite"),
+                 "base.train.seed", "base.train.warmup_steps", "base.train.nonfinite", "base.final_norm",
+                 "base.mlp_hidden", "base.gate_bias"),
            shorthands=(Shorthand("--dropout", ("base.input_dropout", "base.output_dropout"),
                                  "set the embeddings' and the blocks' dropout at once (each own option wins)"),),
            resume_help=STUDY_RESUME),

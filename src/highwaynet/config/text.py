@@ -4,20 +4,23 @@ study (:class:`TransformerDepthConfig`)."""
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import asdict, dataclass, replace
 
 from ._fields import check_settings, setting
 from .train import SEED_LIMIT, TrainConfig, check_monitor
 
-__all__ = ["CORPORA", "NORMS", "RESIDUALS", "CharLMConfig", "LMConfig", "RHNDepthConfig", "TransformerDepthConfig"]
+__all__ = ["CORPORA", "NORMS", "RESIDUALS", "TRANSFORMER_VARIANTS", "CharLMConfig", "LMConfig", "RHNDepthConfig",
+           "TransformerDepthConfig", "depth_gate_bias", "parse_variant"]
 
 #: The corpora known by name (any folder with train.txt, valid.txt and test.txt works too).
 CORPORA = ("tinyshakespeare", "austen")
 
 
-#: The Transformer's residual connections (:data:`highwaynet.nn.RESIDUAL_KINDS`) and LayerNorm places
-#: (:data:`highwaynet.models.transformer.NORM_PLACEMENTS`), for the command line (which imports no PyTorch).
-RESIDUALS = ("residual", "highway", "gtrxl", "rezero")
+#: The Transformer's residual connections (:data:`highwaynet.models.transformer.CONNECTIONS`) and LayerNorm
+#: places (:data:`highwaynet.models.transformer.NORM_PLACEMENTS`), for the command line (which imports no PyTorch).
+RESIDUALS = ("residual", "fixed", "rezero", "layerscale", "deepnorm", "highway", "gtrxl")
 NORMS = ("pre", "post", "none")
 
 
@@ -44,16 +47,21 @@ class LMConfig:
                                                  "(default: the preset's)", minimum=0)
     char_mlp: bool = setting(False, help="plain MLP layers in the highway layers' place (the paper's comparison)")
     heads: int = setting(4, help="the Transformer's attention heads (hidden must be a multiple)", minimum=1)
-    residual: str = setting("residual", help="the Transformer's residual connections", choices=RESIDUALS)
+    residual: str = setting("residual", help="the Transformer's residual connections: a plain sum, a fixed gate "
+                                             "(no parameters), ReZero's scalar, LayerScale, DeepNorm's sum (with "
+                                             "--norm post), a highway gate, GTrXL's gate", choices=RESIDUALS)
     norm: str = setting("pre", help="where the Transformer's LayerNorms go: inside each branch, after each "
                                     "connection, or none", choices=NORMS)
+    final_norm: bool | None = setting(None, help="a LayerNorm before the Transformer's decoder (default: where its "
+                                                 "blocks have LayerNorms)")
+    mlp_hidden: int | None = setting(None, help="the Transformer's MLP hidden width (default: 4 x hidden)", minimum=1)
     input_dropout: float = setting(0.1, help="(variational) dropout on the embeddings", minimum=0.0, below=1.0)
     state_dropout: float = setting(0.1, help="variational dropout on the RHN's states", minimum=0.0, below=1.0)
     output_dropout: float = setting(0.1, help="variational dropout on the recurrent layer's outputs; in the "
                                               "Transformer, dropout on its attention and its sublayers' outputs",
                                     minimum=0.0, below=1.0)
     gate_bias: float = setting(-2.0, help="the initial bias of the RHN's transform gates, and of the Transformer's "
-                                          "highway and GTrXL gates")
+                                          "fixed, highway and GTrXL gates")
     max_vocab: int | None = setting(None, help="most frequent tokens kept (none: every character, or 10000 words)",
                                     minimum=2)
     batch_size: int = setting(32, help="training batch size (parallel streams)", minimum=1)
@@ -61,8 +69,8 @@ class LMConfig:
     steps_per_epoch: int | None = setting(200, help="windows per epoch, from a random start (0: the whole training "
                                                     "text)", minimum=0)
     eval_batch_size: int = setting(64, help="validation and test batch size", minimum=1)
-    eval_windows: int | None = setting(None, help="windows each evaluation reads (the first ones; none: the whole "
-                                                  "split)", minimum=1)
+    eval_windows: int | None = setting(None, help="windows each validation reads (the first ones; none: the whole "
+                                                  "split); the test split is read whole", minimum=1)
     train: TrainConfig = setting(help="how to train", factory=lambda: TrainConfig(
         epochs=10, optimizer="adam", lr=2e-3, grad_clip=1.0, schedule="cosine", monitor="val_loss"))
 
@@ -156,53 +164,122 @@ class CharLMConfig:
         return replace(self, budget=19_000_000, base=base, full=False)
 
 
+def parse_variant(variant: str) -> dict[str, object]:
+    """A Transformer depth study's variant, ``NORM-KIND[-final-norm|-no-final-norm][-matched-KIND2]``:
+    the blocks' LayerNorms (``pre``, ``post``, ``none``), the connection (:data:`RESIDUALS`), a final
+    LayerNorm where asked (the default: where the blocks have LayerNorms), and ``-matched-KIND2``: the
+    MLP widened until the model has the parameters of ``NORM-KIND2`` (a parameter-matched baseline).
+    Returns ``{"norm", "residual", "final_norm" (None: the default), "matched" (None or KIND2)}``; a
+    ``ValueError`` names the forms where it is none of them."""
+    match = re.fullmatch(rf"({'|'.join(NORMS)})-({'|'.join(RESIDUALS)})(-final-norm|-no-final-norm)?"
+                         rf"(?:-matched-({'|'.join(RESIDUALS)}))?", variant) if isinstance(variant, str) else None
+    if match is None:
+        raise ValueError(f"variants are NORM-KIND[-final-norm|-no-final-norm][-matched-KIND] with NORM one of "
+                         f"{', '.join(NORMS)} and KIND one of {', '.join(RESIDUALS)}; got {variant!r}")
+    norm, residual, final, matched = match.groups()
+    if residual == "deepnorm" and norm != "post":
+        raise ValueError(f"variant {variant!r}: deepnorm is LN(αx + F(x)), post-LN: write post-deepnorm")
+    if matched is not None and (residual != "residual" or matched == "residual"):
+        raise ValueError(f"variant {variant!r}: -matched-KIND widens a plain residual model (NORM-residual) to the "
+                         f"parameters of a gated one")
+    return {"norm": norm, "residual": residual, "matched": matched,
+            "final_norm": None if final is None else final == "-final-norm"}
+
+
+def depth_gate_bias(blocks: int) -> float:
+    """The gate bias at which a stack of ``blocks`` blocks (``2 * blocks`` coupled gates) starts by
+    carrying half of its input through: ``(1 − σ(b))^(2·blocks) = 1/2`` (−1.67 at 2 blocks, −3.53 at
+    12, −4.52 at 32): the highway paper's advice, a more negative bias for a deeper network, as a rule."""
+    t = 1 - 2 ** (-1 / (2 * blocks))
+    return math.log(t / (1 - t))
+
+
+#: The study's variants, by default: the residual family and its controls.
+TRANSFORMER_VARIANTS = ["post-residual", "pre-residual", "pre-layerscale", "pre-rezero", "pre-fixed", "pre-highway",
+                        "pre-gtrxl", "none-rezero", "none-rezero-final-norm", "post-deepnorm",
+                        "pre-residual-matched-highway", "pre-residual-matched-gtrxl"]
+
+
 @dataclass
 class TransformerDepthConfig:
-    """The highway paper's depth study redrawn for Transformers: causal character-level language
-    models (Tiny Shakespeare, the task of nanoGPT's ``shakespeare_char``) at several depths, each
-    depth with each variant of ``NORM-KIND`` (where the LayerNorms go: ``pre``, ``post``, ``none``;
-    the residual connection: ``residual``, ``highway``, ``gtrxl``, ``rezero``). As in the MLP depth
-    study, each depth and variant's learning rate is the one of ``lrs`` whose first-seed run ends with
-    the lowest validation loss, and the other seeds train at it. The same optimiser everywhere, no
+    """The highway paper's depth study redrawn for Transformers, with its controls: causal
+    character-level language models (Tiny Shakespeare, the task of nanoGPT's ``shakespeare_char``) at
+    several depths, each depth in each variant (:func:`parse_variant`: where the LayerNorms go, the
+    residual connection, a final LayerNorm, a parameter-matched width).
+
+    Each depth and variant's learning rate is the one of ``lrs`` whose run with ``search_seed`` ends
+    with the lowest validation loss, the grid extended by its own ratio while the pick is at an edge
+    (at most ``extend`` times a side); then ``seeds`` train at it and are tested on the test split.
+    The gated connections' bias follows the depth (:func:`depth_gate_bias`) unless ``gate_bias`` says.
+    The same optimiser everywhere (nanoGPT's: AdamW, β2 0.99, weight decay on matrices only), no
     warm-up unless ``warmup`` says; ``base`` sets the rest; ``full`` is nanoGPT's baby GPT, for a GPU."""
 
-    depths: list[int] = setting(help="blocks per model", factory=lambda: [2, 6, 12, 24, 48], minimum=1)
-    variants: list[str] = setting(help="NORM-KIND: the LayerNorms' place (pre, post, none) and the residual "
-                                       "connection (residual, highway, gtrxl, rezero)",
-                                  factory=lambda: ["post-residual", "pre-residual", "pre-highway", "pre-gtrxl",
-                                                   "none-rezero"])
-    lrs: list[float] = setting(help="learning rates searched (first seed)", factory=lambda: [1e-3, 3e-3], minimum=0.0)
-    seeds: list[int] = setting(help="seeds of each depth and variant", factory=lambda: [0, 1, 2], minimum=0,
-                               below=SEED_LIMIT)
+    depths: list[int] = setting(help="blocks per model", factory=lambda: [2, 12, 32], minimum=1)
+    variants: list[str] = setting(help="NORM-KIND[-final-norm|-no-final-norm][-matched-KIND]: the LayerNorms "
+                                       "(pre, post, none), the connection (residual, fixed, rezero, layerscale, "
+                                       "deepnorm, highway, gtrxl), a final LayerNorm, and a plain residual model "
+                                       "widened to a gated one's parameters",
+                                  factory=lambda: list(TRANSFORMER_VARIANTS))
+    lrs: list[float] = setting(help="the learning-rate grid searched (search seed), extended at an edge",
+                               factory=lambda: [1e-3, 1.8e-3, 3.2e-3, 5.6e-3, 1e-2], minimum=0.0)
+    extend: int = setting(2, help="grid steps added beyond an edge where the pick sits there (at most, each side)",
+                          minimum=0)
+    search_seed: int = setting(0, help="the seed of the learning-rate search's runs (not one of the reported seeds)",
+                               minimum=0, below=SEED_LIMIT)
+    seeds: list[int] = setting(help="seeds of each depth and variant at its learning rate (tested)",
+                               factory=lambda: [1, 2, 3, 4, 5], minimum=0, below=SEED_LIMIT)
+    gate_bias: float | None = setting(None, help="the fixed, highway and GTrXL gates' initial bias (default: by "
+                                                 "depth, so that the stack starts by carrying half its input)")
+    steps: int | None = setting(None, help="optimiser steps of each run (default: the base's epochs x steps per "
+                                           "epoch); the runs validate --epochs times whatever the steps",
+                                minimum=1)
     warmup: int = setting(0, help="linear warm-up steps (0: none, as the study asks: which variants need one)",
                           minimum=0)
+    workers: int = setting(2, help="runs trained side by side, each a process on one CPU thread (1: one after "
+                                   "another in this process, on PyTorch's threads); --full or a GPU: 1", minimum=1)
     full: bool = setting(False, help="nanoGPT's baby GPT, for a GPU: 6 blocks of 384 with 6 heads, context 256, "
-                                     "dropout 0.2, batch 64, 5000 steps, lr 1e-3 with 100 warm-up steps, AdamW "
-                                     "(these replace --depths and the same settings of the base)")
+                                     "dropout 0.2, batch 64, 5000 steps, 100 warm-up steps, cosine rate, AdamW with "
+                                     "beta2 0.99 and weight decay 0.1 on matrices, rates around 1e-3 (these replace "
+                                     "--depths, --lrs and the same settings of the base)")
     base: LMConfig = setting(help="every model's settings", factory=lambda: LMConfig(
         corpus="tinyshakespeare", level="char", model="transformer", hidden=32, heads=4, bptt=64, batch_size=8,
         steps_per_epoch=25, eval_batch_size=64, eval_windows=2, input_dropout=0.0, state_dropout=0.0,
-        output_dropout=0.0, train=TrainConfig(epochs=8, optimizer="adamw", lr=1e-3, grad_clip=1.0,
+        output_dropout=0.0, train=TrainConfig(epochs=8, optimizer="adamw", lr=1e-3, weight_decay=0.1,
+                                              weight_decay_on="matrices", beta2=0.99, grad_clip=1.0,
                                               schedule="constant", nonfinite="record")))
 
     def __post_init__(self) -> None:
         check_settings(self)
         for variant in self.variants:
-            norm, _, kind = variant.partition("-")
-            if norm not in NORMS or kind not in RESIDUALS:
-                raise ValueError(f"variants are NORM-KIND with NORM one of {', '.join(NORMS)} and KIND one of "
-                                 f"{', '.join(RESIDUALS)}; got {variant!r}")
+            matched = parse_variant(variant)["matched"]
+            if matched is not None and f"{variant.split('-')[0]}-{matched}" not in self.variants:
+                raise ValueError(f"variant {variant!r} matches the parameters of {variant.split('-')[0]}-{matched}, "
+                                 f"which the variants must include")
+        if len(set(self.variants)) != len(self.variants) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("TransformerDepthConfig.variants and .seeds must not repeat an entry")
+        if self.search_seed in self.seeds:
+            raise ValueError(f"TransformerDepthConfig.search_seed {self.search_seed} is one of the seeds: the runs "
+                             f"that pick the learning rate are not the runs reported; choose another")
+        if len(self.lrs) < 2 or len(set(self.lrs)) != len(self.lrs) or 0 in self.lrs:
+            raise ValueError("TransformerDepthConfig.lrs needs two or more different positive rates")
         if self.base.model != "transformer" or self.base.level != "char":
             raise ValueError("TransformerDepthConfig's base is a character-level transformer")
 
     def resolved(self) -> TransformerDepthConfig:
         """The configuration that runs: with ``full``, nanoGPT's baby GPT (``config/train_shakespeare_char.py``)
-        in place of the CPU-sized defaults."""
-        if not self.full:
-            return self
-        train = replace(self.base.train, epochs=20, optimizer="adamw", lr=1e-3, weight_decay=0.1,
-                        schedule="cosine", grad_clip=1.0)
-        base = LMConfig(**{**asdict(self.base), "hidden": 384, "heads": 6, "bptt": 256, "batch_size": 64,
-                           "steps_per_epoch": 250, "eval_windows": None, "input_dropout": 0.2, "output_dropout": 0.2,
-                           "train": train})
-        return replace(self, depths=[6], warmup=self.warmup or 100, base=base)
+        in place of the CPU-sized defaults; with ``steps``, the base's steps per epoch set to give them."""
+        config = self
+        if config.full:
+            train = replace(config.base.train, epochs=20, optimizer="adamw", lr=1e-3, weight_decay=0.1,
+                            weight_decay_on="matrices", beta2=0.99, schedule="cosine", grad_clip=1.0)
+            base = LMConfig(**{**asdict(config.base), "hidden": 384, "heads": 6, "bptt": 256, "batch_size": 64,
+                               "steps_per_epoch": 250, "eval_windows": None, "input_dropout": 0.2,
+                               "output_dropout": 0.2, "train": train})
+            config = replace(config, depths=[6], lrs=[3.2e-4, 5.6e-4, 1e-3, 1.8e-3, 3.2e-3],
+                             warmup=config.warmup or 100, base=base, full=False, workers=1)
+        if config.base.train.device not in ("cpu", "auto"):  # (side by side on one GPU: no)
+            config = replace(config, workers=1)
+        if config.steps is not None:
+            per_epoch = -(-config.steps // config.base.train.epochs)
+            config = replace(config, steps=None, base=replace(config.base, steps_per_epoch=per_epoch))
+        return config

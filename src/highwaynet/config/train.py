@@ -63,6 +63,11 @@ class TrainConfig:
         lr: the peak learning rate.
         momentum: SGD momentum.
         weight_decay: L2 penalty (decoupled for AdamW).
+        weight_decay_on: the parameters it applies to: ``"all"``, or ``"matrices"`` (those of two
+            dimensions or more: weight matrices and embeddings, not biases, norms' gains, gates'
+            biases or learned scales), as nanoGPT and GPT-2's recipes decay.
+        beta2: Adam's and AdamW's second-moment decay (0.999, PyTorch's default; nanoGPT's
+            character model uses 0.99).
         schedule: ``"constant"``, ``"cosine"`` (to 0 over the epochs) or ``"step"`` (x ``gamma``
             every ``step_epochs``); a schedule steps once per epoch.
         warmup_epochs: linear warm-up epochs before the schedule.
@@ -97,6 +102,10 @@ class TrainConfig:
     lr: float = setting(0.01, help="the (peak) learning rate", minimum=0.0)
     momentum: float = setting(0.9, help="SGD's momentum", minimum=0.0, below=1.0)
     weight_decay: float = setting(0.0, help="L2 penalty (decoupled for AdamW)", minimum=0.0)
+    weight_decay_on: str = setting("all", help="the parameters weight decay applies to: all, or matrices only "
+                                               "(not biases, norms, gate biases, scales: nanoGPT's way)",
+                                   choices=("all", "matrices"))
+    beta2: float = setting(0.999, help="Adam's and AdamW's second-moment decay", minimum=0.0, below=1.0)
     schedule: str = setting("constant", help="the learning rate over the epochs",
                             choices=("constant", "cosine", "step"))
     warmup_epochs: int = setting(0, help="linear warm-up epochs before the schedule", minimum=0)

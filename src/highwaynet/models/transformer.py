@@ -1,13 +1,17 @@
-"""A causal Transformer language model whose residual connections are a setting.
+"""A causal Transformer language model whose residual connections and LayerNorms are settings.
 
 A GPT-2-style decoder (token and position embeddings, blocks of causal self-attention and an MLP,
 a decoder tied to the token embedding) in which each sublayer sits inside a
-:class:`~highwaynet.nn.GatedResidual` of a chosen kind (plain residual, highway, GTrXL, ReZero), and
-the LayerNorm's place is a setting too:
+:class:`~highwaynet.nn.Residual` whose combiner is a setting (:data:`CONNECTIONS`: a plain sum,
+a fixed gate, ReZero's scalar, LayerScale, DeepNorm's sum, a highway gate, GTrXL's gate), and the
+LayerNorm's place is a setting too:
 
-- ``"pre"``: ``x ⊕ F(LN(x))``, a final LN before the decoder (GPT-2's placement);
-- ``"post"``: ``LN(x ⊕ F(x))`` (the original Transformer's);
-- ``"none"``: ``x ⊕ F(x)``, no LayerNorm at all (ReZero's setting).
+- ``"pre"``: ``x ⊕ F(LN(x))`` (GPT-2's placement);
+- ``"post"``: ``LN(x ⊕ F(x))`` (the original Transformer's; DeepNorm's);
+- ``"none"``: ``x ⊕ F(x)``, no LayerNorm in the blocks (ReZero's setting);
+
+and a final LayerNorm before the decoder wherever the blocks have LayerNorms (``final_norm``
+overrides it: ReZero with one, say).
 
 Attention is :func:`torch.nn.functional.scaled_dot_product_attention` (fused kernels where the
 device has them). Its interface is the recurrent language models' (``model(tokens, state)`` →
@@ -27,12 +31,59 @@ from torch import Tensor, nn
 
 from .._checks import check_choice, check_flag, check_gate_bias, check_ids, check_probability, check_size
 from ..nn._signature import settings_repr
-from ..nn.residual import RESIDUAL_KINDS, GatedResidual
+from ..nn.residual import (
+    DeepNormSum,
+    FixedGate,
+    GRUGate,
+    HighwayGate,
+    LayerScale,
+    Residual,
+    ReZero,
+    Sum,
+    _Combine,
+    deepnorm_alpha,
+    deepnorm_beta,
+    layerscale_init,
+)
 
-__all__ = ["NORM_PLACEMENTS", "CausalSelfAttention", "CausalTransformer", "TransformerBlock"]
+__all__ = ["CONNECTIONS", "NORM_PLACEMENTS", "CausalSelfAttention", "CausalTransformer", "TransformerBlock",
+           "make_combine"]
 
 #: Where a block's LayerNorms go.
 NORM_PLACEMENTS = ("pre", "post", "none")
+
+#: The residual connections :class:`CausalTransformer` makes, by name (see :func:`make_combine`).
+CONNECTIONS = ("residual", "fixed", "rezero", "layerscale", "deepnorm", "highway", "gtrxl")
+
+#: The connections whose gate has a bias (``gate_bias``).
+GATED = ("fixed", "highway", "gtrxl")
+
+
+def make_combine(kind: str, dim: int, num_layers: int, *, gate_bias: float | None = None) -> _Combine:
+    """The combiner of connection ``kind`` in a stack of ``num_layers`` blocks of width ``dim``:
+    ``"residual"`` :class:`~highwaynet.nn.Sum`; ``"fixed"`` :class:`~highwaynet.nn.FixedGate`;
+    ``"rezero"`` :class:`~highwaynet.nn.ReZero` (α = 0); ``"layerscale"``
+    :class:`~highwaynet.nn.LayerScale` starting at :func:`~highwaynet.nn.layerscale_init` of the
+    depth; ``"deepnorm"`` :class:`~highwaynet.nn.DeepNormSum` with :func:`~highwaynet.nn.deepnorm_alpha`
+    of the depth; ``"highway"`` :class:`~highwaynet.nn.HighwayGate`; ``"gtrxl"``
+    :class:`~highwaynet.nn.GRUGate` in the paper's form (ReLU included). The gates' bias is
+    ``gate_bias`` (default −2)."""
+    if kind not in CONNECTIONS:
+        raise ValueError(f"residual must be one of {', '.join(CONNECTIONS)}, got {kind!r}")
+    bias = -2.0 if gate_bias is None else gate_bias
+    if kind == "fixed":
+        return FixedGate(bias=bias)
+    if kind == "rezero":
+        return ReZero()
+    if kind == "layerscale":
+        return LayerScale(dim, init=layerscale_init(num_layers))
+    if kind == "deepnorm":
+        return DeepNormSum(alpha=deepnorm_alpha(num_layers))
+    if kind == "highway":
+        return HighwayGate(dim, bias=bias)
+    if kind == "gtrxl":
+        return GRUGate(dim, bias=bias)
+    return Sum()
 
 
 class CausalSelfAttention(nn.Module):
@@ -58,50 +109,63 @@ class CausalSelfAttention(nn.Module):
 
 
 class _MLP(nn.Sequential):
-    def __init__(self, dim: int, ratio: int, dropout: float) -> None:
-        super().__init__(nn.Linear(dim, ratio * dim), nn.GELU(), nn.Linear(ratio * dim, dim), nn.Dropout(dropout))
+    def __init__(self, dim: int, hidden: int, dropout: float) -> None:
+        super().__init__(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim), nn.Dropout(dropout))
 
 
 class TransformerBlock(nn.Module):
-    """Attention, then an MLP, each inside a :class:`~highwaynet.nn.GatedResidual` of kind ``residual``,
-    with the LayerNorms placed by ``norm`` (``"pre"``, ``"post"``, ``"none"``).
+    """Attention, then an MLP, each inside a :class:`~highwaynet.nn.Residual` whose combiner is
+    ``residual``'s (:func:`make_combine`), with the LayerNorms placed by ``norm``: inside each branch
+    before its sublayer (``"pre"``), after each connection (``"post"``) or nowhere (``"none"``).
+
+    ``num_layers`` is the depth of the stack the block sits in (the depth-dependent combiners'
+    settings follow it); ``mlp_hidden`` the MLP's hidden width (default ``4 * dim``).
 
     Shape:
         ``x``: ``(B, T, dim)``; the output has its shape.
     """
 
-    def __init__(self, dim: int, heads: int, *, residual: str = "residual", norm: str = "pre", mlp_ratio: int = 4,
-                 dropout: float = 0.0, gate_bias: float | None = None) -> None:
+    def __init__(self, dim: int, heads: int, *, residual: str = "residual", norm: str = "pre",
+                 mlp_hidden: int | None = None, dropout: float = 0.0, gate_bias: float | None = None,
+                 num_layers: int = 1) -> None:
         super().__init__()
         if norm not in NORM_PLACEMENTS:
             raise ValueError(f"norm must be one of {', '.join(NORM_PLACEMENTS)}, got {norm!r}")
-        self.dim, self.heads, self.residual, self.norm, self.mlp_ratio = dim, heads, residual, norm, mlp_ratio
-        self.dropout, self.gate_bias = dropout, gate_bias
+        if residual == "deepnorm" and norm != "post":
+            raise ValueError(f"residual 'deepnorm' is LN(αx + F(x)): it needs norm='post', got norm={norm!r}")
+        self.dim, self.heads, self.residual, self.norm = dim, heads, residual, norm
+        self.mlp_hidden = 4 * dim if mlp_hidden is None else check_size("mlp_hidden", mlp_hidden)
+        self.dropout, self.gate_bias, self.num_layers = dropout, gate_bias, num_layers
 
-        def sublayer(inner: nn.Module) -> nn.Module:
+        def branch(inner: nn.Module) -> nn.Module:
             return nn.Sequential(nn.LayerNorm(dim), inner) if norm == "pre" else inner
 
-        bias = gate_bias if residual in ("highway", "gtrxl") else None
-        self.attn = GatedResidual(sublayer(CausalSelfAttention(dim, heads, dropout=dropout)), dim, kind=residual,
-                                  gate_bias=bias)
-        self.mlp = GatedResidual(sublayer(_MLP(dim, mlp_ratio, dropout)), dim, kind=residual, gate_bias=bias)
+        def combine() -> nn.Module:
+            return make_combine(residual, dim, num_layers, gate_bias=gate_bias)
+
+        self.attn = Residual(branch(CausalSelfAttention(dim, heads, dropout=dropout)), combine())
+        self.mlp = Residual(branch(_MLP(dim, self.mlp_hidden, dropout)), combine())
         self.norm_attn = nn.LayerNorm(dim) if norm == "post" else nn.Identity()
         self.norm_mlp = nn.LayerNorm(dim) if norm == "post" else nn.Identity()
+
+    def sublayers(self) -> tuple[CausalSelfAttention, _MLP]:
+        """The attention and the MLP (inside their connections; with ``norm="pre"``, behind their LayerNorm)."""
+        def inner(connection: Residual) -> nn.Module:
+            module = connection.sublayer
+            return module[1] if isinstance(module, nn.Sequential) and isinstance(module[0], nn.LayerNorm) else module
+        return cast(CausalSelfAttention, inner(self.attn)), cast(_MLP, inner(self.mlp))
 
     def output_projections(self) -> list[Tensor]:
         """The weights that write each sublayer's output into the residual stream (GPT-2 scales their
         initialisation with the depth): the attention's projection, the MLP's second layer."""
-        def branch(connection: GatedResidual) -> nn.Module:
-            inner = connection.sublayer  # (with norm="pre", behind its LayerNorm)
-            return inner[1] if isinstance(inner, nn.Sequential) and isinstance(inner[0], nn.LayerNorm) else inner
-        return [cast(CausalSelfAttention, branch(self.attn)).proj.weight,
-                cast(nn.Linear, cast(_MLP, branch(self.mlp))[2]).weight]
+        attention, mlp = self.sublayers()
+        return [attention.proj.weight, cast(nn.Linear, mlp[2]).weight]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.norm_mlp(self.mlp(self.norm_attn(self.attn(x))))
 
     def extra_repr(self) -> str:
-        return settings_repr(self)
+        return settings_repr(self, mlp_hidden=None if self.mlp_hidden == 4 * self.dim else self.mlp_hidden)
 
 
 class CausalTransformer(nn.Module):
@@ -113,17 +177,27 @@ class CausalTransformer(nn.Module):
         num_layers: blocks (each: attention and an MLP).
         heads: attention heads (``dim`` must be a multiple of it).
         context: the most tokens a position attends to (the position embeddings' count).
-        residual: each sublayer's connection, one of :data:`~highwaynet.nn.RESIDUAL_KINDS`
-            (``"residual"``, ``"highway"``, ``"gtrxl"``, ``"rezero"``).
-        norm: the LayerNorms' place, ``"pre"``, ``"post"`` or ``"none"``.
+        residual: each sublayer's connection, one of :data:`CONNECTIONS` (``"residual"``, ``"fixed"``,
+            ``"rezero"``, ``"layerscale"``, ``"deepnorm"``, ``"highway"``, ``"gtrxl"``; see
+            :func:`make_combine`).
+        norm: the blocks' LayerNorms, ``"pre"``, ``"post"`` or ``"none"`` (``"deepnorm"`` needs ``"post"``).
+        final_norm: a LayerNorm before the decoder (default: where the blocks have LayerNorms).
         mlp_ratio: the MLP's hidden width, in multiples of ``dim``.
+        mlp_hidden: the MLP's hidden width (instead of ``mlp_ratio``: a wider MLP to match another
+            model's parameters, say).
         dropout: on the attention weights and each sublayer's output.
         embed_dropout: on the embeddings (default: ``dropout``, as GPT-2 and nanoGPT have one).
         tie_weights: the decoder shares the token embedding's weights.
-        gate_bias: the gates' initial bias (highway and gtrxl; default −2).
+        gate_bias: the gates' initial bias (``"fixed"``, ``"highway"``, ``"gtrxl"``; default −2).
 
-    Initialised as GPT-2 and nanoGPT are: every weight from :math:`\mathcal{N}(0, 0.02)`, each
-    sublayer's output projection from :math:`\mathcal{N}(0, 0.02 / \sqrt{2L})`, biases at 0.
+    Initialised as GPT-2 and nanoGPT are: every weight matrix, the gates' included, from
+    :math:`\mathcal{N}(0, 0.02)`; each sublayer's output projection from
+    :math:`\mathcal{N}(0, 0.02 / \sqrt{2L})` (not the gates'); biases at 0, but the gates' at
+    ``gate_bias``; LayerNorms at the identity; ReZero's α at 0 and LayerScale's γ at its start.
+    With ``residual="deepnorm"``, DeepNorm's instead of GPT-2's scaling: the attention's value and
+    output projections and both MLP layers from :math:`\mathcal{N}(0, 0.02 \beta)`,
+    :math:`\beta = (8L)^{-1/4}` (Wang et al., 2022, scaled the way their code scales its own
+    initialisation).
 
     Shape:
         ``tokens``: ``(T, B)`` ids (``T`` at most ``context``); ``state``: ``(S, B)`` ids it may attend
@@ -139,48 +213,72 @@ class CausalTransformer(nn.Module):
     """
 
     def __init__(self, vocab_size: int, dim: int, num_layers: int, *, heads: int = 4, context: int = 256,
-                 residual: str = "residual", norm: str = "pre", mlp_ratio: int = 4, dropout: float = 0.0,
-                 embed_dropout: float | None = None, tie_weights: bool = True, gate_bias: float | None = None) -> None:
+                 residual: str = "residual", norm: str = "pre", final_norm: bool | None = None, mlp_ratio: int = 4,
+                 mlp_hidden: int | None = None, dropout: float = 0.0, embed_dropout: float | None = None,
+                 tie_weights: bool = True, gate_bias: float | None = None) -> None:
         super().__init__()
-        check_choice("residual", residual, RESIDUAL_KINDS)
         for name, size in (("vocab_size", vocab_size), ("dim", dim), ("num_layers", num_layers), ("heads", heads),
                            ("context", context), ("mlp_ratio", mlp_ratio)):
             check_size(name, size)
+        check_choice("residual", residual, CONNECTIONS)
         check_choice("norm", norm, NORM_PLACEMENTS)
+        if final_norm is not None:
+            check_flag("final_norm", final_norm)
         check_probability("dropout", dropout)
         if embed_dropout is not None:
             check_probability("embed_dropout", embed_dropout)
         if gate_bias is not None:
             check_gate_bias(gate_bias)
+        if gate_bias is not None and residual not in GATED:
+            raise ValueError(f"residual {residual!r} has no gate bias: only {', '.join(GATED)} have one")
         check_flag("tie_weights", tie_weights)
         self.vocab_size, self.dim, self.num_layers, self.heads, self.context = vocab_size, dim, num_layers, heads, \
             context
         self.residual, self.norm, self.mlp_ratio, self.dropout_p = residual, norm, mlp_ratio, dropout
+        self.final_norm_setting = final_norm
+        self.mlp_hidden = mlp_ratio * dim if mlp_hidden is None else check_size("mlp_hidden", mlp_hidden)
         self.embed_dropout, self.tie_weights, self.gate_bias = embed_dropout, tie_weights, gate_bias
         self.embed = nn.Embedding(vocab_size, dim)
         self.position = nn.Embedding(context, dim)
         self.dropout = nn.Dropout(dropout if embed_dropout is None else embed_dropout)
-        self.blocks = nn.ModuleList(TransformerBlock(dim, heads, residual=residual, norm=norm, mlp_ratio=mlp_ratio,
-                                                     dropout=dropout, gate_bias=gate_bias) for _ in range(num_layers))
-        self.final_norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
+        self.blocks = nn.ModuleList(TransformerBlock(dim, heads, residual=residual, norm=norm,
+                                                     mlp_hidden=self.mlp_hidden, dropout=dropout, gate_bias=gate_bias,
+                                                     num_layers=num_layers) for _ in range(num_layers))
+        has_final = norm != "none" if final_norm is None else final_norm
+        self.final_norm = nn.LayerNorm(dim) if has_final else nn.Identity()
         self.decoder = nn.Linear(dim, vocab_size, bias=False)
         if tie_weights:
             self.decoder.weight = self.embed.weight
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """GPT-2's initialisation (see the class's description); the gates start as they are built to."""
+        """The initialisation the class's description gives."""
         blocks = cast("list[TransformerBlock]", list(self.blocks))
-        scaled = {id(weight) for block in blocks for weight in block.output_projections()}
-        with torch.no_grad():
-            for name, p in self.named_parameters():  # (in module order, one draw each: a seed gives one model)
-                if name.endswith("bias"):
-                    p.zero_()
-                elif p.dim() >= 2:
-                    p.normal_(0.0, 0.02 / math.sqrt(2 * self.num_layers) if id(p) in scaled else 0.02)
+        combiners = [m for m in self.modules() if isinstance(m, _Combine)]
+        for combine in combiners:  # (their biases, α and γ as each starts; their matrices are drawn below)
+            combine.reset_parameters()
+        kept = {id(p) for combine in combiners for p in combine.parameters() if p.dim() < 2}
+        kept |= {id(m.weight) for m in self.modules() if isinstance(m, nn.LayerNorm)}  # (at 1: the identity)
+        if self.residual == "deepnorm":
+            beta, scaled = deepnorm_beta(self.num_layers), set()
             for block in blocks:
-                for connection in (block.attn, block.mlp):
-                    connection.reset_gate_parameters()
+                attention, mlp = block.sublayers()
+                scaled |= {id(attention.proj.weight), id(mlp[0].weight), id(mlp[2].weight)}
+        else:
+            beta = 1 / math.sqrt(2 * self.num_layers)
+            scaled = {id(weight) for block in blocks for weight in block.output_projections()}
+        with torch.no_grad():
+            for p in self.parameters():  # (in module order, one draw each: a seed gives one model)
+                if id(p) in kept:
+                    continue
+                if p.dim() >= 2:
+                    p.normal_(0.0, 0.02 * beta if id(p) in scaled else 0.02)
+                else:
+                    p.zero_()
+            if self.residual == "deepnorm":
+                for block in blocks:  # the attention's value projection: the last third of [q; k; v]
+                    attention = block.sublayers()[0]
+                    attention.qkv.weight[2 * self.dim:].mul_(beta)
 
     def forward(self, tokens: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
         tokens = check_ids("CausalTransformer", "tokens", tokens, self.vocab_size)
@@ -207,4 +305,5 @@ class CausalTransformer(nn.Module):
         return logits, seen[-(self.context - 1):] if self.context > 1 else seen[:0]
 
     def extra_repr(self) -> str:
-        return settings_repr(self, dropout=self.dropout_p)
+        return settings_repr(self, dropout=self.dropout_p, final_norm=self.final_norm_setting,
+                             mlp_hidden=None if self.mlp_hidden == self.mlp_ratio * self.dim else self.mlp_hidden)

@@ -25,7 +25,7 @@ from ..models.lm import (
     count_parameters,
     sample_tokens,
 )
-from ..models.transformer import CausalTransformer
+from ..models.transformer import GATED, CausalTransformer
 from ..nn import CharVocab
 from ..training import LanguageModelTask, Trainer
 from ..training.run_dir import load_best_weights, load_run_config, open_run, read_json, saved_config, write_text
@@ -58,47 +58,58 @@ def build_model(config: LMConfig, vocab: Sequence[str], device: str | torch.devi
                                     gate_bias=config.gate_bias)
         if config.model == "transformer":
             return CausalTransformer(len(vocab), config.hidden, config.layers, heads=config.heads, context=config.bptt,
-                                     residual=config.residual, norm=config.norm, dropout=config.output_dropout,
+                                     residual=config.residual, norm=config.norm, final_norm=config.final_norm,
+                                     mlp_hidden=config.mlp_hidden, dropout=config.output_dropout,
                                      embed_dropout=config.input_dropout, tie_weights=config.tie_weights,
-                                     gate_bias=config.gate_bias if config.residual in ("highway", "gtrxl") else None)
+                                     gate_bias=config.gate_bias if config.residual in GATED else None)
         return LSTMLanguageModel(len(vocab), config.hidden, config.layers, tie_weights=config.tie_weights,
                                  input_dropout=config.input_dropout, output_dropout=config.output_dropout)
 
 
-def parameters_for(config: LMConfig, vocab: Sequence[str], hidden: int) -> int:
-    """Parameters of the config's model at state size ``hidden`` (built on the meta device: free)."""
-    probe = LMConfig(**{**asdict(config), "hidden": hidden})
+def parameters_for(config: LMConfig, vocab: Sequence[str], hidden: int, field: str = "hidden") -> int:
+    """Parameters of the config's model with ``field`` (default: the state size) set to ``hidden``
+    (built on the meta device: free)."""
+    probe = LMConfig(**{**asdict(config), field: hidden})
     return count_parameters(build_model(probe, vocab, device="meta"))
 
 
-def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int) -> int:
-    """The state size whose model has the parameter count closest to ``budget``."""
+def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int, field: str = "hidden") -> int:
+    """The state size (or another size, ``field``: the Transformer's ``mlp_hidden``, say) whose model
+    has the parameter count closest to ``budget``."""
     lo, hi = 1, 8192
-    while lo < hi:  # the count grows with the state size: the first size at or above the budget
+    while lo < hi:  # the count grows with the size: the first size at or above the budget
         mid = (lo + hi) // 2
-        if parameters_for(config, vocab, mid) < budget:
+        if parameters_for(config, vocab, mid, field) < budget:
             lo = mid + 1
         else:
             hi = mid
-    return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab, h) - budget))
+    return min((max(1, lo - 1), lo), key=lambda h: abs(parameters_for(config, vocab, h, field) - budget))
 
 
 def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
         data_dir: str | Path | None = None, download: bool = False, corpus: Corpus | None = None,
-        max_time: float | None = None, log=None, progress: bool = True) -> dict[str, Any]:
+        max_time: float | None = None, log=None, progress: bool = True, gate_means: bool = False,
+        write_sample: bool = True, test: bool = True) -> dict[str, Any]:
     """Train, evaluate on the test split, write ``results.json`` (and a generated sample) in ``out``.
 
     ``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`; ``max_time``: stop after the
-    first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`)."""
+    first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`);
+    ``gate_means``: each epoch's metrics hold every gate's mean on the validation split
+    (``gate/NAME``, as :class:`~highwaynet.training.Trainer`'s option); ``write_sample=False`` leaves
+    the generated sample out (a study of hundreds of runs: ``highwaynet generate`` samples any of them);
+    ``test=False`` leaves the test split alone (a search's runs: nothing is chosen on it; ``"test"`` is
+    then None)."""
     with open_run(out, "lm", config, resume=resume, restart=restart, device=config.train.device,
                   log=log) as saved:
         return _train(saved_config(LMConfig, saved, out), out, resume=resume, data_dir=data_dir, download=download,
                       corpus=corpus,
-                      max_time=max_time, log=log, progress=progress)
+                      max_time=max_time, log=log, progress=progress, gate_means=gate_means, write_sample=write_sample,
+                      test=test)
 
 
 def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | Path | None, download: bool,
-           corpus: Corpus | None, max_time: float | None, log, progress: bool) -> dict[str, Any]:
+           corpus: Corpus | None, max_time: float | None, log, progress: bool, gate_means: bool,
+           write_sample: bool, test: bool) -> dict[str, Any]:
     start = time.perf_counter()
     corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
                                    max_vocab=config.max_vocab)
@@ -108,21 +119,22 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
     task = LanguageModelTask(corpus, config.batch_size, config.bptt, seed=config.train.seed,
                              eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch,
                              carry_state=config.model != "transformer", eval_windows=config.eval_windows)
-    trainer = Trainer(model, task, config.train, out, log=log, progress=progress)
+    trainer = Trainer(model, task, config.train, out, log=log, progress=progress, gate_means=gate_means)
     history = trainer.fit(resume=resume, max_time=max_time)
     # Test with the best weights by validation loss, as is usual for language models.
     load_best_weights(model, out)
-    test = trainer.evaluate("test")
+    tested = trainer.evaluate("test") if test else None
     results = {
         "model": config.model, "depth": config.depth if config.model == "rhn" else None, "layers": config.layers,
         "hidden": config.hidden, "parameters": count_parameters(model),
         "epochs": len(history), "best_val": min(m["val_loss"] for m in history), "final": history[-1],
-        "test": test, "train_seconds": round(sum(m["time"] for m in history), 1),
+        "test": tested, "train_seconds": round(sum(m["time"] for m in history), 1),
         "seconds": round(time.perf_counter() - start + trainer.earlier_seconds, 1), "device": str(trainer.device),
         "unigram_bits": corpus.unigram_entropy_bits("test"),
     }
     prompt = "\n" if config.level == "char" else "the"
-    results["sample"] = sample(model, corpus, prompt, 300 if config.level == "char" else 80, 0.8, seed=0)
+    if write_sample:
+        results["sample"] = sample(model, corpus, prompt, 300 if config.level == "char" else 80, 0.8, seed=0)
     write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
     return results
 

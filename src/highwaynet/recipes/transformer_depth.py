@@ -1,25 +1,45 @@
-"""The depth study redrawn for Transformers: does a plain residual Transformer stop training as it
-deepens, where gated residual connections keep training?
+"""The depth study redrawn for Transformers, with the controls that say why a connection helps.
 
 The highway paper's Fig. 1 trains plain and highway MLPs of 10 to 100 layers; here causal
 character-level Transformers of ``depths`` blocks (Tiny Shakespeare, nanoGPT's ``shakespeare_char``
-task) train in each variant ``NORM-KIND``: the LayerNorms before each sublayer (``pre``), after each
-residual connection (``post``, the original Transformer's) or nowhere (``none``), and the connection
-itself plain (``residual``), highway-gated, GTrXL-gated or ReZero. No warm-up by default: the
-original post-LN Transformer is known to need one as it deepens (Xiong et al., 2020; Liu et al.,
-2020), and the question is which connections do without.
+task) train in each variant (:func:`~highwaynet.config.text.parse_variant`): the LayerNorms before
+each sublayer (``pre``), after each connection (``post``) or nowhere (``none``), with a final
+LayerNorm where the blocks have them (or as asked), and the connection one of the residual family
+(:mod:`highwaynet.nn.residual`): a plain sum, a fixed gate (a highway gate frozen at its initial
+bias: the control for a learned gate), ReZero/SkipInit's scalar, LayerScale, DeepNorm, a highway
+gate, GTrXL's gate; and plain residual models whose MLP is widened to a gated model's parameters.
+No warm-up by default: the original post-LN Transformer is known to need one as it deepens (Xiong
+et al., 2020; Liu et al., 2020), and the question is which connections do without.
 
-As in :mod:`highwaynet.recipes.depth`, each depth and variant's learning rate is the one of ``lrs``
-whose first-seed run ends with the lowest validation loss; the other seeds train at it. A run whose
-numbers stop being finite ends there and counts as diverged. Every run is an ``lm`` run folder
-(``highwaynet generate`` samples from any of them). Writes ``depth.png`` (validation loss against
-steps, one panel per depth), ``gates.png`` (the mean gate of each block, gated variants) and
+The method, fixed before any run:
+
+- each depth and variant's learning rate is the one of the grid ``lrs`` whose run with
+  ``search_seed`` ends with the lowest validation loss, the grid extended by its own ratio while
+  the pick sits at an edge (``extend`` steps a side at most); a run whose numbers stop being finite
+  ends there and never wins;
+- then ``seeds`` (not the search's) train at that rate, and the weights with the best validation
+  loss of each are tested on the test split: the numbers reported;
+- the pre-registered contrasts (:func:`contrasts`) are paired differences over the seeds (every
+  variant trains on the same batches for a seed), with 95% t-intervals; a verdict says a
+  difference only where its interval excludes 0 (no correction for the number of contrasts);
+- the gates' and scales' means per block are recorded on the validation split at initialisation
+  and after every epoch.
+
+Every run is an ``lm`` run folder (``highwaynet generate`` samples from any of them); a study run
+again goes on where it stopped. Writes ``summary.json``, ``depth.png`` (validation loss against
+steps), ``gates.png`` (each gated or scaled variant's mean gate per block over training) and
 ``report.md``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
+import resource
+import signal
+import statistics
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -28,142 +48,405 @@ from typing import Any, cast
 import torch
 
 from ..config import LMConfig, TransformerDepthConfig
+from ..config.text import depth_gate_bias, parse_variant
 from ..data.corpora import Corpus, load_corpus
+from ..models.transformer import GATED
 from ..report import (
     FIGURE_WIDTH,
-    compare,
-    diverged_rule,
     findings,
-    loss_cell,
     markdown_table,
     save_figure,
     subplots,
     whole_numbers,
 )
 from ..training import read_metrics
+from ..training.devices import pick_device
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, finite_or_inf, format_mean_std, mean_std, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, finite_or_inf, run_once, start_sweep, write_text
 from . import lm
 
-__all__ = ["TransformerDepthConfig", "mean_gates", "run", "verdicts", "write_report"]
+__all__ = ["TransformerDepthConfig", "contrast_text", "contrasts", "label", "mean_gates", "paired_interval", "run",
+           "test_loss_text", "verdicts", "write_report"]
+
+#: Two-sided 95% quantiles of Student's t for 1 to 30 degrees of freedom (beyond: the normal's 1.96).
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
 
-def _config(config: TransformerDepthConfig, depth: int, variant: str, lr: float, seed: int) -> LMConfig:
-    norm, _, kind = variant.partition("-")
+def label(variant: str) -> str:
+    """A variant's name in words (``pre-fixed`` → ``pre-LN, fixed gate``)."""
+    parts = parse_variant(variant)
+    norm = {"pre": "pre-LN", "post": "post-LN", "none": "no LN"}[str(parts["norm"])]
+    kind = {"residual": "sum", "fixed": "fixed gate (frozen)", "rezero": "learned scalar α (ReZero's, SkipInit's)",
+            "layerscale": "LayerScale", "deepnorm": "DeepNorm", "highway": "highway gate", "gtrxl": "GTrXL gate"}
+    text = f"{norm}, {kind[str(parts['residual'])]}"
+    if parts["final_norm"] is not None:
+        text += ", final LN" if parts["final_norm"] else ", no final LN"
+    if parts["matched"]:
+        text += f", MLP widened to {parts['matched']}'s parameters"
+    return text
+
+
+def paired_interval(differences: list[float]) -> dict[str, float]:
+    """Mean of paired differences and its two-sided 95% t-interval (``lo``, ``hi``); ``n`` pairs."""
+    n = len(differences)
+    mean = statistics.fmean(differences) if n else math.nan
+    if n < 2:
+        return {"mean": mean, "lo": math.nan, "hi": math.nan, "n": n}
+    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(differences) / math.sqrt(n)
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
+
+
+def _run_config(config: TransformerDepthConfig, depth: int, variant: str, lr: float, seed: int,
+                mlp_hidden: int | None) -> LMConfig:
+    parts = parse_variant(variant)
     base = asdict(config.base)
     train = {**base["train"], "lr": lr, "seed": seed, "warmup_steps": config.warmup}
-    return LMConfig(**{**base, "layers": depth, "norm": norm, "residual": kind, "train": train})
+    gate_bias = config.gate_bias if config.gate_bias is not None else depth_gate_bias(depth)
+    return LMConfig(**{**base, "layers": depth, "norm": parts["norm"], "residual": parts["residual"],
+                       "final_norm": parts["final_norm"], "mlp_hidden": mlp_hidden,
+                       "gate_bias": round(gate_bias, 4) if parts["residual"] in GATED else base["gate_bias"],
+                       "train": train})
+
+
+def _matched_mlp_hidden(config: TransformerDepthConfig, depth: int, variant: str, vocab: list[str]) -> int | None:
+    """The MLP width at which ``variant`` (a ``-matched-KIND`` one) has the parameters of ``NORM-KIND``."""
+    parts = parse_variant(variant)
+    if parts["matched"] is None:
+        return None
+    target = lm.count_parameters(lm.build_model(
+        _run_config(config, depth, f"{parts['norm']}-{parts['matched']}", 1.0, 0, None), vocab, device="meta"))
+    return lm.hidden_for_budget(_run_config(config, depth, variant, 1.0, 0, None), vocab, target, field="mlp_hidden")
 
 
 @torch.no_grad()
-def mean_gates(run_dir: Path, corpus: Corpus, batch: int = 16) -> dict[str, list[float]] | None:
-    """The mean gate of each block's attention and MLP connection (``T`` for highway, ``z`` for
-    GTrXL, ``α`` for ReZero), over the first validation window of ``batch`` streams, with the run's
-    best weights; None for a plain residual model (its branches are added whole)."""
-    from ..analysis import record_gates
+def mean_gates(model: torch.nn.Module, corpus: Corpus, bptt: int, batch: int = 16) -> dict[str, list[float]]:
+    """Each block's mean gate (``T`` highway, ``z`` GTrXL, ``t`` fixed, ``α`` ReZero, ``γ``
+    LayerScale; 1 a plain sum) on the first validation window of ``batch`` streams, attention and MLP
+    connections apart."""
+    from ..analysis import gate_means
     from ..training.language_model import batchify
 
-    model, config, _ = lm.load_trained(run_dir)
-    if config.residual == "residual":
-        return None
-    window = batchify(corpus.valid, batch)[: config.bptt]
-    with record_gates(model) as record:
+    window = batchify(corpus.valid, batch)[:bptt]
+    model.eval()
+    with gate_means(model) as means:
         model(window)
-    means = record.mean_per_gate().tolist()  # (blocks × [attention, MLP]) in module order
-    return {"attention": means[0::2], "mlp": means[1::2]}
+    return _by_part(means)
+
+
+def _by_part(means: dict[str, float]) -> dict[str, list[float]]:
+    """``{"attention": [...], "mlp": [...]}`` from gate means named ``...blocks.K.attn...``/``...mlp...``."""
+    parts: dict[str, list[float]] = {"attention": [], "mlp": []}
+    for name, value in means.items():  # (in module order: block by block)
+        parts["attention" if ".attn." in name else "mlp"].append(value)
+    return parts
+
+
+def _best(search: dict[float, dict[str, Any]]) -> float:
+    """The rate whose run ends with the lowest validation loss (a diverged run never wins)."""
+    return min(sorted(search), key=lambda lr: finite_or_inf(search[lr]["final"]["val_loss"]))
+
+
+def _beyond(search: dict[float, dict[str, Any]], grid: list[float], ratio: float, extend: int) -> float | None:
+    """The rate one grid step beyond the edge where the search's pick sits, while fewer than ``extend``
+    were added on that side; None where the pick is inside the grid (or that side is done)."""
+    best, ordered = _best(search), sorted(search)
+    if best == ordered[0] and sum(lr < grid[0] for lr in search) < extend:
+        return float(f"{best / ratio:.2g}")
+    if best == ordered[-1] and sum(lr > grid[-1] for lr in search) < extend:
+        return float(f"{best * ratio:.2g}")
+    return None
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished worker processes."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _grid_ratio(lrs: list[float]) -> float:
+    ordered = sorted(lrs)
+    return (ordered[-1] / ordered[0]) ** (1 / (len(ordered) - 1))
+
+
+class _Runs:
+    """Trains the study's runs (each with :func:`~highwaynet.training.run_dir.run_once`: a finished one
+    skipped, a started one resumed): one after another in this process, or ``workers`` side by side,
+    each in a process of its own on one CPU thread (a model this small gains little from a second
+    thread, and two runs at once use two cores)."""
+
+    def __init__(self, corpus: Corpus, workers: int, log, progress: bool) -> None:
+        self.corpus, self.workers, self.log, self.progress = corpus, workers, log, progress
+        self._pool: Any = None
+
+    def train(self, jobs: list[tuple[LMConfig, Path, str]], phase: str, test: bool) -> list[dict[str, Any]]:
+        """Each job's results (``(config, run folder, what it is)``), in the jobs' order; tested on the test
+        split where ``test`` (the seeds), not (a search's runs: nothing is chosen on the test split)."""
+        if not jobs:
+            return []
+        if self.workers == 1:
+            sweep = SweepProgress([((c.layers, c.residual, c.mlp_hidden), c.layers, c.residual) for c, _, _ in jobs])
+            return [cast(dict, run_once(run_dir, lambda resume, c=c, d=run_dir: lm.run(
+                c, d, resume=resume, corpus=self.corpus, log=self.log, progress=self.progress, gate_means=True,
+                write_sample=False, test=test),
+                self.log, f"{phase}: {what}", config=c, progress=sweep, required=True)) for c, run_dir, what in jobs]
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_worker_start, initargs=(self.corpus, os.getpid()))
+        order = sorted(range(len(jobs)), key=lambda k: -jobs[k][0].layers)  # (the longest first: the two end together)
+        futures = {self._pool.submit(_worker_train, asdict(jobs[k][0]), str(jobs[k][1]), f"{phase}: {jobs[k][2]}",
+                                     test): k for k in order}
+        results: list[dict[str, Any]] = [{} for _ in jobs]
+        start = time.perf_counter()
+        for done, future in enumerate(as_completed(futures), 1):
+            results[futures[future]] = future.result()
+            self.log(f"{phase}: {done} of {len(jobs)} runs done ({(time.perf_counter() - start) / 60:.1f} min)")
+        return results
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+
+_CORPUS: Corpus | None = None  # (a worker process's copy of the corpus)
+_PARENT = 0  # (the study's process, which a worker outlives never)
+
+
+def _worker_start(corpus: Corpus, parent: int) -> None:
+    global _CORPUS, _PARENT
+    _CORPUS, _PARENT = corpus, parent
+    torch.set_num_threads(1)
+    if sys.platform.startswith("linux"):  # (the study killed, however: its workers go too, none trains on alone)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    _exit_if_orphaned()
+
+
+def _exit_if_orphaned() -> None:
+    if os.getppid() != _PARENT:  # (the study died before this worker could ask to go with it)
+        os._exit(1)
+
+
+def _worker_train(config: dict[str, Any], run_dir: str, what: str, test: bool) -> dict[str, Any]:
+    _exit_if_orphaned()
+    cfg, folder = LMConfig(**config), Path(run_dir)
+    return cast(dict, run_once(folder, lambda resume: lm.run(cfg, folder, resume=resume, corpus=_CORPUS, log=print,
+                                                             progress=False, gate_means=True, write_sample=False,
+                                                             test=test),
+                               print, what, config=cfg, required=True))
 
 
 def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
         data_dir: str | Path | None = None, download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
-    """Run the search and the seeds into ``out``; write ``summary.json``, the figures and ``report.md``."""
+    """Run the searches and the seeds into ``out``; write ``summary.json``, the figures and ``report.md``."""
     config = config.resolved()
     out, config = start_sweep(out, "transformer-depth", config, resume=resume, restart=restart, log=log)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _cpu_seconds()
     corpus = load_corpus(config.base.corpus, "char", data_dir, download=download)
-    runs_each = len(config.lrs) + len(config.seeds) - 1
     steps = config.base.train.epochs * (config.base.steps_per_epoch or 1)
-    sweep = SweepProgress([((depth, variant), depth * steps, variant) for depth in config.depths
-                           for variant in config.variants for _ in range(runs_each)])
+    cells = [(depth, variant) for depth in config.depths for variant in config.variants]
+    hidden = {(depth, variant): _matched_mlp_hidden(config, depth, variant, corpus.vocab) for depth, variant in cells}
 
-    def train(cfg: LMConfig, run_dir: Path, what: str) -> dict[str, Any]:
-        return cast(dict, run_once(run_dir, lambda resume: lm.run(cfg, run_dir, resume=resume, corpus=corpus, log=log,
-                                                                  progress=progress),
-                                   log, what, config=cfg, progress=sweep, required=True))
+    def job(depth: int, variant: str, lr: float, seed: int) -> tuple[LMConfig, Path, str]:
+        return (_run_config(config, depth, variant, lr, seed, hidden[depth, variant]),
+                out / f"depth{depth}" / variant / f"lr{lr:g}-seed{seed}", f"{depth} blocks, {variant}: lr {lr:g}, "
+                                                                         f"seed {seed}")
 
+    # (side by side only on the CPU: runs on one GPU would share it)
+    workers = config.workers if pick_device(config.base.train.device).type == "cpu" else 1
+    runs = _Runs(corpus, workers, log, progress)
+    try:
+        grid = sorted(config.lrs)
+        jobs = [job(depth, variant, lr, config.search_seed) for depth, variant in cells for lr in grid]
+        found = runs.train(jobs, "learning-rate search", test=False)
+        search = {cell: {lr: found[k * len(grid) + i] for i, lr in enumerate(grid)} for k, cell in enumerate(cells)}
+        ratio = _grid_ratio(grid)
+        for _ in range(2 * config.extend):  # (the grid extended by its ratio where the pick is at an edge)
+            more = {cell: lr for cell in cells if (lr := _beyond(search[cell], grid, ratio, config.extend)) is not None}
+            if not more:
+                break
+            found = runs.train([job(*cell, lr, config.search_seed) for cell, lr in more.items()], "grid extended",
+                               test=False)
+            for (cell, lr), result in zip(more.items(), found, strict=True):
+                search[cell][lr] = result
+        best = {cell: _best(search[cell]) for cell in cells}
+        found = runs.train([job(*cell, best[cell], seed) for cell in cells for seed in config.seeds], "seeds",
+                           test=True)
+    finally:
+        runs.close()
     rows = []
-    first = config.seeds[0]
-    for depth in config.depths:
-        for variant in config.variants:
-            folder = out / f"depth{depth}" / variant
-            search = {lr: train(_config(config, depth, variant, lr, first), folder / f"lr{lr:g}-seed{first}",
-                                f"{depth} blocks, {variant}: lr {lr:g}, seed {first}") for lr in config.lrs}
-            best_lr = min(config.lrs, key=lambda lr: finite_or_inf(search[lr]["final"]["val_loss"]))
-            run_dirs = [folder / f"lr{best_lr:g}-seed{seed}" for seed in config.seeds]
-            results = [search[best_lr]] + [
-                train(_config(config, depth, variant, best_lr, seed), run_dir,
-                      f"{depth} blocks, {variant}: lr {best_lr:g}, seed {seed}")
-                for seed, run_dir in zip(config.seeds[1:], run_dirs[1:], strict=True)]
-            final = [r["final"]["val_loss"] for r in results]
-            trained = [v for v in final if math.isfinite(v)]
-            gates = [] if variant.endswith("-residual") else [  # (a plain residual has no gates to read)
-                mean_gates(d, corpus) for d, v in zip(run_dirs, final, strict=True) if math.isfinite(v)]
-            rows.append({
-                "depth": depth, "variant": variant, "lr": best_lr, "parameters": results[0]["parameters"],
-                "search": {f"{lr:g}": search[lr]["final"]["val_loss"] for lr in config.lrs},
-                # (over the seeds that did not diverge, which "diverged" counts)
-                "val_loss": mean_std(trained) if trained else {"mean": math.nan, "std": math.nan},
-                "val_loss_values": final,
-                "diverged": sum(not math.isfinite(v) for v in final),
-                "train_seconds": mean_std([r["train_seconds"] for r in results]),
-                "curves": [[m["val_loss"] for m in read_metrics(d)] for d in run_dirs],
-                "gates": _mean_over_seeds([g for g in gates if g is not None]),
-                "run_dirs": [str(d) for d in run_dirs],
-            })
+    for k, (depth, variant) in enumerate(cells):
+        tested = found[k * len(config.seeds):(k + 1) * len(config.seeds)]
+        lr = best[depth, variant]
+        run_dirs = [job(depth, variant, lr, seed)[1] for seed in config.seeds]
+        init_model = lm.build_model(_run_config(config, depth, variant, lr, config.seeds[0], hidden[depth, variant]),
+                                    corpus.vocab)
+        rows.append({
+            "depth": depth, "variant": variant, "label": label(variant), "lr": lr,
+            "parameters": tested[0]["parameters"], "mlp_hidden": hidden[depth, variant],
+            "gate_bias": job(depth, variant, lr, 0)[0].gate_bias if parse_variant(variant)["residual"] in GATED
+            else None,
+            "search": {f"{rate:g}": search[depth, variant][rate]["final"]["val_loss"]
+                       for rate in sorted(search[depth, variant])},
+            "extended": len(search[depth, variant]) - len(grid),
+            "diverged": [not math.isfinite(r["final"]["val_loss"]) for r in tested],
+            "test_loss": [r["test"]["loss"] for r in tested],
+            "val_loss": [r["best_val"] for r in tested],
+            "train_seconds": [r["train_seconds"] for r in tested],
+            "curves": [[m["val_loss"] for m in read_metrics(d)] for d in run_dirs],
+            "gates": _gates_over_training(init_model, corpus, config.base.bptt, run_dirs),
+            "run_dirs": [str(d) for d in run_dirs],
+        })
     summary = {"recipe": "transformer-depth", "config": asdict(config), "rows": rows,
-               "steps_per_epoch": config.base.steps_per_epoch, "unigram_nats": corpus.unigram_entropy_bits("valid")
-               * math.log(2), "seconds": round(time.perf_counter() - start, 1)}
+               "steps_per_epoch": config.base.steps_per_epoch,
+               "tokens_per_run": steps * config.base.batch_size * config.base.bptt,
+               "unigram_nats": corpus.unigram_entropy_bits("test") * math.log(2),
+               "seconds": round(time.perf_counter() - start, 1),
+               "cpu_seconds": round(_cpu_seconds() - cpu_start, 1), "workers": workers,
+               "threads": 1 if workers > 1 else torch.get_num_threads()}
+    summary["contrasts"] = contrasts(summary)
     return finish_sweep(out, summary, write_report)
 
 
-def _mean_over_seeds(gates: list[dict[str, list[float]]]) -> dict[str, list[float]] | None:
-    if not gates:
+def _gates_over_training(model: torch.nn.Module, corpus: Corpus, bptt: int, run_dirs: list[Path]
+                         ) -> dict[str, Any] | None:
+    """Each block's mean gate at initialisation (the first seed's model) and after each epoch (the
+    runs' recorded means, averaged over the seeds); None for a connection with nothing to record
+    (a plain sum, DeepNorm's fixed sum)."""
+    init = mean_gates(model, corpus, bptt)
+    if all(v == 1.0 for part in init.values() for v in part):
         return None
-    return {part: [sum(g[part][i] for g in gates) / len(gates) for i in range(len(gates[0][part]))]
-            for part in gates[0]}
+    epochs: list[dict[str, list[list[float]]]] = []  # per epoch, per part: each seed's values by block
+    for run_dir in run_dirs:
+        for k, metrics in enumerate(read_metrics(run_dir)):
+            means = _by_part({name[len("gate/"):]: v for name, v in metrics.items() if name.startswith("gate/")})
+            if k == len(epochs):
+                epochs.append({part: [] for part in means})
+            for part, values in means.items():
+                epochs[k][part].append(values)
+    return {"init": init, "epochs": [{part: [statistics.fmean(column) for column in zip(*seeds, strict=True)]
+                                      for part, seeds in epoch.items() if seeds} for epoch in epochs]}
+
+
+# -- the statistics -----------------------------------------------------------------------------
+
+def _finite(row: dict[str, Any]) -> dict[int, float]:
+    """Each seed's test loss (by position in the seeds) where the run did not diverge."""
+    return {i: v for i, (v, bad) in enumerate(zip(row["test_loss"], row["diverged"], strict=True))
+            if not bad and math.isfinite(v)}
+
+
+def _contrast(a: dict[str, Any], b: dict[str, Any], kind: str) -> dict[str, Any]:
+    left, right = _finite(a), _finite(b)
+    pairs = sorted(set(left) & set(right))
+    interval = paired_interval([left[i] - right[i] for i in pairs])
+    if interval["n"] < 2:
+        verdict = "too few runs that trained to compare"
+    elif interval["hi"] < 0:
+        verdict = f"{a['variant']} lower"
+    elif interval["lo"] > 0:
+        verdict = f"{b['variant']} lower"
+    else:
+        verdict = "no difference resolved"
+    return {"kind": kind, "a": a["variant"], "a_depth": a["depth"], "b": b["variant"], "b_depth": b["depth"],
+            **interval, "verdict": verdict}
+
+
+def contrasts(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pre-registered contrasts, each a paired difference of test losses (``a − b``, nats per
+    character; negative: ``a`` better) over the seeds where both runs trained, with its 95%
+    t-interval and a verdict from it. At each depth: the learned highway gate against the fixed
+    gate and against the pre-LN model widened to its parameters; GTrXL against its widened model;
+    every variant against pre-LN's plain sum. Across depths: every variant at each depth against
+    the shallowest pre-LN model (does depth pay at all?)."""
+    rows = {(r["depth"], r["variant"]): r for r in summary["rows"]}
+    depths = summary["config"]["depths"]
+    out = []
+    for depth in depths:
+        planned = [("pre-highway", "pre-fixed", "learned gate vs fixed gate"),
+                   ("pre-highway", "pre-residual-matched-highway", "learned gate vs parameter-matched sum"),
+                   ("pre-gtrxl", "pre-residual-matched-gtrxl", "GTrXL gate vs parameter-matched sum")]
+        planned += [(v, "pre-residual", "vs pre-LN sum") for v in summary["config"]["variants"] if v != "pre-residual"]
+        for a, b, kind in planned:
+            if (depth, a) in rows and (depth, b) in rows:
+                out.append(_contrast(rows[depth, a], rows[depth, b], kind))
+    shallow = min(depths)
+    for depth in depths:
+        if depth == shallow or (shallow, "pre-residual") not in rows:
+            continue
+        for variant in summary["config"]["variants"]:
+            if (depth, variant) in rows:
+                out.append(_contrast(rows[depth, variant], rows[shallow, "pre-residual"],
+                                     f"vs pre-LN sum at {shallow} blocks"))
+    return out
+
+
+def test_loss_text(row: dict[str, Any]) -> str:
+    """A row's test loss as the tables show it: ``2.567 ± 0.012``, with how many seeds trained where
+    some did not."""
+    return _mean_sd(row)
+
+
+def contrast_text(c: dict[str, Any]) -> str:
+    """A contrast in a line: ``pre-highway − pre-fixed +0.010 [−0.020, +0.040] nats: no difference resolved``."""
+    left = c["a"] if c["a_depth"] == c["b_depth"] else f"{c['a']} ({c['a_depth']} blocks)"
+    right = c["b"] if c["a_depth"] == c["b_depth"] else f"{c['b']} ({c['b_depth']} blocks)"
+    return f"{left} − {right} {_interval(c)} nats: {c['verdict']}"
+
+
+def _mean_sd(row: dict[str, Any]) -> str:
+    values = list(_finite(row).values())
+    if not values:
+        return "all diverged"
+    text = f"{statistics.fmean(values):.3f}" + (f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else "")
+    return text + (f" ({len(values)} of {len(row['test_loss'])})" if len(values) < len(row["test_loss"]) else "")
+
+
+def _interval(c: dict[str, Any]) -> str:
+    if c["n"] < 2:
+        return "–"
+    return f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]"
+
+
+def verdicts(summary: dict[str, Any]) -> list[str]:
+    """The pre-registered contrasts whose 95% interval excludes 0, as sentences (the rest: one line
+    saying how many resolved nothing); and the variants that failed to train (a seed diverged, or
+    tested no better than the characters' frequencies)."""
+    lines = []
+    unigram = summary["unigram_nats"]
+    for row in summary["rows"]:
+        finite = list(_finite(row).values())
+        diverged, flat = len(row["test_loss"]) - len(finite), sum(v > unigram - 0.1 for v in finite)
+        if diverged or flat:
+            lines.append(f"{row['depth']} blocks, {row['variant']}: did not train on {diverged + flat} of "
+                         f"{len(row['test_loss'])} seeds ({diverged} diverged, {flat} tested within 0.1 nats of "
+                         f"the characters' frequencies, {unigram:.3f})")
+    resolved = [c for c in summary.get("contrasts", []) if c["verdict"].endswith("lower")]
+    for c in resolved:
+        where = f"{c['a_depth']} blocks" if c["a_depth"] == c["b_depth"] else \
+            f"{c['a']} at {c['a_depth']} blocks against {c['b']} at {c['b_depth']}"
+        lines.append(f"{where}: {c['a']} − {c['b']} = {_interval(c)} nats ({c['kind']}): {c['verdict']}")
+    unresolved = len(summary.get("contrasts", [])) - len(resolved)
+    lines.append(f"{unresolved} of {len(summary.get('contrasts', []))} contrasts resolved no difference")
+    return lines
 
 
 # -- the report ---------------------------------------------------------------------------------
 
-_COLOURS = {"post-residual": "C0", "pre-residual": "C2", "pre-highway": "C1", "pre-gtrxl": "C3", "none-rezero": "C4"}
-
-
-def _trained(row: dict[str, Any], unigram: float) -> bool:
-    """Whether every seed's run learned more than the characters' frequencies (and none diverged)."""
-    return row["diverged"] == 0 and all(v < unigram - 0.1 for v in row["val_loss_values"])
-
-
-def verdicts(summary: dict[str, Any]) -> list[str]:
-    """What the study measured, depth by depth: which variants failed to train (diverged, or no better
-    than the characters' frequencies), and the best variant against the runner-up, against the
-    seeds' spread."""
-    unigram, lines = summary["unigram_nats"], []
-    for depth in summary["config"]["depths"]:
-        rows = [r for r in summary["rows"] if r["depth"] == depth]
-        failed = [r["variant"] for r in rows if not _trained(r, unigram)]
-        ranked = sorted((r for r in rows if _trained(r, unigram)), key=lambda r: r["val_loss"]["mean"])
-        line = f"{depth} blocks: " + (f"failed to train: {', '.join(failed)}" if failed else "every variant trained")
-        if len(ranked) > 1:
-            line += "; " + compare(ranked[0]["variant"], ranked[0]["val_loss"], ranked[1]["variant"],
-                                   ranked[1]["val_loss"])
-        elif ranked:
-            line += f"; only {ranked[0]['variant']} trained"
-        lines.append(line)
-    return lines
+_COLOURS = {"post-residual": "C0", "pre-residual": "C2", "pre-highway": "C1", "pre-gtrxl": "C3", "none-rezero": "C4",
+            "pre-fixed": "C5", "pre-layerscale": "C6", "pre-rezero": "C7", "none-rezero-final-norm": "C8",
+            "post-deepnorm": "C9", "pre-residual-matched-highway": "#1f77b4", "pre-residual-matched-gtrxl": "#8c564b"}
 
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
-    """``depth.png`` (validation loss against steps, one panel per depth, mean over seeds), ``gates.png``
-    (each gated variant's mean gate per block at the deepest depth) and ``report.md``."""
+    """``depth.png`` (validation loss against steps, one panel per depth, mean over the seeds),
+    ``gates.png`` (each gated or scaled variant's mean gate per block, at initialisation and after
+    each epoch, at the deepest depth) and ``report.md`` (the tables, the contrasts and the verdicts)."""
     import numpy as np
 
     config, rows = summary["config"], summary["rows"]
@@ -177,60 +460,103 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         ax.axis("off")
     for ax, depth in zip(panels, depths, strict=False):
         for row in (r for r in rows if r["depth"] == depth):
-            curves = np.array([c + [math.nan] * (max(map(len, row["curves"])) - len(c)) for c in row["curves"]])
+            width = max(map(len, row["curves"]))
+            curves = np.array([c + [math.nan] * (width - len(c)) for c in row["curves"]])
             steps = per_epoch * np.arange(1, curves.shape[1] + 1)
             mean = np.nanmean(curves, axis=0) if np.isfinite(curves).any() else curves[0]
-            colour = _COLOURS.get(row["variant"])
-            ax.plot(steps, mean, color=colour, label=f"{row['variant']} (lr {row['lr']:g})")
-            if curves.shape[0] > 1:
-                ax.fill_between(steps, np.nanmin(curves, axis=0), np.nanmax(curves, axis=0), color=colour, alpha=0.15)
+            ax.plot(steps, mean, color=_COLOURS.get(row["variant"]), lw=1.2, label=row["variant"])
         ax.axhline(summary["unigram_nats"], color="gray", ls=":", lw=1)
         ax.set(title=f"{depth} blocks", xlabel="step")
         whole_numbers(ax.xaxis)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    for row in axes:
-        row[0].set_ylabel("validation loss (nats/char)")
+    panels[0].legend(fontsize="small", ncol=2)
+    for row_axes in axes:
+        row_axes[0].set_ylabel("validation loss (nats/char)")
     fig.suptitle("Causal Transformers on Tiny Shakespeare (characters), by residual connection", y=1.0)
     save_figure(fig, out / "depth.png")
 
-    gated = [r for r in rows if r["depth"] == max(depths) and r.get("gates")]
-    figures = ["![validation loss against steps](depth.png)", ""]
+    deepest = max(depths)
+    gated = [r for r in rows if r["depth"] == deepest and r.get("gates")]
+    figures = ["![validation loss against steps, mean over the seeds](depth.png)", ""]
     if gated:
-        fig, axes = subplots(1, 2, figsize=(FIGURE_WIDTH, 3.2), squeeze=False)
-        for ax, part in zip(axes[0], ("attention", "mlp"), strict=True):
-            for row in gated:
-                ax.plot(range(1, len(row["gates"][part]) + 1), row["gates"][part], "o-", ms=3,
-                        color=_COLOURS.get(row["variant"]), label=row["variant"])
-            ax.set(title=f"{part} connections, {max(depths)} blocks", xlabel="block", ylabel="mean gate")
-            whole_numbers(ax.xaxis)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize="small")
+        fig, axes = subplots(2, len(gated), figsize=(FIGURE_WIDTH, 5.0), squeeze=False, sharex=True)
+        for column, row in enumerate(gated):
+            epochs = row["gates"]["epochs"]
+            for line, part in enumerate(("attention", "mlp")):
+                ax = axes[line][column]
+                blocks = range(1, len(row["gates"]["init"][part]) + 1)
+                ax.plot(blocks, row["gates"]["init"][part], color="gray", ls=":", lw=1, label="at initialisation")
+                for k, epoch in enumerate(epochs):
+                    ax.plot(blocks, epoch[part], color=(0.1, 0.3, 0.8, 0.25 + 0.75 * (k + 1) / len(epochs)),
+                            lw=0.8, label="after the last epoch" if k == len(epochs) - 1 else None)
+                ax.set_title(f"{row['variant']}: {part}", fontsize=7)
+                ax.tick_params(labelsize=6)
+                whole_numbers(ax.xaxis)
+                ax.grid(alpha=0.3)
+            axes[1][column].set_xlabel("block", fontsize=7)
+        axes[0][0].legend(fontsize=6)
         save_figure(fig, out / "gates.png")
-        figures += ["The mean gate of each block (highway: T, GTrXL: z, ReZero: α), first validation window, "
-                    "best weights, mean over seeds:", "", "![mean gate per block](gates.png)", ""]
-    seeds = len(config["seeds"])
-    table = markdown_table(
-        ["blocks", "variant", "parameters", "lr", "final validation loss", "diverged", "train time (s)"],
-        [[r["depth"], r["variant"], f"{r['parameters']:,}", f"{r['lr']:g}",
-          format_mean_std(r["val_loss"], seeds - r["diverged"], 3), f"{r['diverged']} of {seeds}",
-          f"{r['train_seconds']['mean']:.0f}"] for r in rows])
-    search = markdown_table(["blocks", "variant", *(f"lr {lr:g}" for lr in config["lrs"])],
-                            [[r["depth"], r["variant"], *(loss_cell(v, digits=3) for v in r["search"].values())]
-                             for r in rows])
+        figures += [f"Each block's mean gate on a validation window, at {deepest} blocks (highway: T; GTrXL: z; fixed: "
+                    f"t; ReZero/SkipInit: α; LayerScale: mean γ): dotted at initialisation, then after each epoch "
+                    f"(darker later), the mean over the seeds:", "", "![mean gate per block](gates.png)", ""]
     base, train = config["base"], config["base"]["train"]
+    seeds = config["seeds"]
+    by_depth = {(c["a"], c["a_depth"]): c for c in summary["contrasts"] if c["kind"] == "vs pre-LN sum"}
+    table = markdown_table(
+        ["blocks", "variant", "parameters", "lr", "test loss (nats/char)", "− pre-LN sum, 95% interval", "verdict"],
+        [[r["depth"], r["variant"], f"{r['parameters']:,}", f"{r['lr']:g}", _mean_sd(r),
+          _interval(by_depth[r["variant"], r["depth"]]) if (r["variant"], r["depth"]) in by_depth else "",
+          by_depth[r["variant"], r["depth"]]["verdict"] if (r["variant"], r["depth"]) in by_depth else ""]
+         for r in rows])
+    planned = markdown_table(
+        ["contrast", "a", "b", "blocks", "a − b, 95% interval (nats)", "pairs", "verdict"],
+        [[c["kind"], c["a"], c["b"], c["a_depth"] if c["a_depth"] == c["b_depth"] else f"{c['a_depth']} vs "
+          f"{c['b_depth']}", _interval(c), c["n"], c["verdict"]] for c in summary["contrasts"]
+         if c["kind"] != "vs pre-LN sum"])
+    search = markdown_table(["blocks", "variant", "search: final validation loss by lr (search seed)"],
+                            [[r["depth"], r["variant"], ", ".join(f"{lr}: {v:.3f}" for lr, v in r["search"].items())
+                              + (f" (grid extended {r['extended']}×)" if r["extended"] else "")] for r in rows])
+    gates = markdown_table(
+        ["blocks", "variant", "gate at initialisation (mean over blocks)", "after training: mean [min, max] over "
+         "blocks"],
+        [[r["depth"], r["variant"], f"{_mean(r['gates']['init']):.4g}",
+          _spread(r["gates"]["epochs"][-1]) if r["gates"]["epochs"] else "–"] for r in rows if r.get("gates")])
+    steps = train["epochs"] * per_epoch
     report = out / "report.md"
     write_text(report, "\n".join([
-        "# Residual, highway, GTrXL and ReZero connections in deep Transformers", "", *findings(verdicts(summary)),
-        f"Total time {summary['seconds']:.0f} s. Character-level causal Transformers on {base['corpus']}: width "
-        f"{base['hidden']}, {base['heads']} heads, context {base['bptt']}, batch {base['batch_size']}, "
-        f"{train['epochs'] * per_epoch} steps of {train['optimizer']} ({train['schedule']} rate, gradient norm "
-        f"clipped at {train['grad_clip']}), " + (f"{config['warmup']} warm-up steps" if config["warmup"] else
-                                                 "no warm-up") +
-        f", dropout {base['output_dropout']}; seeds {config['seeds']}. Each depth and variant's learning rate is the "
-        f"one of {config['lrs']} whose first seed ends with the lowest validation loss. A variant failed to train "
-        f"where a seed diverged or ended no better than the characters' frequencies "
-        f"({summary['unigram_nats']:.2f} nats, the dotted line).", "", *figures, table, "",
-        f"Learning-rate search: final validation loss of the first seed at each rate ({diverged_rule()}).", "",
-        search, ""]))
+        "# The residual family in deep Transformers: controls, parameter-matched baselines, the test split", "",
+        *findings(verdicts(summary)),
+        f"Character-level causal Transformers on {base['corpus']}: width {base['hidden']}, {base['heads']} heads, "
+        f"context {base['bptt']}, batch {base['batch_size']}, {steps} steps of {train['optimizer']} "
+        f"({summary['tokens_per_run']:,} training tokens a run; {train['schedule']} rate, β2 {train['beta2']}, "
+        f"weight decay {train['weight_decay']} on {train['weight_decay_on']}, gradient norm clipped at "
+        f"{train['grad_clip']}, " + (f"{config['warmup']} warm-up steps" if config["warmup"] else "no warm-up") +
+        f", dropout {base['output_dropout']}). The learning rate of each depth and variant is the one of "
+        f"{config['lrs']} (extended by the grid's ratio at an edge) whose run with seed {config['search_seed']} ends "
+        f"with the lowest validation loss; seeds {seeds} then train at it, and the weights with the best validation "
+        f"loss are tested on the test split. Gated connections' bias: "
+        + ("by depth, so that the stack starts by carrying half its input (" + ", ".join(
+            f"{depth_gate_bias(d):.2f} at {d} blocks" for d in depths) + ")" if config["gate_bias"] is None
+           else f"{config['gate_bias']}") +
+        f". Test loss: mean ± standard deviation over the seeds that trained; the characters' frequencies alone give "
+        f"{summary['unigram_nats']:.3f} nats (dotted line). Intervals: paired differences over the seeds, 95% "
+        f"Student-t, not corrected for the number of contrasts. Study time {summary['seconds'] / 60:.0f} min wall, "
+        f"{summary['cpu_seconds'] / 60:.0f} min CPU (" + (f"{summary['workers']} runs side by side, one CPU thread each"
+                                                          if summary["workers"] > 1 else
+                                                          f"one run at a time, {summary['threads']} threads") +
+        "; this session's: a study run again in parts counts the last part).", "", *figures,
+        "## Test loss by depth and variant", "", table, "",
+        "## The pre-registered contrasts", "", planned, "",
+        "## The gates and scales over training", "", gates, "",
+        "## The learning-rate search", "", search, ""]))
     return report
+
+
+def _mean(parts: dict[str, list[float]]) -> float:
+    values = [v for part in parts.values() for v in part]
+    return statistics.fmean(values) if values else math.nan
+
+
+def _spread(parts: dict[str, list[float]]) -> str:
+    values = [v for part in parts.values() for v in part]
+    return f"{statistics.fmean(values):.4g} [{min(values):.4g}, {max(values):.4g}]" if values else "–"

@@ -60,8 +60,9 @@ class LanguageModelTask:
     Metrics: ``loss`` (nats per token) and ``ppl`` (perplexity, word level) or ``bpc`` (bits per
     character, char level).
 
-    With ``eval_windows`` an evaluation reads only the first that many windows of the split (the same
-    ones each time: a cheaper estimate, for studies of many short runs). With ``carry_state=False``
+    With ``eval_windows`` a validation reads only the first that many windows of the split (the same
+    ones each time: a cheaper estimate, for studies of many short runs); the test split is always
+    read whole. With ``carry_state=False``
     each window is read alone (a Transformer's, which attends within its
     window; the state it returns is not carried to the next).
 
@@ -105,7 +106,7 @@ class LanguageModelTask:
                 stop = start + span
             else:
                 start = int(torch.randint(0, self.bptt, (1,), generator=generator))
-        elif self.eval_windows:  # (the same first windows at every evaluation)
+        elif split == "val" and self.eval_windows:  # (the same first windows at every validation)
             stop = min(stop, self.eval_windows * self.bptt)
         with torch.no_grad():
             for state in self._states.values():

@@ -192,8 +192,9 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
 #: What each recipe's results.json holds that the sweeps read, and of which kind (``number``: int or float).
 _RESULTS: dict[str, dict[str, Any]] = {"mlp": {"final": dict, "test": dict, "parameters": int},
             "cnn": {"final": dict, "test": dict, "parameters": int},
-            "lm": {"final": dict, "test": dict, "parameters": int, "best_val": "number", "train_seconds": "number",
-                   "epochs": int, "sample": str},
+            # (a study's runs: a search's run is not tested, and none writes a sample; None where left out)
+            "lm": {"final": dict, "test": (dict, type(None)), "parameters": int, "best_val": "number",
+                   "train_seconds": "number", "epochs": int, "sample": (str, type(None))},
             "sentences": {"test": dict, "parameters": int, "best_val_acc": "number"}}
 
 
@@ -379,10 +380,16 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: Any, resume: bool 
     return plan.config
 
 
+#: Settings of where a run computes, not of what: taken from what is asked when a folder goes on (the device;
+#: a study's workers, the runs it trains side by side).
+_PLACEMENT = ("device", "workers")
+
+
 def _device_asked(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any]:
     """``saved`` with the device settings of ``asked``: a run resumes with the settings it was started
-    with, except where it runs (a run started on a GPU goes on on the CPU, or the reverse)."""
-    return {key: asked[key] if key == "device" and isinstance(asked.get(key), str) else
+    with, except where it runs (a run started on a GPU goes on on the CPU, or the reverse; a study's
+    runs trained two side by side or one after another)."""
+    return {key: asked[key] if key in _PLACEMENT and isinstance(asked.get(key), (str, int)) else
             _device_asked(value, asked[key]) if isinstance(value, dict) and isinstance(asked.get(key), dict) else value
             for key, value in saved.items()}
 
@@ -522,7 +529,7 @@ def _differences(saved: dict[str, Any], asked: Any) -> list[tuple[str, Any, Any,
         except (TypeError, ValueError):  # a saved setting the class no longer has (or a hand edit): as stored
             pass
     return [(key, resumed[key], value, key not in stored) for key, value in flat_settings(_asked_dict(asked)).items()
-            if key in resumed and resumed[key] != value and key.rsplit(".", 1)[-1] != "device"]
+            if key in resumed and resumed[key] != value and key.rsplit(".", 1)[-1] not in _PLACEMENT]
 
 
 def settings_differ(saved: dict[str, Any], asked: Any) -> list[str]:

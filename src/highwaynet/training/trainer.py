@@ -17,6 +17,7 @@ steps instead, or end the run there as a result (for a search that expects some 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -35,6 +36,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from .._versions import release
+from ..analysis import gate_means
 from ..config import TrainConfig
 from ..config.train import check_monitor
 from . import files
@@ -137,6 +139,9 @@ class Trainer:
             and ``model.pt`` (the best weights by ``config.monitor``). None: nothing is written.
         log: where the one line per epoch goes (default: printed above the progress bars).
         progress: show tqdm progress bars (they hide themselves when output is not a terminal).
+        gate_means: each epoch's metrics also hold every gate's mean over the validation pass
+            (``gate/NAME``, :func:`~highwaynet.analysis.gate_means`): how a model's gates and scales
+            move over training.
 
     Attributes:
         seconds: wall seconds :meth:`fit` has spent on this run, its earlier sessions included.
@@ -153,8 +158,9 @@ class Trainer:
     """
 
     def __init__(self, model: nn.Module, task: Task, config: TrainConfig, run_dir: str | Path | None = None,
-                 log: Callable[[str], None] | None = None, progress: bool = True) -> None:
+                 log: Callable[[str], None] | None = None, progress: bool = True, gate_means: bool = False) -> None:
         self.config = config
+        self._gate_means = gate_means
         self.task = task
         _check_monitor(config.monitor, task)
         # (the device first: under torchrun it picks the process group's backend, NCCL or gloo)
@@ -212,7 +218,11 @@ class Trainer:
                              "after each step whether to apply it")
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        c, params = self.config, self.model.parameters()
+        c = self.config
+        params: Any = list(self.model.parameters())
+        if c.weight_decay_on == "matrices":  # (nanoGPT's split: matrices and embeddings decay, nothing else)
+            params = [{"params": [p for p in params if p.dim() >= 2]},
+                      {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
         # On the CPU the fused update (torch >= 2.4) makes one pass over each parameter where the
         # default makes one per operation, several times faster for a model of millions of
         # parameters (benchmarks/optimizer_step.py). On a GPU the default stays, as the GPU figures
@@ -222,7 +232,8 @@ class Trainer:
             return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay, fused=fused)
         # Under a CUDA graph Adam's step counter must live on the GPU.
         adam = torch.optim.Adam if c.optimizer == "adam" else torch.optim.AdamW
-        return adam(params, lr=c.lr, weight_decay=c.weight_decay, capturable=c.cuda_graph, fused=fused)
+        return adam(params, lr=c.lr, betas=(0.9, c.beta2), weight_decay=c.weight_decay, capturable=c.cuda_graph,
+                    fused=fused)
 
     def _autocast(self) -> torch.autocast:
         # A captured graph must not rely on autocast's cache of cast weights (they change every step).
@@ -356,18 +367,23 @@ class Trainer:
         self.scheduler.step()
         train = self.task.summarize({k: v.item() for k, v in all_reduce_sums(sums).items()})
         validated = self.ema.module if self.ema is not None else self._eval_model
-        if self.config.tensorboard:
-            from .tensorboard import GateHistograms
+        # (each gate's mean over the validation pass, where asked: a study of the gates over training)
+        recording: contextlib.AbstractContextManager[dict[str, float]] = \
+            gate_means(validated) if self._gate_means else contextlib.nullcontext({})
+        with recording as gates:
+            if self.config.tensorboard:
+                from .tensorboard import GateHistograms
 
-            with GateHistograms(validated) as histograms:
+                with GateHistograms(validated) as histograms:
+                    val = self.evaluate("val", validated)
+                if self._board is not None:
+                    self._board.gates(histograms.reduced(), epoch + 1)
+            else:
                 val = self.evaluate("val", validated)
-            if self._board is not None:
-                self._board.gates(histograms.reduced(), epoch + 1)
-        else:
-            val = self.evaluate("val", validated)
         return {"epoch": epoch + 1, "time": round(time.perf_counter() - start, 3), "lr": lr,
                 **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()},
-                **({"skipped": skipped} if self.config.nonfinite == "skip" else {})}
+                **({"skipped": skipped} if self.config.nonfinite == "skip" else {}),
+                **{f"gate/{name}": value for name, value in gates.items()}}
 
     def _warm_up(self) -> None:
         """The rate of the next step during the warm-up by steps: its share of the epoch's rate (set outside
