@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from ..kernels.gating import onnx_exporting
 from ._signature import settings_repr
 from .gate import TransformGate
 from .resize import make_resize
@@ -32,7 +33,7 @@ LSTMState = tuple[Tensor, Tensor]
 def exporting() -> bool:
     """Whether ``torch.export`` or ONNX export is tracing the caller."""
     is_exporting = getattr(torch.compiler, "is_exporting", None)  # (torch >= 2.5)
-    return torch.onnx.is_in_onnx_export() or (is_exporting is not None and is_exporting())
+    return onnx_exporting() or (is_exporting is not None and is_exporting())
 
 
 def unpacked_lstm(lstm: nn.LSTM, x: Tensor, lengths: Tensor, mask: Tensor,
@@ -149,6 +150,10 @@ class HighwayLSTMBlock(nn.Module):
             # No packing when nothing is padded: faster, and no shape that depends on data (so that
             # torch.export can trace the block).
             h, state = self.lstm(x, state)
+            # (a view that changes nothing, but for torch 2.10 to 2.12's export, which gives nn.LSTM's
+            # final state a shape of four dimensions, (D, 1, B, H), that its ONNX export then fails on)
+            shape = (self.lstm.num_layers * (2 if self.lstm.bidirectional else 1), x.shape[0], self.lstm.hidden_size)
+            state = (state[0].view(shape), state[1].view(shape))
             mask = None
         else:
             mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
