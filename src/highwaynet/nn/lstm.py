@@ -208,6 +208,12 @@ class HighwayLSTM(nn.Module):
     Outputs: ``output, (h_n, c_n)`` as ``nn.LSTM``: ``output`` ``(T, B, directions · hidden_size)``
     (zero past each sequence's length), or batch first, unbatched or packed like the input.
 
+    Exported (``torch.export``), the stack keeps the sequence length it was traced with, as
+    ``nn.LSTM`` does, and serves any batch size; with ``lengths`` too (needs torch ≥ 2.5, whose
+    ``torch.compiler.is_exporting`` lets the blocks run the LSTM over the padded batch rather than
+    pack it), and compiled and exported code checks the lengths itself from torch 2.10. ONNX export
+    (``torch.onnx.export(..., dynamo=True)``) needs torch ≥ 2.10.
+
     Example::
 
         >>> stack = HighwayLSTM(300, 150, num_layers=4, batch_first=True)
