@@ -191,9 +191,12 @@ def test_suite_record_counts_what_pytest_said(tmp_path):
     """From pytest's JUnit XML, and from its verbose lines (what is left of a run cut at its limit)."""
     tests = tmp_path / "tests" / "test_three.py"
     tests.parent.mkdir()
-    tests.write_text("import pytest\n\ndef test_passes():\n    pass\n\ndef test_fails():\n    assert False\n\n"
-                     "@pytest.mark.parametrize('x', ['a b'])\ndef test_skips(x):\n    pytest.skip('no')\n")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--junitxml",
+    tests.write_text("import pytest\n\ndef test_passes():\n    pass\n\n"
+                     "def test_fails():\n    assert 1 == 2, 'not 2'\n\n"
+                     "@pytest.mark.parametrize('x', ['a b'])\ndef test_skips(x):\n    pytest.skip('no')\n\n"
+                     "@pytest.fixture\ndef broken():\n    raise OSError('disk')\n\n"
+                     "def test_errors(broken):\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rfE", "-p", "no:cacheprovider", "--junitxml",
                           str(tmp_path / "suite.xml"), "tests/test_three.py"], cwd=tmp_path, capture_output=True,
                          text=True)
     (tmp_path / "suite.txt").write_text(run.stdout)
@@ -203,6 +206,9 @@ def test_suite_record_counts_what_pytest_said(tmp_path):
                               capture_output=True, text=True, timeout=process_timeout(60))
         assert done.returncode == 0, done.stderr
         record = json.loads((tmp_path / "record.json").read_text())
-        assert (record["passed"], record["failed"], record["skipped"]) == (1, 1, 1), results
-        assert record["failed_names"] == ["tests/test_three.py::test_fails"] and record["device"] == "a GPU"
+        assert (record["passed"], record["failed"], record["skipped"], record["errors"]) == (1, 1, 1, 1), results
+        assert list(record["failures"]) == ["tests/test_three.py::test_errors", "tests/test_three.py::test_fails"]
+        assert "not 2" in record["failures"]["tests/test_three.py::test_fails"] and record["device"] == "a GPU"
+        assert "OSError: disk" in record["failures"]["tests/test_three.py::test_errors"], record["failures"]
+        assert list(record["skips"]) == ["tests/test_three.py::test_skips[a b]"]
         assert len(record["commit"]) == 40 and record["command"] == "pytest"

@@ -13,6 +13,7 @@ import pytest
 import torch
 from conftest import RESIDUAL_PARTS
 
+from highwaynet._versions import release
 from highwaynet.models import (
     CausalTransformer,
     CharAwareLanguageModel,
@@ -35,6 +36,11 @@ from highwaynet.nn import (
     HighwayLSTM,
     Residual,
 )
+
+# The dynamo exporter of torch 2.5 to 2.9 fails on some of these graphs (0.3.0 failed 6 to 13 of them there);
+# 2.10 is the oldest release on which every one was seen to export, and the docstrings name it.
+pytestmark = pytest.mark.skipif(release(torch.__version__) < (2, 10), reason="ONNX export needs torch >= 2.10 "
+                                "(torch.onnx.export(dynamo=True) of older releases fails on some of these graphs)")
 
 ort = pytest.importorskip("onnxruntime", reason="the export extra: pip install -e '.[export]'")
 pytest.importorskip("onnxscript", reason="the export extra: pip install -e '.[export]'")

@@ -10,6 +10,8 @@ import pytest
 import torch
 from conftest import process_timeout
 
+from highwaynet._versions import release
+
 TYPING = Path(__file__).resolve().parent / "typecheck"
 
 
@@ -20,6 +22,10 @@ def test_public_api_type_checks_strictly(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 
+# torch 2.3's own hints lack names the package uses behind checks of the release (torch.library.custom_op,
+# torch.get_autocast_dtype) and some it has (SGD's fused, AveragedModel's multi_avg_fn): checked against 2.4's on.
+@pytest.mark.skipif(release(torch.__version__) < (2, 4), reason="needs torch >= 2.4: 2.3's type hints lack names "
+                    "the package uses (custom_op, get_autocast_dtype, SGD(fused=...))")
 def test_package_type_checks(tmp_path):
     # The package's own code, as pyproject.toml's [tool.mypy] sets it up: its hints hold inside too.
     pytest.importorskip("mypy", reason="mypy is in the dev extra")

@@ -4,8 +4,9 @@ Each ``docs/results/NAME.json`` (written by ``docs/results/store.py`` from a fin
 becomes ``docs/_generated/NAME/report.md`` and its figures, drawn by the same code that wrote the
 run's own report (:mod:`highwaynet.report`), with where and how it ran above it; each
 ``benchmarks/*.json`` (written by a benchmark script) becomes a table in
-``docs/_generated/performance/NAME.md``, and the latest ``benchmarks/gpu_suite_*.json`` the testing
-page's GPU record. The pages include these files: no number on them is typed by hand.
+``docs/_generated/performance/NAME.md``, the latest ``benchmarks/gpu_suite_*.json`` the testing
+page's GPU record, and ``benchmarks/torch_compat_*.json`` its records on other PyTorch releases. The
+pages include these files: no number on them is typed by hand.
 """
 
 from __future__ import annotations
@@ -420,6 +421,11 @@ def performance() -> Path:
     return out
 
 
+def _failed(failures: dict[str, str]) -> list[str]:
+    """A Markdown list of failed tests, each with its one-line why where the record has one."""
+    return [f"- `{name}`" + (f": {why}" if why else "") for name, why in failures.items()]
+
+
 def gpu_suite() -> Path:
     """``_generated/gpu-suite.md``: the latest record of the whole suite on a GPU (``benchmarks/gpu_suite_*.json``,
     written by ``benchmarks/gpu_suite.sh OUT tests-all``), and the earlier ones."""
@@ -438,12 +444,58 @@ def gpu_suite() -> Path:
              f"(torch {latest['torch']}, Triton {latest['triton']}): **{result}**."
              + (f" {latest['note'][0].upper() + latest['note'][1:]}." if latest.get("note") else ""), "",
              f"Command: `{latest['command']}`. From `benchmarks/{latest['file']}`.", ""]
-    if latest["failed_names"]:
-        lines += ["Failed in that run:", "", *(f"- `{name}`" for name in latest["failed_names"]), ""]
+    failed = latest.get("failures") or dict.fromkeys(latest.get("failed_names", []), "")  # (records before 0.4)
+    if failed:
+        lines += ["Failed in that run:", "", *_failed(failed), ""]
     lines += ["All stored runs:", "", markdown_table(
         ["date", "commit", "device", "torch", "passed", "failed", "skipped"],
         [[r["date"], f"`{r['commit'][:10]}`", r["device"], r["torch"], r["passed"], r["failed"], r["skipped"]]
          for r in records]), ""]
+    out.write_text("\n".join(lines))
+    return out
+
+
+def _torch_release(record: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", record["torch"].split("+")[0])[:3])
+
+
+def torch_compat() -> Path:
+    """``_generated/torch-compat.md``: the suite's stored records on other PyTorch releases
+    (``benchmarks/torch_compat_*.json``, written by ``benchmarks/torch_compat.py VERSION``), oldest torch
+    first, with each failure and why, and why tests skipped."""
+    out = GENERATED / "torch-compat.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    records = sorted((json.loads(p.read_text()) | {"file": p.name} for p in BENCHMARKS.glob("torch_compat_*.json")),
+                     key=_torch_release)
+    if not records:
+        out.write_text("*No run on another torch is stored yet.*\n")
+        return out
+    from highwaynet.report import markdown_table
+
+    def installed(r: dict[str, Any]) -> str:
+        if not r.get("install_seconds"):
+            return "(a venv made before)"
+        return f"{_minutes(sum(r['install_seconds'].values()))}, {r['venv_gb']:.1f} GB"
+
+    lines = [markdown_table(
+        ["torch", "Python", "date", "commit", "highwaynet", "passed", "failed", "errors", "skipped", "tests took",
+         "install took", "record"],
+        [[f"**{r['torch']}**", r["python"], r["date"], f"`{r['commit'][:10]}`", r["highwaynet"], r["passed"],
+          r["failed"], r["errors"], r["skipped"], _minutes(r["seconds"]), installed(r), f"`benchmarks/{r['file']}`"]
+         for r in records]), ""]
+    for r in records:
+        why_skipped: dict[str, int] = {}
+        for why in r["skips"].values():
+            why_skipped[why] = why_skipped.get(why, 0) + 1
+        packages = ", ".join(f"{name} {version}" for name, version in r["packages"].items() if version)
+        note = f" {r['note'][0].upper() + r['note'][1:]}." if r["note"] else ""
+        lines += [f"**torch {r['torch']}** (Python {r['python']}, {r['platform']}; {packages}). "
+                  f"Command: `{r['command']}`.{note}", ""]
+        if r["failures"]:
+            lines += ["Failed:", "", *_failed(r["failures"]), ""]
+        if why_skipped:
+            lines += ["Skipped, and why:", "", *(f"- {why or 'no reason given'} ({count})"
+                                                 for why, count in sorted(why_skipped.items())), ""]
     out.write_text("\n".join(lines))
     return out
 
@@ -470,6 +522,7 @@ def _generate(app: Any) -> None:
     results()
     performance()
     gpu_suite()
+    torch_compat()
 
 
 def _link_figures(app: Any, doctree: Any, docname: str) -> None:

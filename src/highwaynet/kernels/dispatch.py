@@ -32,7 +32,7 @@ __all__ = ["Choice", "Decision", "explain"]
 PathT = TypeVar("PathT", bound=enum.Enum)
 
 
-@dataclass(frozen=True)
+@dataclass  # (not frozen: torch 2.3's compiler cannot make a frozen dataclass while it traces a forward)
 class Choice(Generic[PathT]):
     """A layer's path for one call (a member of the layer's ``Enum`` of paths), and why it was taken
     (a sentence a user can act on)."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 
@@ -118,12 +119,22 @@ def first_order_only(layer: str) -> None:
                            f"of gradients (create_graph=True) build the layer with fused=False")
 
 
+@_constant_when_compiled  # (decided when compiling, as the path's other choices)
+def onnx_exporting() -> bool:
+    """Whether ``torch.onnx.export`` is tracing the caller: asked of ``torch.onnx`` only where it is
+    imported, as it is before any export runs. (Under torch 2.4 its first import loads onnx and
+    onnxruntime where they are installed: seconds more at a layer's first forward.)"""
+    onnx = sys.modules.get("torch.onnx")
+    return onnx is not None and bool(onnx.is_in_onnx_export())
+
+
+@_constant_when_compiled  # (decided when compiling, as newer compilers do themselves; 2.3's and 2.4's cannot trace it)
 def transforms_active() -> bool:
     """Whether ``torch.func``'s transforms (``grad``, ``vmap``, ``jvp``, ``jacrev``, ...) or forward-mode
     AD (``torch.autograd.forward_ad``) are running. The fused layers' autograd functions have a
     hand-written backward and nothing else, so under these the layers take their reference paths,
     which are plain PyTorch operations and support them all. (Both checks are PyTorch's private
-    ones, as its own ``autograd.Function.apply`` makes; tested on torch 2.3 and 2.13.)"""
+    ones, as its own ``autograd.Function.apply`` makes; tested on torch 2.3.1 to 2.15.)"""
     return torch._C._are_functorch_transforms_active() or torch.autograd.forward_ad._current_level >= 0
 
 

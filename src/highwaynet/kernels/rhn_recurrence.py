@@ -43,6 +43,7 @@ from .gating import (
     gate_backward,
     gate_forward,
     kernel_dtypes_refusal,
+    onnx_exporting,
     transforms_active,
     triton_available,
 )
@@ -313,7 +314,7 @@ def choose_path(x_proj: Tensor, s0: Tensor, mask: Tensor | None, params: tuple[T
         return Choice(RHNPath.LOOP, "its gates are being recorded or are lesioned (highwaynet.analysis)")
     if transforms_active():
         return Choice(RHNPath.LOOP, "torch.func transforms or forward-mode AD need more than the fused backward")
-    if torch.onnx.is_in_onnx_export():
+    if onnx_exporting():
         return Choice(RHNPath.LOOP, "ONNX export: the fused operator has no ONNX translation")
     if not OPAQUE_TO_COMPILE and torch.compiler.is_compiling():
         return Choice(RHNPath.LOOP, "torch < 2.4 compiles and exports the loop (no torch.library.custom_op)")

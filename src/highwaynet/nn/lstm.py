@@ -31,6 +31,7 @@ from .._checks import (
     check_state,
     describe,
 )
+from ..kernels.gating import onnx_exporting
 from ._signature import settings_repr
 from .gate import TransformGate
 from .resize import RESIZE_KINDS, make_resize
@@ -44,7 +45,7 @@ LSTMState = tuple[Tensor, Tensor]
 def exporting() -> bool:
     """Whether ``torch.export`` or ONNX export is tracing the caller."""
     is_exporting = getattr(torch.compiler, "is_exporting", None)  # (torch >= 2.5)
-    return torch.onnx.is_in_onnx_export() or (is_exporting is not None and is_exporting())
+    return onnx_exporting() or (is_exporting is not None and is_exporting())
 
 
 def unpacked_lstm(lstm: nn.LSTM, x: Tensor, lengths: Tensor, mask: Tensor,
@@ -183,6 +184,10 @@ class HighwayLSTMBlock(nn.Module):
             # No packing when nothing is padded: faster, and no shape that depends on data (so that
             # torch.export can trace the block).
             h, state = self.lstm(x, state)
+            # (a view that changes nothing, but for torch 2.10 to 2.12's export, which gives nn.LSTM's
+            # final state a shape of four dimensions, (D, 1, B, H), that its ONNX export then fails on)
+            shape = (self.lstm.num_layers * (2 if self.lstm.bidirectional else 1), x.shape[0], self.lstm.hidden_size)
+            state = (state[0].view(shape), state[1].view(shape))
             mask = None
         else:
             mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
@@ -236,6 +241,12 @@ class HighwayLSTM(nn.Module):
 
     Outputs: ``output, (h_n, c_n)`` as ``nn.LSTM``: ``output`` ``(T, B, directions · hidden_size)``
     (zero past each sequence's length), or batch first, unbatched or packed like the input.
+
+    Exported (``torch.export``), the stack keeps the sequence length it was traced with, as
+    ``nn.LSTM`` does, and serves any batch size; with ``lengths`` too (needs torch ≥ 2.5, whose
+    ``torch.compiler.is_exporting`` lets the blocks run the LSTM over the padded batch rather than
+    pack it), and compiled and exported code checks the lengths itself from torch 2.10. ONNX export
+    (``torch.onnx.export(..., dynamo=True)``) needs torch ≥ 2.10.
 
     Example::
 

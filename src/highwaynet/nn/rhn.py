@@ -203,6 +203,13 @@ class RHN(nn.Module):
           first step). Passing a unidirectional RHN's state to the next call continues the sequence
           exactly.
 
+    Compiled and exported: ``torch.compile`` and ``torch.export`` take the fused recurrence as one
+    operator, so that an exported RHN serves any sequence length and batch size (needs torch ≥ 2.4;
+    under 2.3 they trace the reference loop, and an exported RHN keeps the length it was traced
+    with). With ``lengths``, compiled and exported code checks them itself (needs torch ≥ 2.10).
+    ONNX export (``torch.onnx.export(..., dynamo=True)``, needs torch ≥ 2.10) writes the reference
+    loop, for the traced length.
+
     Example::
 
         >>> rhn = RHN(32, 64, num_layers=2, depth=3)
