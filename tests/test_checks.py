@@ -127,7 +127,8 @@ def test_record_gates_on_a_batch_of_none_has_no_mean_and_says_so():
     assert record.mean_per_gate().isfinite().all()
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # (deprecated; checked until it goes)
+# (GatedResidual is deprecated; its checks stay until it goes)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("dim, error", [("8", TypeError), (8.0, TypeError), (True, TypeError), (0, ValueError)])
 def test_gated_residual_refuses_a_size_that_is_not_a_positive_int(dim, error):
     came = type(dim).__name__ if error is TypeError else ""

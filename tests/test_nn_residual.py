@@ -2,6 +2,7 @@
 starts, their gates recorded and lesioned, the deprecated GatedResidual, and the errors a user meets."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -162,25 +163,47 @@ def test_the_deprecated_gated_residual_warns_and_is_the_new_parts():
         assert "kind='gtrxl', gate_bias=-1.0" in repr(GatedResidual(nn.Identity(), 4, kind="gtrxl", gate_bias=-1.0))
 
 
-def test_a_state_dict_of_0_3s_gated_residual_loads():
+def gtrxl_of_0_3(old, y, x):
+    """0.3's GatedResidual(kind="gtrxl") written out: no ReLU on y = F(x); from_stream's bias [b_r | b_z]."""
+    r_y, z_y, g_y = (y @ old["from_branch.weight"].t()).chunk(3, dim=-1)
+    r_x, z_x = (x @ old["from_stream.weight"].t() + old["from_stream.bias"]).chunk(2, dim=-1)
+    r, z = sigmoid(r_y + r_x), sigmoid(z_y + z_x)
+    candidate = torch.tanh(g_y + (r * x) @ old["candidate.weight"].t())
+    return (1 - z) * x + z * candidate
+
+
+def test_a_state_dict_of_0_3s_gated_residual_loads_exactly_where_it_can():
     # 0.3's GatedResidual kept its gates' parameters on the connection: gate_proj, from_branch, from_stream
-    # (with [b_r | b_z]), candidate, alpha. A CausalTransformer run folder of 0.3 holds such names.
+    # (with [b_r | b_z]), candidate, alpha. A CausalTransformer run folder of 0.3 holds such names. Highway,
+    # plain and ReZero connections load exactly; GTrXL's only while its reset-gate bias b_r is 0 (its initial
+    # value: GRUGate has no b_r), and a trained b_r is dropped with a warning: the outputs differ.
     torch.manual_seed(4)
     d = 5
+    x = torch.randn(3, d, dtype=F64)
     highway = Residual(Branch(d), HighwayGate(d, dtype=F64))
     old = {"sublayer.a.weight": highway.sublayer.a.weight, "sublayer.a.bias": highway.sublayer.a.bias,
            "sublayer.b.weight": highway.sublayer.b.weight, "gate_proj.weight": torch.randn(d, d, dtype=F64),
            "gate_proj.bias": torch.full((d,), -3.0, dtype=F64)}
     highway.load_state_dict(old)
     assert torch.equal(highway.combine.proj.weight, old["gate_proj.weight"]) and highway.combine.proj.bias.eq(-3).all()
-    gtrxl = Residual(Branch(d), GRUGate(d, relu=False, dtype=F64))
-    stream_bias = torch.cat([torch.zeros(d), torch.full((d,), -1.5)]).double()
-    old = {**{k: v for k, v in gtrxl.state_dict().items() if k.startswith("sublayer")},
-           "from_branch.weight": torch.randn(3 * d, d, dtype=F64), "from_stream.weight": torch.randn(2 * d, d,
-                                                                                                 dtype=F64),
-           "from_stream.bias": stream_bias, "candidate.weight": torch.randn(d, d, dtype=F64)}
-    gtrxl.load_state_dict(old)
-    assert gtrxl.combine.z_bias.eq(-1.5).all() and torch.equal(gtrxl.combine.candidate.weight, old["candidate.weight"])
+    for reset_bias in (torch.zeros(d, dtype=F64), 0.5 * torch.randn(d, dtype=F64)):
+        gtrxl = Residual(Branch(d), GRUGate(d, relu=False, dtype=F64))
+        old = {**{k: v for k, v in gtrxl.state_dict().items() if k.startswith("sublayer")},
+               "from_branch.weight": torch.randn(3 * d, d, dtype=F64),
+               "from_stream.weight": torch.randn(2 * d, d, dtype=F64),
+               "from_stream.bias": torch.cat([reset_bias, torch.full((d,), -1.5, dtype=F64)]),
+               "candidate.weight": torch.randn(d, d, dtype=F64)}
+        want = gtrxl_of_0_3(old, gtrxl.sublayer(x), x)
+        if reset_bias.any():
+            with pytest.warns(UserWarning, match="reset-gate bias b_r that is not 0.*outputs differ from 0.3's"):
+                gtrxl.load_state_dict(dict(old))
+            assert (gtrxl(x) - want).abs().max() > 1e-3
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                gtrxl.load_state_dict(dict(old))
+            assert (gtrxl(x) - want).abs().max() < 1e-12
+        assert gtrxl.combine.z_bias.eq(-1.5).all()
     rezero = Residual(Branch(d), ReZero(dtype=F64))
     rezero.load_state_dict({**{k: v for k, v in rezero.state_dict().items() if k.startswith("sublayer")},
                             "alpha": torch.tensor(0.5, dtype=F64)})

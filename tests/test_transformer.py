@@ -235,6 +235,15 @@ def test_the_warm_up_by_steps_ramps_the_rate_then_holds_it():
     assert seen[:6] == pytest.approx([2.5e-3, 5e-3, 7.5e-3, 1e-2, 1e-2, 1e-2])
 
 
+def test_gtrxl_is_the_papers_gate_with_its_relu_and_its_bias():
+    from highwaynet.nn import GRUGate
+
+    model = CausalTransformer(20, 8, 2, heads=2, context=6, residual="gtrxl", gate_bias=-1.5)
+    combines = [c for block in model.blocks for c in (block.attn.combine, block.mlp.combine)]
+    assert len(combines) == 4 and all(isinstance(c, GRUGate) and c.relu is True for c in combines)
+    assert all(c.z_bias.eq(-1.5).all() for c in combines)
+
+
 def test_compiles_to_eagers_outputs():
     torch.manual_seed(0)
     model = CausalTransformer(20, 16, 2, heads=2, context=8, residual="gtrxl").eval()
@@ -311,6 +320,37 @@ def test_paired_intervals_and_verdicts():
     assert found["pre-highway", "pre-residual"]["verdict"] == "pre-highway lower"
     fixed = found["pre-highway", "pre-fixed"]
     assert fixed["n"] == 4 and fixed["verdict"] == "no difference resolved"  # (the diverged seed left out)
+
+
+def test_contrasts_across_depths_name_the_depth_and_the_planned_ones_are_there():
+    from highwaynet.recipes.transformer_depth import contrast_text, contrasts, verdicts
+
+    def row(depth, variant, losses):
+        return {"depth": depth, "variant": variant, "test_loss": losses, "diverged": [False] * len(losses)}
+
+    base = [2.50, 2.52, 2.49, 2.51, 2.50]
+    variants = ["pre-residual", "none-rezero", "none-rezero-final-norm"]
+    summary = {"config": {"depths": [2, 12], "variants": variants}, "unigram_nats": 3.3,
+               "rows": [row(2, "pre-residual", base), row(12, "pre-residual", [v + 0.1 for v in base]),
+                        row(2, "none-rezero", [v + 0.4 for v in base]),
+                        row(2, "none-rezero-final-norm", [v + 0.1 for v in base]),
+                        row(12, "none-rezero", [3.25, 3.15, 3.22, 3.3, 3.24]),
+                        row(12, "none-rezero-final-norm", [v + 0.2 for v in base])]}
+    found = {(c["a"], c["a_depth"], c["b"], c["b_depth"]): c for c in contrasts(summary)}
+    # deeper is worse for the same variant: the verdict says which depth, not just "pre-residual lower"
+    deeper = found["pre-residual", 12, "pre-residual", 2]
+    assert deeper["verdict"] == "pre-residual at 2 blocks lower"
+    assert contrast_text(deeper).endswith("nats: pre-residual at 2 blocks lower")
+    assert found["none-rezero", 12, "pre-residual", 2]["verdict"] == "pre-residual at 2 blocks lower"
+    # issue 55's ReZero story: the final LayerNorm added to ReZero, at each depth
+    final = found["none-rezero-final-norm", 2, "none-rezero", 2]
+    assert final["kind"] == "final LayerNorm added to ReZero" and final["verdict"] == "none-rezero-final-norm lower"
+    assert ("none-rezero-final-norm", 12, "none-rezero", 12) in found
+    summary["contrasts"] = contrasts(summary)
+    lines = verdicts(summary)
+    # 12 blocks of ReZero: 4 of 5 seeds within 0.1 nats below the characters' frequencies (3.3), none above
+    assert ("12 blocks, none-rezero: did not train on 4 of 5 seeds (0 diverged, 4 tested less than 0.1 nats better "
+            "than the characters' frequencies, 3.300)") in lines
 
 
 def test_the_gates_means_over_training_are_in_each_epochs_metrics():

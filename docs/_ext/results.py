@@ -23,6 +23,10 @@ BENCHMARKS = DOCS.parent / "benchmarks"
 DATA_NAMES = {"mnist5k": "MNIST 5k", "fashion-mnist": "Fashion-MNIST"}
 TASK_NAMES = {"trec": "TREC", "sst2": "SST-2", "sst1": "SST-1", "mr": "MR", "subj": "Subj"}
 NOT_RUN = "*Not stored yet: run the command above and store its folder with docs/results/store.py.*\n"
+#: Studies whose stored numbers were withdrawn and whose rerun is not stored yet: what their pages say meanwhile.
+NOT_RUN_YET = {"transformer-depth-tinyshakespeare": (
+    "*Not run yet for 0.4.0: the study's tables appear here when its run is stored; 0.3's numbers were withdrawn "
+    "(issue 55 showed that they did not isolate the gate).*\n")}
 
 
 def _minutes(seconds: float | None) -> str:
@@ -294,7 +298,7 @@ def results(names: list[str] | None = None) -> list[Path]:
         for name, file in re.findall(r"\{include\} \.\./_generated/([\w.+-]+)/([\w.-]+\.md)", page.read_text()):
             if not (GENERATED / name / file).is_file():
                 (GENERATED / name).mkdir(parents=True, exist_ok=True)
-                (GENERATED / name / file).write_text(NOT_RUN)
+                (GENERATED / name / file).write_text(NOT_RUN_YET.get(name, NOT_RUN))
     (GENERATED / "sentences-features.md").write_text(_features(features) if features else NOT_RUN)
     (GENERATED / "summary.md").write_text(_summary(records))
     return written

@@ -187,9 +187,12 @@ def parse_variant(variant: str) -> dict[str, object]:
 
 
 def depth_gate_bias(blocks: int) -> float:
-    """The gate bias at which a stack of ``blocks`` blocks (``2 * blocks`` coupled gates) starts by
-    carrying half of its input through: ``(1 − σ(b))^(2·blocks) = 1/2`` (−1.67 at 2 blocks, −3.53 at
-    12, −4.52 at 32): the highway paper's advice, a more negative bias for a deeper network, as a rule."""
+    """The gate bias at which, in a stack of ``blocks`` blocks (``2 * blocks`` gates at a fixed
+    ``t = σ(b)``), the embeddings' term of the last block's output has weight
+    ``(1 − σ(b))^(2·blocks) = 1/2`` and the branches' the other half (−1.67 at 2 blocks, −3.53 at 12,
+    −4.52 at 32): it fixes the terms' relative weights at initialisation, not the stream's size (a
+    final LayerNorm rescales the sum). The highway paper's advice, a more negative bias for a deeper
+    network, as a rule; GTrXL's paper sets ``b_g = 2`` whatever the depth."""
     t = 1 - 2 ** (-1 / (2 * blocks))
     return math.log(t / (1 - t))
 
@@ -229,7 +232,8 @@ class TransformerDepthConfig:
     seeds: list[int] = setting(help="seeds of each depth and variant at its learning rate (tested)",
                                factory=lambda: [1, 2, 3, 4, 5], minimum=0, below=SEED_LIMIT)
     gate_bias: float | None = setting(None, help="the fixed, highway and GTrXL gates' initial bias (default: by "
-                                                 "depth, so that the stack starts by carrying half its input)")
+                                                 "depth: (1 - sigmoid(b))^(2 x blocks) = 1/2, the embeddings' and "
+                                                 "the branches' initial weights)")
     steps: int | None = setting(None, help="optimiser steps of each run (default: the base's epochs x steps per "
                                            "epoch); the runs validate --epochs times whatever the steps",
                                 minimum=1)

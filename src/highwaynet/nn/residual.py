@@ -392,13 +392,19 @@ class Residual(nn.Module):
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         # A state dict of 0.3's GatedResidual (a CausalTransformer's run folder of 0.3): its gates'
-        # parameters sat on the connection itself; GTrXL's r-gate bias (0.3 had one) is dropped.
+        # parameters sat on the connection itself. GTrXL's r-gate bias (0.3 had one, GRUGate has none)
+        # is dropped: exact only while it is still 0, its initial value; otherwise say so.
         for old, new in _RENAMED.items():
             if prefix + old in state_dict and prefix + new not in state_dict:
                 state_dict[prefix + new] = state_dict.pop(prefix + old)
         old_bias = state_dict.pop(prefix + "from_stream.bias", None)
         if old_bias is not None and prefix + "combine.z_bias" not in state_dict:
-            state_dict[prefix + "combine.z_bias"] = old_bias[old_bias.shape[0] // 2:]
+            half = old_bias.shape[0] // 2
+            if bool(old_bias[:half].ne(0).any()):
+                warnings.warn(f"{prefix}from_stream.bias: 0.3's GTrXL gate has a reset-gate bias b_r that is not 0, "
+                              f"and GRUGate has none: it is dropped, so this connection's outputs differ from 0.3's",
+                              UserWarning, stacklevel=3)
+            state_dict[prefix + "combine.z_bias"] = old_bias[half:]
         super()._load_from_state_dict(state_dict, prefix, *args)
 
 

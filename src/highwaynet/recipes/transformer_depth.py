@@ -347,10 +347,10 @@ def _contrast(a: dict[str, Any], b: dict[str, Any], kind: str) -> dict[str, Any]
     interval = paired_interval([left[i] - right[i] for i in pairs])
     if interval["n"] < 2:
         verdict = "too few runs that trained to compare"
-    elif interval["hi"] < 0:
-        verdict = f"{a['variant']} lower"
-    elif interval["lo"] > 0:
-        verdict = f"{b['variant']} lower"
+    elif interval["hi"] < 0 or interval["lo"] > 0:
+        lower = a if interval["hi"] < 0 else b
+        # (across depths the depth says which: the two may be the same variant)
+        verdict = lower["variant"] + ("" if a["depth"] == b["depth"] else f" at {lower['depth']} blocks") + " lower"
     else:
         verdict = "no difference resolved"
     return {"kind": kind, "a": a["variant"], "a_depth": a["depth"], "b": b["variant"], "b_depth": b["depth"],
@@ -362,15 +362,17 @@ def contrasts(summary: dict[str, Any]) -> list[dict[str, Any]]:
     character; negative: ``a`` better) over the seeds where both runs trained, with its 95%
     t-interval and a verdict from it. At each depth: the learned highway gate against the fixed
     gate and against the pre-LN model widened to its parameters; GTrXL against its widened model;
-    every variant against pre-LN's plain sum. Across depths: every variant at each depth against
-    the shallowest pre-LN model (does depth pay at all?)."""
+    ReZero with a final LayerNorm against ReZero without; every variant against pre-LN's plain
+    sum. Across depths: every variant at each depth against the shallowest pre-LN model (does depth
+    pay at all?); the verdict then names the depth ("pre-residual at 2 blocks lower")."""
     rows = {(r["depth"], r["variant"]): r for r in summary["rows"]}
     depths = summary["config"]["depths"]
     out = []
     for depth in depths:
         planned = [("pre-highway", "pre-fixed", "learned gate vs fixed gate"),
                    ("pre-highway", "pre-residual-matched-highway", "learned gate vs parameter-matched sum"),
-                   ("pre-gtrxl", "pre-residual-matched-gtrxl", "GTrXL gate vs parameter-matched sum")]
+                   ("pre-gtrxl", "pre-residual-matched-gtrxl", "GTrXL gate vs parameter-matched sum"),
+                   ("none-rezero-final-norm", "none-rezero", "final LayerNorm added to ReZero")]
         planned += [(v, "pre-residual", "vs pre-LN sum") for v in summary["config"]["variants"] if v != "pre-residual"]
         for a, b, kind in planned:
             if (depth, a) in rows and (depth, b) in rows:
@@ -416,7 +418,7 @@ def _interval(c: dict[str, Any]) -> str:
 def verdicts(summary: dict[str, Any]) -> list[str]:
     """The pre-registered contrasts whose 95% interval excludes 0, as sentences (the rest: one line
     saying how many resolved nothing); and the variants that failed to train (a seed diverged, or
-    tested no better than the characters' frequencies)."""
+    tested less than 0.1 nats better than the characters' frequencies)."""
     lines = []
     unigram = summary["unigram_nats"]
     for row in summary["rows"]:
@@ -424,8 +426,8 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
         diverged, flat = len(row["test_loss"]) - len(finite), sum(v > unigram - 0.1 for v in finite)
         if diverged or flat:
             lines.append(f"{row['depth']} blocks, {row['variant']}: did not train on {diverged + flat} of "
-                         f"{len(row['test_loss'])} seeds ({diverged} diverged, {flat} tested within 0.1 nats of "
-                         f"the characters' frequencies, {unigram:.3f})")
+                         f"{len(row['test_loss'])} seeds ({diverged} diverged, {flat} tested less than 0.1 nats "
+                         f"better than the characters' frequencies, {unigram:.3f})")
     resolved = [c for c in summary.get("contrasts", []) if c["verdict"].endswith("lower")]
     for c in resolved:
         where = f"{c['a_depth']} blocks" if c["a_depth"] == c["b_depth"] else \
@@ -533,14 +535,18 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{train['grad_clip']}, " + (f"{config['warmup']} warm-up steps" if config["warmup"] else "no warm-up") +
         f", dropout {base['output_dropout']}). The learning rate of each depth and variant is the one of "
         f"{config['lrs']} (extended by the grid's ratio at an edge) whose run with seed {config['search_seed']} ends "
-        f"with the lowest validation loss; seeds {seeds} then train at it, and the weights with the best validation "
-        f"loss are tested on the test split. Gated connections' bias: "
-        + ("by depth, so that the stack starts by carrying half its input (" + ", ".join(
+        f"with the lowest final validation loss; seeds {seeds} then train at it, and each one's weights at the best "
+        f"of its {train['epochs']} validations are tested on the whole test split. " + _validation_text(base) +
+        " Gated connections' bias: "
+        + ("by depth, (1 − σ(b))^(2·blocks) = 1/2, which fixes the branches' and the embeddings' relative weights "
+           "at initialisation (the final LayerNorm rescales their sum) (" + ", ".join(
             f"{depth_gate_bias(d):.2f} at {d} blocks" for d in depths) + ")" if config["gate_bias"] is None
            else f"{config['gate_bias']}") +
-        f". Test loss: mean ± standard deviation over the seeds that trained; the characters' frequencies alone give "
-        f"{summary['unigram_nats']:.3f} nats (dotted line). Intervals: paired differences over the seeds, 95% "
-        f"Student-t, not corrected for the number of contrasts. Study time {summary['seconds'] / 60:.0f} min wall, "
+        f". Test loss: mean ± standard deviation over the seeds that did not diverge; the characters' frequencies "
+        f"alone give {summary['unigram_nats']:.3f} nats (dotted line). Intervals: paired differences over the seeds, "
+        f"95% Student-t, not corrected for the number of contrasts: of {len(summary['contrasts'])} contrasts at 95% "
+        f"each, about {0.05 * len(summary['contrasts']):.1f} would exclude 0 by chance alone where nothing differs. "
+        f"Study time {summary['seconds'] / 60:.0f} min wall, "
         f"{summary['cpu_seconds'] / 60:.0f} min CPU (" + (f"{summary['workers']} runs side by side, one CPU thread each"
                                                           if summary["workers"] > 1 else
                                                           f"one run at a time, {summary['threads']} threads") +
@@ -550,6 +556,15 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         "## The gates and scales over training", "", gates, "",
         "## The learning-rate search", "", search, ""]))
     return report
+
+
+def _validation_text(base: dict[str, Any]) -> str:
+    """What a validation reads: the whole split, or (``eval_windows``) the first windows of each of its streams."""
+    if not base.get("eval_windows"):
+        return "Each validation reads the whole validation split."
+    windows, streams = base["eval_windows"], base["eval_batch_size"]
+    return (f"Each validation reads {windows * base['bptt'] * streams:,} of the validation split's characters: the "
+            f"first {windows * base['bptt']} of each of its {streams} streams (eval_windows={windows}).")
 
 
 def _mean(parts: dict[str, list[float]]) -> float:
