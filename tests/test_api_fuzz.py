@@ -32,10 +32,12 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
+from elmo_reference import options as elmo_options  # noqa: E402
+from elmo_reference import write_model  # noqa: E402
 from torch import Tensor, nn
 
 import highwaynet
-from highwaynet import analysis, data, functional, kernels, models
+from highwaynet import analysis, data, elmo, functional, kernels, models
 from highwaynet import nn as hnn
 from highwaynet.data import DataNotFoundError
 
@@ -138,6 +140,18 @@ def _corpus_decode(ids: Any) -> str:
 
 def _no_data(*args: Any, **kwargs: Any) -> Any:
     raise DataNotFoundError("(the fuzz test lets no image loader read its files)")
+
+
+def _bilm() -> nn.Module:
+    return elmo.ELMoBiLM(4, 8, 1, filters=((1, 4), (2, 4)), num_highway=1, char_dim=4)
+
+
+def _char_ids() -> Tensor:
+    return elmo.batch_to_ids([["the", "cat"], ["a"]])
+
+
+def _elmo_files() -> tuple[Path, Path]:
+    return FOLDER / "elmo" / "options.json", FOLDER / "elmo" / "weights.hdf5"
 
 
 def _image_settings() -> dict[str, Any]:
@@ -262,6 +276,32 @@ EXAMPLES: dict[str, list[Example]] = {
        for name in ("load_digits", "load_mnist5k", "load_fashion_mnist", "load_mnist")},
     "load_image_data": [Example(data.load_image_data, lambda: {"name": "digits", **_image_settings()},
                                 documented=(DataNotFoundError,))],
+    # ELMo (small bilm-tf files written by the fuzz_data fixture; nothing is downloaded)
+    "batch_to_ids": [Example(elmo.batch_to_ids, lambda: {"sentences": [["the", "cat"], ["a"]], "max_characters": 50})],
+    "ELMoBiLM": [Example(elmo.ELMoBiLM, lambda: {"projection_dim": 4, "cell_dim": 8, "num_layers": 1,
+                                                 "filters": ((1, 4), (2, 4)), "num_highway": 1, "char_dim": 4,
+                                                 "cell_clip": 3.0, "proj_clip": 3.0},
+                         lambda m: {"ids": _char_ids()})],
+    "ELMo": [Example(elmo.ELMo, lambda: {"bilm": _bilm(), "num_outputs": 2, "dropout": 0.1, "layer_norm": True},
+                     lambda m: {"ids": _char_ids()})],
+    "ScalarMix": [Example(elmo.ScalarMix, lambda: {"num_layers": 2, "layer_norm": True},
+                          lambda m: {"layers": [_randn(2, 3, 4), _randn(2, 3, 4)],
+                                     "mask": torch.tensor([[True, True, False], [True, True, True]])})],
+    "ProjectedLSTM": [Example(elmo.ProjectedLSTM, lambda: {"input_size": 4, "hidden_size": 3, "cell_size": 5,
+                                                           "cell_clip": 1.0, "proj_clip": 1.0, "reverse": True},
+                              lambda m: {"x": _randn(2, 3, 4), "mask": torch.tensor([[True, True, False]] * 2),
+                                         "state": (torch.zeros(2, 3), torch.zeros(2, 5))})],
+    "remove_sentence_boundaries": [Example(elmo.remove_sentence_boundaries,
+                                           lambda: {"layer": _randn(2, 4, 3),
+                                                    "mask": torch.tensor([[True] * 4, [True] * 3 + [False]])})],
+    "read_options": [Example(elmo.read_options, lambda: {"options": _elmo_files()[0]},
+                             documented=(FileNotFoundError,))],
+    "read_weights": [Example(elmo.read_weights, lambda: {"weights": _elmo_files()[1],
+                                                         "opts": elmo.read_options(_elmo_files()[0])},
+                             documented=(FileNotFoundError,))],
+    "download_model": [Example(elmo.download_model, lambda: {"name": "small", "data_dir": FOLDER, "download": False,
+                                                             "sha256": ("0" * 64, "1" * 64)},
+                               documented=(DataNotFoundError,))],
 }
 
 #: Public names that are not called: constants, records and errors (with why).
@@ -271,15 +311,17 @@ NOT_CALLED = {
     "GateRecord": "a record record_gates makes (record_gates is fuzzed)",
     "ImageData": "a record the loaders make", "SentenceData": "a record load_sentences makes",
     "DataNotFoundError": "an exception", "default_data_dir": "takes no argument",
-    "analysis": "a module", "elmo": "a module", "functional": "a module", "kernels": "a module", "nn": "a module",
+    "ELMO_FILTERS": "a constant", "MODELS": "a constant", "ELMoOptions": "a record read_options makes",
+    "analysis": "a module", "elmo": "a package (its names are fuzzed)",
+    "functional": "a module", "kernels": "a module", "nn": "a module",
 }
 
 
 def public_api() -> dict[str, object]:
     """Every public name of the packages whose ``__all__`` is the API: highwaynet, highwaynet.nn,
-    highwaynet.functional, highwaynet.analysis, highwaynet.models, highwaynet.data."""
+    highwaynet.functional, highwaynet.analysis, highwaynet.models, highwaynet.data, highwaynet.elmo."""
     found: dict[str, object] = {}
-    for package in (highwaynet, hnn, functional, analysis, models, data):
+    for package in (highwaynet, hnn, functional, analysis, models, data, elmo):
         for name in package.__all__:
             found[name] = getattr(package, name)
     return found
@@ -306,9 +348,10 @@ def fuzz_data(tmp_path_factory):
         (folder / "sentences" / split).write_text("0 a bad film\n1 a good film\n0 bad\n1 good\n" * 5)
     labels = bytes([0, 0, 8, 1, 0, 0, 0, 3, 1, 2, 3])  # an IDX file of 3 unsigned bytes
     (folder / "labels.idx").write_bytes(labels)
+    write_model(folder / "elmo", elmo_options(layers=1, projection=4, cells=8, highway=1))
     previous, FOLDER = FOLDER, folder
     with mock.patch.dict(os.environ, {"HIGHWAYNET_DATA": str(folder)}), \
-            mock.patch("highwaynet.data.images.locate", _no_data):
+            mock.patch("highwaynet.data.images.locate", _no_data), mock.patch("highwaynet.elmo.files.locate", _no_data):
         yield folder
     FOLDER = previous
 

@@ -351,6 +351,62 @@ def test_bad_options_files_say_what_is_wrong(tmp_path, text, words):
         elmo_files.read_options(path)
 
 
+def test_an_options_file_with_a_clip_that_is_not_a_positive_number_is_named(tmp_path):
+    for clip in (float("nan"), -1.0, 0):
+        path = tmp_path / "options.json"
+        path.write_text(json.dumps({**options(), "lstm": {**options()["lstm"], "cell_clip": clip}}))
+        with pytest.raises(ValueError, match=rf"{path} \[lstm\]: 'cell_clip' must be a positive finite number"):
+            elmo_files.read_options(path)
+
+
+def test_a_weight_file_of_strings_is_named_as_damaged(tmp_path):
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    with h5py.File(weights_file, "a") as f:
+        shape = f["CNN/b_cnn_0"].shape
+        del f["CNN/b_cnn_0"]
+        f["CNN/b_cnn_0"] = np.array([b"a"] * shape[0])
+    with pytest.raises(ValueError, match="dataset 'CNN/b_cnn_0' holds .* values, not numbers"):
+        ELMoBiLM.from_files(options_file, weights_file)
+
+
+def _small_bilm(**kwargs):
+    return ELMoBiLM(4, 8, 1, filters=((1, 4), (2, 4)), num_highway=1, char_dim=4, **kwargs)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: _small_bilm(stateful="no"), TypeError, "stateful must be a bool"),
+    (lambda: _small_bilm(skip_connections=None), TypeError, "skip_connections must be a bool"),
+    (lambda: ELMoBiLM(4, 8, 1, filters=((1, 2.5), (1, 4))), TypeError, r"filters\[0\]\[1\] must be an int"),
+    (lambda: ELMoBiLM(4, 8, 1, filters="ab"), TypeError, "filters must be a non-empty sequence"),
+    (lambda: ELMoBiLM("4", 8, 1), TypeError, "projection_dim must be an int"),
+    (lambda: ELMoBiLM(8, 4, 1, filters=((1, 8),)), ValueError, r"projection_dim \(8\) must not exceed cell_dim"),
+    (lambda: ELMo(_small_bilm(), dropout="0.5"), TypeError, "dropout must be a real number"),
+    (lambda: ELMo(_small_bilm(), layer_norm="yes"), TypeError, "layer_norm must be a bool"),
+    (lambda: ScalarMix(2, trainable=None), TypeError, "trainable must be a bool"),
+    (lambda: ScalarMix(2)([torch.randn(2, 3, 4), torch.randn(2, 3, 5)]), ValueError, "layers of one shape"),
+    (lambda: ProjectedLSTM(4, 4, 8, forget_bias=float("nan")), ValueError, "forget_bias must be finite"),
+    (lambda: ProjectedLSTM(4, 4, 8)(torch.randn(1, 2, 4, dtype=torch.float64)), TypeError, "expects x of dtype"),
+    (lambda: ProjectedLSTM(4, 4, 8)(torch.randn(1, 2, 4), None, torch.zeros(1, 4)), TypeError,
+     r"expects state to be a tuple \(h, c\)"),
+    (lambda: batch_to_ids([["a"]], "50"), TypeError, "max_characters must be an int"),
+    (lambda: _small_bilm().cache_words("abc"), TypeError, "wrap one word in a list"),
+    (lambda: download_model("small", 5), TypeError, "data_dir must be a path"),
+])
+def test_the_elmo_names_check_their_arguments_as_torch_nn_does(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+@pytest.mark.parametrize("batch", [[], [["a", "b"]]])
+def test_an_empty_batch_or_one_without_steps_gives_empty_layers(batch):
+    bilm = _small_bilm()
+    ids = batch_to_ids(batch) if batch else batch_to_ids([])
+    layers, mask = bilm(ids)
+    assert [tuple(t.shape) for t in layers] == [(len(batch), ids.shape[1], 8)] * 2 and mask.shape == ids.shape[:2]
+    out, (h, c) = ProjectedLSTM(4, 3, 5)(torch.randn(len(batch), 0, 4))
+    assert out.shape == (len(batch), 0, 3) and h.shape == (len(batch), 3) and not h.any()
+
+
 def test_bad_ids_are_refused(tmp_path):
     options_file, weights_file, _ = write_model(tmp_path, options())
     bilm = ELMoBiLM.from_files(options_file, weights_file)

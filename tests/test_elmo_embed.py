@@ -2,6 +2,7 @@
 and two processes under torchrun writing one file."""
 
 import hashlib
+import re
 import warnings
 from pathlib import Path
 
@@ -89,7 +90,117 @@ def test_an_interrupted_run_goes_on_from_the_batches_it_wrote(model, tmp_path, c
     with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
         assert len(f) == len(LINES)
     assert embed(model, tmp_path, "--layers", "top") == 2  # the finished file, with other settings
-    assert "written with other settings (layers differ)" in capsys.readouterr().err
+    assert "embedded with other settings (--layers 'all' there, 'top' asked)" in capsys.readouterr().err
+
+
+def _interrupted(model, tmp_path, monkeypatch, *extra):
+    """An embedding stopped after its first batch's piece (of two): the pieces folder."""
+    from highwaynet.elmo import embed as embed_module
+
+    written = embed_module._write_piece
+
+    def stop_after_the_first(path, *args):
+        written(path, *args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embed_module, "_write_piece", stop_after_the_first)
+    assert embed(model, tmp_path, *extra) == 130
+    monkeypatch.setattr(embed_module, "_write_piece", written)
+    return tmp_path / "vectors.hdf5.parts"
+
+
+def _holds_the_vectors(model, path):
+    with h5py.File(path, "r") as f:
+        assert sorted(f, key=int) == [str(i) for i in range(len(LINES))]
+        for i, expected in enumerate(expected_layers(model, LINES)):
+            np.testing.assert_allclose(f[str(i)][...], expected, rtol=0, atol=1e-6)
+
+
+def test_run_again_with_other_settings_is_refused_naming_each_and_restart_starts_over(model, tmp_path, capsys):
+    """Run again = go on; other settings refused with each difference and the two ways on; ``--restart``
+    embeds again. A file of the user's at ``--out`` is never removed, not even by ``--restart``."""
+    assert embed(model, tmp_path) == 0
+    assert embed(model, tmp_path, "--layers", "top", "--batch-size", "3") == 2
+    message = capsys.readouterr().err
+    assert "--layers 'all' there, 'top' asked; --batch-size 4 there, 3 asked" in message
+    assert "--restart" in message and "another --out" in message
+    assert embed(model, tmp_path, "--layers", "top", "--restart") == 0
+    assert "starting over (--restart): removed" in capsys.readouterr().out
+    with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
+        assert f.attrs["layers"] == "top" and f["0"].ndim == 2
+    mine = tmp_path / "mine.hdf5"
+    for content in (b"my own notes", None):
+        if content is None:  # an HDF5 file of the user's
+            mine.unlink()
+            with h5py.File(mine, "w") as f:
+                f["0"] = np.zeros(3)
+        else:
+            mine.write_bytes(content)
+        before = mine.read_bytes()
+        assert embed(model, tmp_path, "--restart", out="mine.hdf5") == 2
+        assert "is not a file this command wrote" in capsys.readouterr().err
+        assert mine.read_bytes() == before
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda f: f.__delitem__("1"), "line 1's vectors are missing"),
+    (lambda f: f.create_dataset("99", data=np.zeros(3)), "it holds '99', which is no line's vectors"),
+    (lambda f: (f.__delitem__("0"), f.create_dataset("0", data=np.zeros((3, 2, 12), np.float32))),
+     r"line 0's vectors have shape \(3, 2, 12\), not \(..., 7, 12\)"),
+    (lambda f: f.attrs.__setitem__("lines", 2), "it says it holds 2 lines, the input has 6"),
+])
+def test_a_damaged_output_is_refused_and_restart_embeds_it_again(model, tmp_path, capsys, damage, words):
+    assert embed(model, tmp_path) == 0
+    with h5py.File(tmp_path / "vectors.hdf5", "a") as f:
+        damage(f)
+    assert embed(model, tmp_path) == 2
+    message = capsys.readouterr().err
+    assert "was written by this command but is damaged" in message and "--restart" in message
+    assert re.search(words, message), message
+    assert embed(model, tmp_path, "--restart") == 0
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a line missing", "a stranger dataset"])
+def test_a_damaged_piece_is_embedded_again(model, tmp_path, capsys, monkeypatch, damage):
+    parts = _interrupted(model, tmp_path, monkeypatch)
+    piece = parts / "batch-00000000.h5"
+    if damage == "truncated":
+        piece.write_bytes(piece.read_bytes()[:100])
+    else:
+        with h5py.File(piece, "a") as f:
+            if damage == "a line missing":
+                del f["2"]
+            else:
+                f["x"] = np.zeros(3)
+    assert embed(model, tmp_path) == 0
+    assert f"{piece} is damaged" in capsys.readouterr().out
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+
+
+def test_the_pieces_folder_keeps_the_users_files_and_a_damaged_settings_file_asks_for_restart(
+        model, tmp_path, capsys, monkeypatch):
+    parts = _interrupted(model, tmp_path, monkeypatch)
+    (parts / "notes.txt").write_text("mine")
+    (parts / "settings.json").write_text('{"layers": ')
+    assert embed(model, tmp_path) == 2
+    assert "settings.json is damaged; start over with --restart" in capsys.readouterr().err
+    assert embed(model, tmp_path, "--restart") == 0
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+    assert (parts / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in parts.iterdir()) == ["notes.txt"]
+    assert "holds files that are not this command's (notes.txt)" in capsys.readouterr().out
+
+
+def test_a_folder_given_for_a_file_is_named_as_a_folder(model, tmp_path, capsys):
+    source = tmp_path / "s.txt"
+    source.write_text("a b\n")
+    assert main(["elmo", "embed", "--options", str(model[0]), "--weights", str(tmp_path), "--input", str(source),
+                 "--out", str(tmp_path / "o.hdf5"), "--device", "cpu"]) == 2
+    assert f"the weights file {tmp_path} is a folder; pass the file" in capsys.readouterr().err
+    assert main(["elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]), "--input", str(tmp_path),
+                 "--out", str(tmp_path / "o.hdf5"), "--device", "cpu"]) == 2
+    assert f"the input file {tmp_path} is a folder; pass the file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("lines, words", [(["a b", "", "c"], "line 2 (counting from 1) is empty"),

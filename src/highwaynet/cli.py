@@ -412,8 +412,8 @@ def _add_elmo(commands: Any) -> None:
         "embed", help="embed a file of sentences (one a line) into an HDF5 file",
         description="Embed every line of --input (one sentence a line, tokens separated by white space; a protein "
                     "for SeqVec: its residues separated by spaces) into --out: one dataset per line, named by its "
-                    "index from 0. Run again, it goes on where it stopped; under torchrun each process embeds its "
-                    "share and one file results.",
+                    "index from 0. Run again, it goes on where it stopped (--restart starts over); under torchrun "
+                    "each process embeds its share and one file results.",
         epilog="example: highwaynet elmo embed --options options.json --weights weights.hdf5 --input sentences.txt "
                "--out vectors.hdf5 --layers top")
     model = embed.add_argument_group("model (--options and --weights, or --model)")
@@ -438,6 +438,9 @@ def _add_elmo(commands: Any) -> None:
     embed.add_argument("--stateful", action="store_true",
                        help="carry the LSTM states from batch to batch, as AllenNLP's elmo command did (a line's "
                             "vectors then depend on the lines before it); default: each batch starts from zeros")
+    embed.add_argument("--restart", action="store_true",
+                       help="start over: remove what this command wrote at --out (the output file and the pieces of "
+                            "an unfinished run; files of your own stay) and embed again")
     embed.add_argument("--no-progress", action="store_true", help="no progress bar")
     embed.set_defaults(run=_elmo_embed)
 
@@ -457,7 +460,8 @@ def _elmo_embed(args: argparse.Namespace) -> None:
     else:
         options, weights = args.options_file, args.weights_file
     embed_file(options, weights, args.input, args.out, layers=args.layers, batch_size=args.batch_size,
-               device=check_device(args.device), stateful=args.stateful, progress=not args.no_progress)
+               device=check_device(args.device), stateful=args.stateful, restart=args.restart,
+               progress=not args.no_progress)
 
 
 def parse(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Any]:

@@ -20,12 +20,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .._checks import (
+    check_choice,
+    check_factory,
+    check_finite,
+    check_flag,
+    check_input,
+    check_int,
+    check_size,
+    check_sizes,
+    check_state,
+    check_tensor,
+    describe,
+)
 from ..kernels.dispatch import note
 from ..kernels.lstmp import choose_path, lstmp_recurrence
 from ..nn import CharCNNHighway
@@ -50,6 +63,16 @@ def _check_mask(mask: Tensor, where: str) -> Tensor:
         raise ValueError(f"{where}: each sentence's tokens must come first in its row and padding after them; a row "
                          f"has padding (a row of zero ids) between tokens")
     return lengths
+
+
+def _check_clip(name: str, bound: object) -> float | None:
+    """A clipping bound: None (no clipping) or a positive finite number."""
+    if bound is None:
+        return None
+    value = float(check_finite(name, bound))
+    if value <= 0:
+        raise ValueError(f"{name} must be None (no clipping) or positive, got {bound}")
+    return value
 
 
 def _reverse_within(x: Tensor, lengths: Tensor) -> Tensor:
@@ -106,21 +129,16 @@ class ProjectedLSTM(nn.Module):
                  proj_clip: float | None = None, forget_bias: float = 1.0, reverse: bool = False,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        for name, value in (("input_size", input_size), ("hidden_size", hidden_size), ("cell_size", cell_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ProjectedLSTM: {name} must be a positive integer, got {value!r}")
+        input_size, hidden_size = check_size("input_size", input_size), check_size("hidden_size", hidden_size)
+        cell_size = check_size("cell_size", cell_size)
         if hidden_size > cell_size:
             raise ValueError(f"ProjectedLSTM: hidden_size ({hidden_size}) must not exceed cell_size ({cell_size}): "
                              f"the projection maps the cell down")
-        for name, bound in (("cell_clip", cell_clip), ("proj_clip", proj_clip)):
-            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
-                                      or not bound > 0):
-                raise ValueError(f"ProjectedLSTM: {name} must be None (no clipping) or a positive number, got "
-                                 f"{bound!r}")
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        cell_clip, proj_clip = _check_clip("cell_clip", cell_clip), _check_clip("proj_clip", proj_clip)
+        forget_bias, reverse = check_finite("forget_bias", forget_bias), check_flag("reverse", reverse)
+        factory: dict[str, Any] = check_factory(device, dtype)
         self.input_size, self.hidden_size, self.cell_size = input_size, hidden_size, cell_size
-        self.cell_clip = None if cell_clip is None else float(cell_clip)
-        self.proj_clip = None if proj_clip is None else float(proj_clip)
+        self.cell_clip, self.proj_clip = cell_clip, proj_clip
         self.forget_bias, self.reverse = float(forget_bias), reverse
         self.weight_ih = nn.Parameter(torch.empty(4 * cell_size, input_size, **factory))
         self.weight_hh = nn.Parameter(torch.empty(4 * cell_size, hidden_size, **factory))
@@ -139,24 +157,28 @@ class ProjectedLSTM(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None,
                 state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.input_size:
-            raise ValueError(f"ProjectedLSTM expects x of shape (B, T, {self.input_size}), got "
-                             f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+        check_input("ProjectedLSTM", "x", x, self.weight_ih)
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            raise ValueError(f"ProjectedLSTM expects x of shape (B, T, {self.input_size}), got {tuple(x.shape)}")
         batch, steps, _ = x.shape
         lengths = None
         if mask is not None:
-            if not isinstance(mask, Tensor) or mask.shape != (batch, steps) or mask.dtype != torch.bool:
+            check_tensor("mask", mask, owner="ProjectedLSTM", kind=None)
+            if mask.shape != (batch, steps) or mask.dtype != torch.bool:
                 raise ValueError(f"ProjectedLSTM expects mask a bool tensor of shape ({batch}, {steps}), got "
-                                 f"{tuple(mask.shape) if isinstance(mask, Tensor) else type(mask).__name__}")
+                                 f"{describe(mask)}")
             lengths = _check_mask(mask, "ProjectedLSTM")
         if state is None:
             h0 = x.new_zeros(batch, self.hidden_size)
             c0 = x.new_zeros(batch, self.cell_size)
         else:
-            h0, c0 = state
-            if h0.shape != (batch, self.hidden_size) or c0.shape != (batch, self.cell_size):
-                raise ValueError(f"ProjectedLSTM expects state (h, c) of shapes ({batch}, {self.hidden_size}) and "
-                                 f"({batch}, {self.cell_size}), got {tuple(h0.shape)} and {tuple(c0.shape)}")
+            if not isinstance(state, (tuple, list)) or len(state) != 2:
+                raise TypeError(f"ProjectedLSTM expects state to be a tuple (h, c), got {describe(state)}")
+            h0 = check_state("ProjectedLSTM", "state[0] (h)", state[0], (batch, self.hidden_size), x,
+                             "(B, hidden_size)")
+            c0 = check_state("ProjectedLSTM", "state[1] (c)", state[1], (batch, self.cell_size), x, "(B, cell_size)")
+        if batch == 0 or steps == 0:  # (nothing to run: the states go through unchanged)
+            return x.new_zeros(batch, steps, self.hidden_size), (h0, c0)
         if self.reverse:
             x = _reverse_within(x, lengths if lengths is not None else x.new_full((batch,), steps, dtype=torch.long))
         # the input term of every step at once, the forget bias added (on the device: no copy from the
@@ -236,20 +258,26 @@ class ELMoBiLM(nn.Module):
                  proj_clip: float | None = 3.0, skip_connections: bool = True, stateful: bool = True,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        filters = tuple((int(w), int(n)) for w, n in filters)
-        for name, value in (("projection_dim", projection_dim), ("cell_dim", cell_dim), ("num_layers", num_layers),
-                            ("char_dim", char_dim), ("max_characters", max_characters)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ELMoBiLM: {name} must be a positive integer, got {value!r}")
-        if activation not in ("relu", "tanh"):
-            raise ValueError(f"ELMoBiLM: activation must be 'relu' or 'tanh' (bilm-tf's two), got {activation!r}")
+        if isinstance(filters, (str, bytes, Tensor)) or not isinstance(filters, Sequence) or not filters:
+            raise TypeError(f"filters must be a non-empty sequence of (width, count) pairs, got {describe(filters)}")
+        filters = tuple(cast(tuple[int, int], check_sizes(f"filters[{i}]", f, length=2)) for i, f in enumerate(filters))
+        projection_dim, cell_dim, num_layers = (check_size("projection_dim", projection_dim),
+                                                check_size("cell_dim", cell_dim), check_size("num_layers", num_layers))
+        char_dim, max_characters = check_size("char_dim", char_dim), check_size("max_characters", max_characters)
+        num_highway = check_int("num_highway", num_highway, minimum=0)
+        activation = check_choice("activation", activation, ("relu", "tanh"))
+        cell_clip, proj_clip = _check_clip("cell_clip", cell_clip), _check_clip("proj_clip", proj_clip)
+        skip_connections, stateful = check_flag("skip_connections", skip_connections), check_flag("stateful", stateful)
+        if projection_dim > cell_dim:
+            raise ValueError(f"ELMoBiLM: projection_dim ({projection_dim}) must not exceed cell_dim ({cell_dim}): the "
+                             f"projection maps the cell down")
         num_filters = sum(n for _, n in filters)
         if num_filters < projection_dim:
             raise ValueError(f"ELMoBiLM: the filters' total ({num_filters}) must be at least projection_dim "
                              f"({projection_dim}): bilm-tf projects the token vectors down only")
         if max_characters < max((w for w, _ in filters), default=1):
             raise ValueError(f"ELMoBiLM: max_characters ({max_characters}) is narrower than the widest filter")
-        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = check_factory(device, dtype)
         self.projection_dim, self.cell_dim, self.num_layers = projection_dim, cell_dim, num_layers
         self.filters, self.num_highway, self.char_dim, self.activation = filters, num_highway, char_dim, activation
         self.max_characters, self.cell_clip, self.proj_clip = max_characters, cell_clip, proj_clip
@@ -358,9 +386,13 @@ class ELMoBiLM(nn.Module):
         """Compute the token vectors of a known vocabulary once (AllenNLP PR #1347's idea): a token whose
         ids are cached is looked up, not run through the character encoder again. For a frozen encoder
         (the cache is ignored while the encoder's parameters take gradients); it moves with the module."""
+        if isinstance(words, (str, bytes)):
+            raise TypeError(f"words must be an iterable of words (strings), got {describe(words)}: wrap one word in "
+                            f"a list")
+        batch_size = check_size("batch_size", batch_size)
         words = list(dict.fromkeys(words))
         if not all(isinstance(w, str) and w for w in words):
-            raise TypeError("cache_words takes non-empty strings")
+            raise TypeError("cache_words takes words, non-empty strings")
         ids = torch.tensor([word_to_ids(w, self.max_characters) for w in words], dtype=torch.long).reshape(
             -1, self.max_characters)
         with torch.no_grad():
@@ -402,12 +434,10 @@ class ELMoBiLM(nn.Module):
     # -- the forward -------------------------------------------------------------------------------
 
     def forward(self, ids: Tensor) -> tuple[list[Tensor], Tensor]:
-        if not isinstance(ids, Tensor) or ids.dtype not in (torch.long, torch.int) or ids.dim() != 3 \
-                or ids.shape[-1] != self.max_characters:
-            raise ValueError(f"ELMoBiLM expects character ids, an integer tensor (B, T, {self.max_characters}) from "
-                             f"highwaynet.elmo.batch_to_ids; got " + (f"{ids.dtype} {tuple(ids.shape)}"
-                                                                      if isinstance(ids, Tensor)
-                                                                      else type(ids).__name__))
+        check_tensor("ids", ids, owner="ELMoBiLM", kind="integer")
+        if ids.dim() != 3 or ids.shape[-1] != self.max_characters:
+            raise ValueError(f"ELMoBiLM expects ids, character ids, an integer tensor (B, T, {self.max_characters}) "
+                             f"from highwaynet.elmo.batch_to_ids; got {ids.dtype} {tuple(ids.shape)}")
         if ids.device != self.state_h.device:
             raise ValueError(f"ELMoBiLM: ids are on {ids.device} but the model on {self.state_h.device}; move one "
                              f"to the other")
@@ -435,7 +465,8 @@ class ELMoBiLM(nn.Module):
             inputs = outputs
         if self.stateful:
             shape = (self.num_layers, 2, ids.shape[0])
-            self._keep_states(torch.stack(finals_h).view(*shape, -1), torch.stack(finals_c).view(*shape, -1))
+            self._keep_states(torch.stack(finals_h).view(*shape, self.projection_dim),
+                             torch.stack(finals_c).view(*shape, self.cell_dim))
         return layers, mask
 
     def extra_repr(self) -> str:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .._checks import check_int
+
 __all__ = ["BOS", "BOW", "EOS", "EOW", "MAX_CHARACTERS", "PAD", "batch_to_ids", "sentence_to_ids", "word_to_ids"]
 
 # The ids before the shift by one (bilm-tf's bos_char ... pad_char)
@@ -68,14 +70,14 @@ def _tokens(sentence: str | Sequence[str], index: int, as_text: bool) -> list[st
         tokens = list(sentence)
         for position, token in enumerate(tokens):
             if not isinstance(token, str):
-                raise TypeError(f"batch_to_ids: sentence {index}, token {position} is a {type(token).__name__}, "
-                                f"not a str")
+                raise TypeError(f"batch_to_ids: in sentences, sentence {index}, token {position} is a "
+                                f"{type(token).__name__}, not a str")
             if not token:
-                raise ValueError(f"batch_to_ids: sentence {index}, token {position} is empty: a token needs at "
-                                 f"least one character")
+                raise ValueError(f"batch_to_ids: in sentences, sentence {index}, token {position} is empty: a token "
+                                 f"needs at least one character")
     if not tokens:
-        raise ValueError(f"batch_to_ids: sentence {index} is empty: ELMo has no vector for it (the original would "
-                         f"embed <S> </S> alone); leave it out and keep its place in your own index")
+        raise ValueError(f"batch_to_ids: in sentences, sentence {index} is empty: ELMo has no vector for it (the "
+                         f"original would embed <S> </S> alone); leave it out and keep its place in your own index")
     return tokens
 
 
@@ -115,9 +117,7 @@ def batch_to_ids(sentences: Sequence[str] | Sequence[Sequence[str]], max_charact
         raise TypeError(f"batch_to_ids expects a list of sentences (each a list of tokens, or a string), got "
                         f"{type(sentences).__name__}" + (": wrap one sentence in a list" if isinstance(sentences, str)
                                                          else ""))
-    if isinstance(max_characters, bool) or not isinstance(max_characters, int) or max_characters < 4:
-        raise ValueError(f"batch_to_ids: max_characters must be an integer of at least 4 (a word's markers, one "
-                         f"byte and room for the boundary rows), got {max_characters!r}")
+    max_characters = check_int("max_characters", max_characters, minimum=4)  # (a word's markers and one byte)
     if not sentences:
         return torch.zeros(0, 2, max_characters, dtype=torch.long)
     as_text = isinstance(sentences[0], str)

@@ -13,9 +13,14 @@ Nothing half-written is ever the output: each batch's vectors go to a piece file
 (written to a temporary name, then renamed) in ``OUT.parts/``; when every piece is there, they are
 copied into ``OUT.tmp``, which is renamed to ``OUT``, and the pieces are removed. Run again with the
 same settings, the command goes on from the pieces already written (and says so), or, where ``OUT``
-is complete, says so and does nothing. Under ``torchrun`` each process embeds every ``world``-th
-batch (batch ``k`` by rank ``k mod world``) into the shared pieces folder, and rank 0 writes the
-one output file.
+is complete, says so and does nothing; with other settings it is refused, naming each difference and
+the two ways on (``--restart``, another ``--out``). ``--restart`` removes what the command wrote
+(``OUT``, where it carries this command's settings, and its pieces) and starts over; a file of the
+user's is never removed. What is read back is checked first: a piece or an output that does not hold
+each of its lines' vectors, with their shapes, is damaged (a damaged piece is embedded again; a
+damaged output is refused, with ``--restart`` as the way on). Under ``torchrun`` each process embeds
+every ``world``-th batch (batch ``k`` by rank ``k mod world``) into the shared pieces folder, and
+rank 0 writes the one output file.
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +37,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
+from .._checks import check_choice, check_flag, check_path, check_size
 from ..data.download import read_text
 from ..training.distributed import barrier, init_distributed
 from .bilm import ELMoBiLM
@@ -54,8 +59,7 @@ def _sha256(path: Path) -> str:
 
 
 def _read_sentences(path: Path) -> list[list[str]]:
-    if not path.is_file():
-        raise FileNotFoundError(f"input file {path} not found")
+    _check_file("input", path)
     lines = read_text(path).split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # (the final line's end)
@@ -89,15 +93,30 @@ def _write_piece(path: Path, first_line: int, vectors: torch.Tensor, lengths: li
     os.replace(tmp, path)
 
 
+def _check_file(what: str, path: Path) -> None:
+    if path.is_dir():
+        raise FileNotFoundError(f"the {what} file {path} is a folder; pass the file")
+    if not path.is_file():
+        raise FileNotFoundError(f"the {what} file {path} not found")
+
+
 def _fingerprint(options: Path, weights: Path, input_path: Path, layers: str, batch_size: int,
                  stateful: bool) -> dict[str, Any]:
     return {"options_sha256": _sha256(options), "weights_sha256": _sha256(weights),
             "input_sha256": _sha256(input_path), "layers": layers, "batch_size": batch_size, "stateful": stateful}
 
 
+#: How a difference is named: the option that sets it (a file's content is compared by its sha256).
+_OPTIONS = {"options_sha256": "--options (its content)", "weights_sha256": "--weights (its content)",
+            "input_sha256": "--input (its content)", "layers": "--layers", "batch_size": "--batch-size",
+            "stateful": "--stateful"}
+
+
 def _stored_fingerprint(out: Path) -> dict[str, Any] | None:
     import h5py
 
+    if out.is_symlink() or not out.is_file():
+        return None
     try:
         with h5py.File(out, "r") as f:
             return {key: (value.item() if hasattr(value, "item") else value) for key, value in f.attrs.items()}
@@ -105,15 +124,66 @@ def _stored_fingerprint(out: Path) -> dict[str, Any] | None:
         return None
 
 
-def _differs(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    return [key for key, value in wanted.items() if stored.get(key) != value]
+def _shown(key: str, value: Any) -> str:
+    return f"{value[:12]}..." if key.endswith("_sha256") and isinstance(value, str) else repr(value)
+
+
+def _differences(stored: dict[str, Any], wanted: dict[str, Any]) -> str:
+    """Each setting in which ``stored`` differs from ``wanted``, by its option: ``--layers 'all' there,
+    'top' asked``; empty where they agree."""
+    return "; ".join(f"{_OPTIONS.get(key, key)} {_shown(key, stored.get(key))} there, {_shown(key, value)} asked"
+                     for key, value in wanted.items() if stored.get(key) != value)
+
+
+def _ways_on(path: Path, what: str) -> str:
+    return (f"To embed with the settings asked, start over with --restart ({what} removed) or pass another --out; "
+            f"to keep {path}, run the command with its settings")
+
+
+def _check_vectors(handle: Any, lines: range, sentences: list[list[str]], layers: str, width: int) -> str | None:
+    """What is wrong with the open HDF5 file ``handle`` as the vectors of ``lines`` (None: nothing):
+    exactly one dataset per line, named by its index, of the shape its tokens and ``layers`` give."""
+    import h5py
+
+    names = {str(i) for i in lines}
+    extra = sorted(set(handle) - names)
+    if extra:
+        return f"it holds {extra[0]!r}, which is no line's vectors"
+    for i in lines:
+        dataset = handle.get(str(i))
+        if not isinstance(dataset, h5py.Dataset):
+            return f"line {i}'s vectors are missing"
+        shape, tokens = tuple(dataset.shape), len(sentences[i])
+        if len(shape) != (3 if layers == "all" else 2) or shape[-2:] != (tokens, width):
+            return (f"line {i}'s vectors have shape {shape}, not (..., {tokens}, {width}) for its {tokens} tokens "
+                    f"with --layers {layers}")
+        if dataset.dtype.kind != "f":
+            return f"line {i}'s vectors are of dtype {dataset.dtype}, not float32"
+    return None
+
+
+def _damaged_output(out: Path, sentences: list[list[str]], layers: str, width: int) -> str | None:
+    import h5py
+
+    try:
+        with h5py.File(out, "r") as f:
+            lines = f.attrs.get("lines")
+            if lines != len(sentences):
+                said = lines.item() if hasattr(lines, "item") else lines
+                return f"it says it holds {said!r} lines, the input has {len(sentences)}"
+            return _check_vectors(f, range(len(sentences)), sentences, layers, width)
+    except OSError as error:
+        return f"it cannot be read ({error})"
 
 
 def embed_file(options: str | Path, weights: str | Path, input_path: str | Path, out: str | Path, *,
                layers: str = "all", batch_size: int = 64, device: str = "auto", stateful: bool = False,
-               progress: bool = True, say: Callable[[str], None] = print) -> Path:
+               restart: bool = False, progress: bool = True, say: Callable[[str], None] = print) -> Path:
     """Embed every line of ``input_path`` (one sentence a line, tokens separated by white space) with the
     biLM of ``options`` and ``weights`` into the HDF5 file ``out`` (layout: this module's text).
+
+    Run again with the same settings, it goes on where it stopped (or, ``out`` complete, does nothing);
+    with other settings it is refused, naming each difference.
 
     Args:
         layers: ``"all"``, ``"top"`` or ``"average"``. Default: ``"all"``.
@@ -123,49 +193,67 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
             vectors then depend on the lines before it, on the batch size and on how many processes
             share the work); False: every batch starts from zero states, so that a line's vectors
             depend on the line alone. Default: False.
+        restart: remove what this command wrote at ``out`` (the output, where it carries this command's
+            settings, and the pieces of an unfinished run) and start over. Default: False.
         progress: show a progress bar (rank 0's batches).
         say: where the lines for the user go.
 
     Returns:
         ``out``.
+
+    Raises:
+        FileExistsError: ``out`` holds other settings' vectors or is damaged (``restart`` is the way on),
+            or is a file this command did not write (never removed: choose another ``out``).
     """
     from ..training.devices import pick_device
 
-    if layers not in LAYERS:
-        raise ValueError(f"layers must be one of {', '.join(LAYERS)}, got {layers!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    options, weights, input_path, out = Path(options), Path(weights), Path(input_path), Path(out)
-    for what, path in (("options", options), ("weights", weights)):
-        if not path.is_file():
-            raise FileNotFoundError(f"the {what} file {path} not found")
+    layers = check_choice("layers", layers, LAYERS)
+    batch_size = check_size("batch_size", batch_size)
+    stateful, restart, progress = (check_flag("stateful", stateful), check_flag("restart", restart),
+                                   check_flag("progress", progress))
+    options, weights = check_path("options", options), check_path("weights", weights)
+    input_path, out = check_path("input_path", input_path), check_path("out", out)
+    _check_file("options", options)
+    _check_file("weights", weights)
     sentences = _read_sentences(input_path)
     wanted = _fingerprint(options, weights, input_path, layers, batch_size, stateful)
     rank, size = init_distributed(device)
-    if out.exists():
+    target = pick_device(device)
+    bilm = ELMoBiLM.from_files(options, weights, stateful=stateful, device=target)
+    if out.exists() or out.is_symlink():  # (every process reads it before rank 0 may remove it)
         stored = _stored_fingerprint(out)
         if stored is None or stored.get("format") != "highwaynet elmo embed":
-            raise FileExistsError(f"{out} exists and is not a file this command wrote; choose another --out")
-        differ = _differs(stored, wanted)
-        if differ:
-            raise FileExistsError(f"{out} exists, written with other settings ({', '.join(differ)} differ); remove "
-                                  f"it or choose another --out")
-        say(f"{out} is complete ({len(sentences)} lines); nothing to do")
-        return out
+            raise FileExistsError(f"{out} exists and is not a file this command wrote (an HDF5 file with its "
+                                  f"settings): pass another --out (--restart removes only this command's files)")
+        if not restart:
+            differ = _differences(stored, wanted)
+            if differ:
+                raise FileExistsError(f"{out} holds vectors embedded with other settings ({differ}). "
+                                      f"{_ways_on(out, 'the file is')}")
+            problem = _damaged_output(out, sentences, layers, bilm.output_size)
+            if problem:
+                raise FileExistsError(f"{out} was written by this command but is damaged: {problem} (edited or "
+                                      f"cut short after it was written?). Embed it again with --restart (the file "
+                                      f"is removed), or pass another --out")
+            say(f"{out} is complete ({len(sentences)} lines); nothing to do (--restart embeds it again)")
+            return out
     parts = out.with_name(out.name + ".parts")
+    barrier()
     if rank == 0:
+        if restart:
+            _start_over(out, parts, say)
         _claim_parts(parts, wanted)
     barrier()
     if rank != 0:
         _check_parts(parts, wanted)
     batches = [(k, sentences[k * batch_size:(k + 1) * batch_size]) for k in range(-(-len(sentences) // batch_size))]
-    done = {k for k, _ in batches if (parts / f"batch-{k:08d}.h5").is_file()}
+    done = {k for k, batch in batches
+            if _piece_done(parts / f"batch-{k:08d}.h5", range(k * batch_size, k * batch_size + len(batch)),
+                           sentences, layers, bilm.output_size, say if k % size == rank else None)}
     mine = [(k, batch) for k, batch in batches if k % size == rank and k not in done]
     if done and rank == 0:
         say(f"resuming: {len(done)} of {len(batches)} batches were written before"
             + ("; the LSTM states start over at the first batch left (--stateful)" if stateful else ""))
-    target = pick_device(device)
-    bilm = ELMoBiLM.from_files(options, weights, stateful=stateful, device=target)
     bar = tqdm(total=sum(len(b) for _, b in mine), unit="line", disable=not progress or rank != 0,
                desc=f"embedding (rank 0 of {size})" if size > 1 else "embedding", file=sys.stderr)
     with torch.no_grad():
@@ -179,28 +267,89 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
     barrier()
     if rank == 0:
         _merge(parts, out, len(batches), {**wanted, "format": "highwaynet elmo embed", "lines": len(sentences),
-                                          "highwaynet_version": __version__})
+                                          "highwaynet_version": __version__}, say)
         say(f"wrote {out}: {len(sentences)} lines, layers={layers}")
     barrier()
     return out
+
+
+def _piece_done(piece: Path, lines: range, sentences: list[list[str]], layers: str, width: int,
+                say: Callable[[str], None] | None) -> bool:
+    """Whether ``piece`` holds its batch's vectors, whole; a damaged one is removed by the process that
+    embeds its batch (``say`` given), which says so."""
+    import h5py
+
+    if piece.is_symlink() or not piece.is_file():
+        return False
+    try:
+        with h5py.File(piece, "r") as f:
+            problem = _check_vectors(f, lines, sentences, layers, width)
+    except OSError as error:
+        problem = f"it cannot be read ({error})"
+    if problem is None:
+        return True
+    if say is not None:
+        say(f"{piece} is damaged ({problem}); embedding its batch again")
+        piece.unlink(missing_ok=True)
+    return False
+
+
+def _is_ours(name: str) -> bool:
+    """A file name this command writes in its pieces folder (a piece, its temporary, the settings)."""
+    return name in ("settings.json", "settings.json.tmp") or (name.startswith("batch-") and (
+        name.endswith(".h5") or name.endswith(".tmp")))
+
+
+def _remove_parts(parts: Path) -> list[str]:
+    """Remove this command's files from ``parts`` (regular files, found without following links) and the
+    folder once empty; returns the names of what stays (files of the user's)."""
+    if parts.is_symlink() or not parts.is_dir():
+        return []
+    kept = []
+    with os.scandir(parts) as entries:
+        for entry in entries:
+            if _is_ours(entry.name) and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+            else:
+                kept.append(entry.name)
+    if not kept:
+        parts.rmdir()
+    return sorted(kept)
+
+
+def _start_over(out: Path, parts: Path, say: Callable[[str], None]) -> None:
+    removed = []
+    if out.is_file() and not out.is_symlink():  # (its format checked by the caller)
+        out.unlink()
+        removed.append(str(out))
+    if parts.is_dir() and not parts.is_symlink():
+        kept = _remove_parts(parts)
+        removed.append(f"the pieces in {parts}" + (f" (your files there stay: {', '.join(kept)})" if kept else ""))
+    if removed:
+        say(f"starting over (--restart): removed {' and '.join(removed)}")
 
 
 def _claim_parts(parts: Path, wanted: dict[str, Any]) -> None:
     settings = parts / "settings.json"
     if parts.is_symlink() or (parts.exists() and not parts.is_dir()):
         raise FileExistsError(f"{parts} is in the way (not a folder this command made); remove it")
-    if parts.is_dir():
+    if settings.is_file():
         try:
             stored = json.loads(settings.read_text())
         except (OSError, ValueError):
-            raise FileExistsError(f"{parts} exists without a readable settings.json: not this command's work "
-                                  f"folder; remove it or choose another --out") from None
-        differ = _differs(stored, wanted) if isinstance(stored, dict) else list(wanted)
+            stored = None
+        if not isinstance(stored, dict):
+            raise FileExistsError(f"{parts} holds an unfinished run whose settings.json is damaged; start over with "
+                                  f"--restart (its pieces are removed) or pass another --out") from None
+        differ = _differences(stored, wanted)
         if differ:
-            raise FileExistsError(f"{parts} holds an unfinished run with other settings ({', '.join(differ)} differ); "
-                                  f"remove it to start over, or run with its settings")
+            raise FileExistsError(f"{parts} holds an unfinished run with other settings ({differ}). "
+                                  f"{_ways_on(parts, 'its pieces are')}")
         return
-    parts.mkdir(parents=True)  # (and OUT's folder, where it is new)
+    if parts.is_dir() and any(_is_ours(p.name) for p in parts.iterdir()):
+        raise FileExistsError(f"{parts} holds pieces without their settings.json; start over with --restart (its "
+                              f"pieces are removed) or pass another --out")
+    parts.mkdir(parents=True, exist_ok=True)  # (and OUT's folder, where it is new)
     tmp = settings.with_name("settings.json.tmp")
     tmp.write_text(json.dumps(wanted, indent=1))
     os.replace(tmp, settings)
@@ -208,11 +357,11 @@ def _claim_parts(parts: Path, wanted: dict[str, Any]) -> None:
 
 def _check_parts(parts: Path, wanted: dict[str, Any]) -> None:
     stored = json.loads((parts / "settings.json").read_text())
-    if _differs(stored, wanted):
+    if _differences(stored, wanted):
         raise FileExistsError(f"{parts}: rank 0 claimed it with other settings than this process's")
 
 
-def _merge(parts: Path, out: Path, batches: int, attributes: dict[str, Any]) -> None:
+def _merge(parts: Path, out: Path, batches: int, attributes: dict[str, Any], say: Callable[[str], None]) -> None:
     import h5py
 
     tmp = out.with_name(out.name + ".tmp")
@@ -228,4 +377,6 @@ def _merge(parts: Path, out: Path, batches: int, attributes: dict[str, Any]) -> 
         for key, value in attributes.items():
             f.attrs[key] = value
     os.replace(tmp, out)
-    shutil.rmtree(parts)
+    kept = _remove_parts(parts)
+    if kept:
+        say(f"{parts} is kept: it holds files that are not this command's ({', '.join(kept)})")

@@ -25,6 +25,8 @@ dataset                                                       shape
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_flag, check_path, describe
 from ..data.download import DataFile, default_data_dir, locate, read_text
 from .chars import NUM_IDS
 
@@ -103,17 +106,18 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
     """
     if isinstance(options, Mapping):
         raw, name = options, "options"
-    elif isinstance(options, (str, Path)):
-        path = Path(options)
+    elif isinstance(options, (str, os.PathLike)):
+        path = check_path("options", options)
         if not path.is_file():
-            raise FileNotFoundError(f"ELMo options file {path} not found")
+            raise FileNotFoundError(f"ELMo options file {path} " + ("is a folder; pass the file" if path.is_dir()
+                                                                    else "not found"))
         try:
             raw = json.loads(read_text(path))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not an ELMo options file: not JSON ({error})") from None
         name = str(path)
     else:
-        raise TypeError(f"options must be a path or a dict, got {type(options).__name__}")
+        raise TypeError(f"options must be a path or a dict, got {describe(options)}")
     if not isinstance(raw, Mapping) or "lstm" not in raw:
         raise ValueError(f"{name} is not an ELMo options file: it has no 'lstm' section")
     if "char_cnn" not in raw:
@@ -152,6 +156,10 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
                        ("projection_dim", opts.projection_dim), ("dim", opts.cell_dim), ("n_layers", opts.num_layers)):
         if value < (0 if key == "n_highway" else 1):
             raise ValueError(f"{name}: {key!r} must be positive, got {value}")
+    for key, clip in (("cell_clip", opts.cell_clip), ("proj_clip", opts.proj_clip)):
+        if clip is not None and not (math.isfinite(clip) and clip > 0):
+            raise ValueError(f"{where_lstm}: {key!r} must be a positive finite number (or absent: no clipping), got "
+                             f"{clip}")
     if opts.max_characters < max(w for w, _ in opts.filters) or opts.max_characters < 4:
         raise ValueError(f"{where_cnn}: 'max_characters_per_token' ({opts.max_characters}) must be at least 4 and "
                          f"the widest filter's width")
@@ -219,9 +227,12 @@ def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray
     except ImportError:
         raise ImportError("reading ELMo weights needs h5py, highwaynet's elmo extra: pip install h5py") \
             from None
-    path = Path(weights)
+    if not isinstance(opts, ELMoOptions):
+        raise TypeError(f"opts must be the ELMoOptions that read_options gives, got {describe(opts)}")
+    path = check_path("weights", weights)
     if not path.is_file():
-        raise FileNotFoundError(f"ELMo weight file {path} not found")
+        raise FileNotFoundError(f"ELMo weight file {path} " + ("is a folder; pass the file" if path.is_dir()
+                                                               else "not found"))
     try:
         handle = h5py.File(path, "r")
     except OSError as error:
@@ -237,6 +248,9 @@ def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray
             if tuple(dataset.shape) != shape:
                 raise ValueError(f"{path}: dataset {name!r} has shape {tuple(dataset.shape)}, but the options give "
                                  f"{shape} (set by {_set_by(name)}): the options and the weights are not one model's")
+            if dataset.dtype.kind not in "fiu":
+                raise ValueError(f"{path}: dataset {name!r} holds {dataset.dtype} values, not numbers: the file is "
+                                 f"damaged or not an ELMo weight file")
             array = np.asarray(dataset[...], dtype=np.float32)
             if not np.isfinite(array).all():
                 raise ValueError(f"{path}: dataset {name!r} holds values that are not finite (NaN or infinity): "
@@ -303,8 +317,9 @@ def download_model(name: str, data_dir: str | Path | None = None, *, download: b
         DataNotFoundError: a file is missing and ``download`` is false, or the download failed.
         OSError: a file does not match its sha256 (a download that does not is deleted).
     """
-    if name not in MODELS:
-        raise ValueError(f"unknown ELMo model {name!r}; the published ones are: {', '.join(MODELS)}")
+    if not isinstance(name, str) or name not in MODELS:
+        raise ValueError(f"unknown ELMo model {name!r}; name must be one of the published ones: {', '.join(MODELS)}")
+    download = check_flag("download", download)
     model = MODELS[name]
     files = [model.options, model.weights]
     if sha256 is not None:
@@ -313,7 +328,7 @@ def download_model(name: str, data_dir: str | Path | None = None, *, download: b
             raise ValueError(f"download_model: sha256 must be two sha256s (64 hexadecimal digits each), the options "
                              f"file's and the weight file's, got {sha256!r}")
         files = [replace(file, sha256=digest.lower()) for file, digest in zip(files, sha256, strict=True)]
-    folders = [Path(data_dir) if data_dir is not None else None, default_data_dir()]
+    folders = [check_path("data_dir", data_dir) if data_dir is not None else None, default_data_dir()]
     hint = f"download {model.options.url} and {model.weights.url} into a folder and pass --options and --weights"
     pin = (f"pass both files' sha256 as download_model({name!r}, ..., sha256=(OPTIONS, WEIGHTS)), or "
            f"highwaynet elmo embed --model {name} --sha256 OPTIONS WEIGHTS")

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .._checks import check_factory, check_flag, check_probability, check_size, check_tensor, describe
 from ..nn._signature import settings_repr
 from .bilm import ELMoBiLM
 from .chars import BOS, EOS
@@ -30,6 +31,11 @@ def remove_sentence_boundaries(layer: Tensor, mask: Tensor) -> tuple[Tensor, Ten
     """``layer`` ``(B, T, D)`` and ``mask`` ``(B, T)`` without each row's first and last valid positions
     (the ``<S>`` and ``</S>`` that :func:`~highwaynet.elmo.batch_to_ids` adds): ``(B, T - 2, D)`` and
     ``(B, T - 2)``, zeros where the new mask is False."""
+    check_tensor("layer", layer)
+    check_tensor("mask", mask, kind=None)
+    if layer.dim() != 3 or mask.dtype != torch.bool or mask.shape != layer.shape[:2]:
+        raise ValueError(f"remove_sentence_boundaries expects layer (B, T, D) and mask (B, T) bool, got "
+                         f"{describe(layer)} and {describe(mask)}")
     if layer.shape[1] < 2:
         raise ValueError(f"remove_sentence_boundaries: rows need <S> and </S>, got {layer.shape[1]} positions")
     kept = mask[:, 2:]  # position j of the result is position j + 1, valid while j + 2 < length
@@ -62,17 +68,31 @@ class ScalarMix(nn.Module):
     def __init__(self, num_layers: int, *, layer_norm: bool = False, trainable: bool = True,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"ScalarMix: num_layers must be a positive integer, got {num_layers!r}")
+        num_layers = check_size("num_layers", num_layers)
+        layer_norm, trainable = check_flag("layer_norm", layer_norm), check_flag("trainable", trainable)
+        factory = check_factory(device, dtype)
         self.num_layers, self.layer_norm, self.trainable = num_layers, layer_norm, trainable
-        self.weights = nn.Parameter(torch.zeros(num_layers, device=device, dtype=dtype), requires_grad=trainable)
-        self.gamma = nn.Parameter(torch.ones(1, device=device, dtype=dtype), requires_grad=trainable)
+        self.weights = nn.Parameter(torch.zeros(num_layers, **factory), requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.ones(1, **factory), requires_grad=trainable)
 
     def forward(self, layers: Sequence[Tensor], mask: Tensor | None = None) -> Tensor:
+        if isinstance(layers, Tensor) or not isinstance(layers, Sequence):
+            raise TypeError(f"ScalarMix expects layers to be a list of {self.num_layers} tensors, got "
+                            f"{describe(layers)}")
         if len(layers) != self.num_layers:
-            raise ValueError(f"ScalarMix expects {self.num_layers} tensors, got {len(layers)}")
+            raise ValueError(f"ScalarMix expects {self.num_layers} tensors, got {len(layers)} layers")
+        for i, layer in enumerate(layers):
+            check_tensor(f"layers[{i}]", layer, owner="ScalarMix")
+            if layer.shape != layers[0].shape:
+                raise ValueError(f"ScalarMix expects layers of one shape, got {tuple(layers[0].shape)} (layers[0]) "
+                                 f"and {tuple(layer.shape)} (layers[{i}])")
         if self.layer_norm and mask is None:
             raise ValueError("ScalarMix(layer_norm=True) needs the mask: its statistics are over the valid entries")
+        if mask is not None:
+            check_tensor("mask", mask, owner="ScalarMix", kind=None)
+            if mask.dtype != torch.bool or mask.shape != layers[0].shape[:-1]:
+                raise ValueError(f"ScalarMix expects mask a bool tensor of shape {tuple(layers[0].shape[:-1])}, got "
+                                 f"{describe(mask)}")
         shares = torch.softmax(self.weights, dim=0)
         total: Tensor | None = None
         for share, layer in zip(shares, layers, strict=True):
@@ -84,7 +104,7 @@ class ScalarMix(nn.Module):
     @staticmethod
     def _normalise(layer: Tensor, mask: Tensor) -> Tensor:
         keep = mask.unsqueeze(-1).to(layer.dtype)
-        count = keep.sum() * layer.shape[-1]
+        count = (keep.sum() * layer.shape[-1]).clamp(min=1)  # (no valid entry: zeros, not 0 / 0)
         mean = (layer * keep).sum() / count
         variance = (((layer * keep - mean) * keep) ** 2).sum() / count
         return (layer - mean) * torch.rsqrt(variance + 1e-12)
@@ -123,11 +143,9 @@ class ELMo(nn.Module):
                  requires_grad: bool = False) -> None:
         super().__init__()
         if not isinstance(bilm, ELMoBiLM):
-            raise TypeError(f"ELMo takes an ELMoBiLM (ELMo.from_files loads one), got {type(bilm).__name__}")
-        if isinstance(num_outputs, bool) or not isinstance(num_outputs, int) or num_outputs < 1:
-            raise ValueError(f"ELMo: num_outputs must be a positive integer, got {num_outputs!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"ELMo: dropout must lie in [0, 1), got {dropout!r}")
+            raise TypeError(f"ELMo takes bilm, an ELMoBiLM (ELMo.from_files loads one), got {describe(bilm)}")
+        num_outputs, dropout = check_size("num_outputs", num_outputs), check_probability("dropout", dropout)
+        layer_norm, requires_grad = check_flag("layer_norm", layer_norm), check_flag("requires_grad", requires_grad)
         self.bilm, self.num_outputs = bilm, num_outputs
         self.dropout_p, self.layer_norm, self.requires_grad = dropout, layer_norm, requires_grad
         bilm.requires_grad_(requires_grad)
@@ -148,6 +166,9 @@ class ELMo(nn.Module):
 
     def forward(self, ids: Tensor) -> tuple[list[Tensor], Tensor]:
         layers, mask = self.bilm(ids)
+        if ids.shape[1] < 2:
+            raise ValueError(f"ELMo expects ids with each sentence's <S> and </S> rows (at least 2 positions, as "
+                             f"highwaynet.elmo.batch_to_ids makes them), got {ids.shape[1]}")
         lengths = mask.sum(1)
         starts = ids[:, 0, 1]
         ends = ids[torch.arange(ids.shape[0], device=ids.device), (lengths - 1).clamp(min=0), 1]
