@@ -249,8 +249,8 @@ def test_cached_words_skip_the_character_encoder_and_give_the_same_vectors(tmp_p
     seen.clear()
     cached = bilm(ids)[0]
     assert seen == [1]  # "dog" alone went through the encoder (repeats and cached words did not)
-    for a, b in zip(cached, plain, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    for a, b in zip(cached, plain, strict=True):  # (float32: a batch of 1 word against 5 sums in another order,
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)  # which moves the last bit with the thread count)
 
 
 # -- ELMo, the scalar mix -----------------------------------------------------------------------------
