@@ -175,9 +175,10 @@ def install(args: argparse.Namespace, venv: Path) -> dict[str, float] | None:
         log.parent.mkdir(exist_ok=True)
         if not (venv / "constraints.txt").exists():  # a venv made otherwise
             (venv / "constraints.txt").write_text(f"torch=={args.torch}\n")
-        if found["highwaynet_file"] is None or not Path(found["highwaynet_file"]).is_relative_to(ROOT / "src"):
-            # another checkout's editable install (or none): this one's instead, the rest as it is
-            run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], env, log)
+        # this checkout's package (the venv may hold another's) and its test tools as they are now (a
+        # requirement added since the venv was made), pip leaving what is there and satisfies them
+        run([str(python), "-m", "pip", "install", "-q", "-e", str(ROOT), *dev_requirements(found["triton"] is not None)],
+            env, log)
         return None
     start = time.perf_counter()
     subprocess.run([args.python, "-m", "venv", str(venv)], check=True)
