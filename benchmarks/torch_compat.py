@@ -177,8 +177,8 @@ def install(args: argparse.Namespace, venv: Path) -> dict[str, float] | None:
             (venv / "constraints.txt").write_text(f"torch=={args.torch}\n")
         # this checkout's package (the venv may hold another's) and its test tools as they are now (a
         # requirement added since the venv was made), pip leaving what is there and satisfies them
-        run([str(python), "-m", "pip", "install", "-q", "-e", str(ROOT), *dev_requirements(found["triton"] is not None)],
-            env, log)
+        tools = dev_requirements(found["triton"] is not None)
+        run([str(python), "-m", "pip", "install", "-q", "-e", str(ROOT), *tools], env, log)
         return None
     start = time.perf_counter()
     subprocess.run([args.python, "-m", "venv", str(venv)], check=True)
