@@ -27,8 +27,12 @@ STORED = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS.glo
 BY_RECIPE = {name: record for name, record in STORED.items() if record.get("recipe") in RECIPES}
 
 
+#: Recipes whose results pages say "not run yet" (docs/_ext/results.py's NOT_RUN_YET), with why.
+NOT_STORED = {"transformer-depth": "0.3's numbers were withdrawn and 0.4's run is not stored yet (issue 55)"}
+
+
 def test_every_recipe_has_a_stored_result_to_check():
-    assert {record["recipe"] for record in BY_RECIPE.values()} == set(RECIPES)
+    assert {record["recipe"] for record in BY_RECIPE.values()} == set(RECIPES) - set(NOT_STORED)
 
 
 @pytest.mark.parametrize("name", sorted(BY_RECIPE))

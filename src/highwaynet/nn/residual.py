@@ -291,8 +291,8 @@ class GRUGate(_Combine):
     form) or :math:`y = f` (``relu=False``):
 
     .. math::
-        r = \sigma(W_r y + U_r x), \quad z = \sigma(W_z y + U_z x + b_z), \quad
-        \hat h = \tanh(W_g y + U_g (r \odot x)), \quad \text{output } (1 - z) \odot x + z \odot \hat h
+        r &= \sigma(W_r y + U_r x), \quad z = \sigma(W_z y + U_z x + b_z), \\
+        \hat h &= \tanh(W_g y + U_g (r \odot x)), \quad \text{output } (1 - z) \odot x + z \odot \hat h
 
     :math:`b_z` is the paper's :math:`-b_g`; starting negative, the connection starts near the
     identity. The gate records :math:`z`. Six ``dim × dim`` matrices and ``dim`` biases.
