@@ -238,6 +238,16 @@ def check_broadcast(owner: str, **tensors: Tensor) -> torch.Size:
         raise ValueError(f"{owner}: the shapes do not broadcast together: {shapes}") from None
 
 
+def first_parameter(module: nn.Module, *, matrices: bool = False) -> Tensor | None:
+    """The module's first parameter (``matrices``: its first of two or more dimensions), or None: what
+    :func:`check_input` compares an input with. (A loop, not ``next(..., None)``, which torch 2.3's
+    compiler cannot trace.)"""
+    for parameter in module.parameters():
+        if not matrices or parameter.dim() >= 2:
+            return parameter
+    return None
+
+
 def check_input(owner: str, name: str, value: object, like: Tensor | None) -> Tensor:
     """A floating-point tensor on ``like``'s device and of its dtype (``like``: the layer's first
     weight), as the layer's matrix products need; under autocast, any floating-point dtype. (``like``

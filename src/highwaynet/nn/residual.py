@@ -47,6 +47,7 @@ from .._checks import (
     check_probability,
     check_size,
     describe,
+    first_parameter,
 )
 from ._signature import settings_repr
 from .gate import BranchGate, TransformGate
@@ -93,7 +94,7 @@ class _Combine(nn.Module):
         """``branch`` and ``x``: floating-point tensors (on the device and of the dtype of the combiner's
         matrices, where it has some), of one shape ``(..., dim)`` for a combiner of width ``dim``, else
         of shapes that broadcast."""
-        owner, like = type(self).__name__, next((p for p in self.parameters() if p.dim() >= 2), None)
+        owner, like = type(self).__name__, first_parameter(self, matrices=True)
         branch, x = check_input(owner, "branch", branch, like), check_input(owner, "x", x, like)
         dim = getattr(self, "dim", None)
         if dim is None:
@@ -380,7 +381,7 @@ class Residual(nn.Module):
 
     def forward(self, x: Tensor, *args: object, **kwargs: object) -> Tensor:
         dim = getattr(self.combine, "dim", None)
-        check_input(type(self).__name__, "x", x, next(self.parameters(), None))
+        check_input(type(self).__name__, "x", x, first_parameter(self))
         if dim is not None and x.shape[-1:] != (dim,):
             raise ValueError(f"{type(self).__name__} expects inputs of shape (..., {dim}), got {tuple(x.shape)}")
         y = self.sublayer(x, *args, **kwargs)
