@@ -120,6 +120,20 @@ def test_a_link_where_highwaynet_writes_is_refused_and_its_target_untouched(tmp_
     assert outside.read_text() == "the user's own\n"
 
 
+@pytest.mark.parametrize("start", ["--restart", "new run"])
+def test_a_link_in_place_of_results_json_is_refused_before_any_training(tmp_path, capsys, outside, start):
+    out = tmp_path / "run"
+    assert train(out, "--epochs", "1") == 0
+    capsys.readouterr()
+    for name in ("results.json", *(("checkpoint.pt", "model.pt") if start == "new run" else ())):
+        (out / name).unlink()
+    (out / "results.json").symlink_to(outside)
+    assert main([*TRAIN, "--out", str(out), *([start] if start == "--restart" else [])]) == 2
+    said = capsys.readouterr()
+    assert f"{out / 'results.json'} is a symbolic link" in said.err and "epoch 1" not in said.out
+    assert outside.read_text() == "the user's own\n" and (out / "results.json").is_symlink()
+
+
 def test_report_embeds_only_the_figures_the_run_wrote(tmp_path, outside, capsys):
     out = tmp_path / "run"
     assert train(out, "--epochs", "1") == 0

@@ -111,7 +111,8 @@ def _check(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Ten
     if len({t.device for t in tensors.values() if t is not None}) > 1:
         raise ValueError(f"{where}: gates, weight_hh, weight_proj, h0 and c0 must be on one device")
     if lengths is not None:
-        if not isinstance(lengths, Tensor) or lengths.is_floating_point() or lengths.is_complex() \
+        # (dtype's attributes, not Tensor.is_complex(), which torch 2.3's compiler cannot trace)
+        if not isinstance(lengths, Tensor) or lengths.dtype.is_floating_point or lengths.dtype.is_complex \
                 or lengths.dtype == torch.bool:
             raise TypeError(f"{where}: lengths must be an integer tensor or None, got "
                             f"{lengths.dtype if isinstance(lengths, Tensor) else type(lengths).__name__}")

@@ -63,6 +63,8 @@ _OPAQUE_FOLDERS = frozenset({"tensorboard"})
 #: The files a command writes before it trains anything: a folder it made holding only these is removed
 #: again where the command is refused (:func:`remove_new_folders`).
 _BEFORE_TRAINING = frozenset({"config.json", "sweep.json", "vocab.json"})
+#: The files highwaynet writes in its folders: none may be a link (checked before a command writes anything).
+_WRITES = (_LEGACY_RUN_FILES | _ANALYSIS_FILES | frozenset({"sweep.json", "summary.json"})) - {".lock", "tensorboard"}
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
@@ -253,6 +255,11 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
         return None
     if not folder.is_dir():
         raise FolderNotOurs(f"{folder} is a file, not a folder: pass a folder for {what}")
+    for name in sorted(_WRITES & set(_entries(folder))):  # (refused now, not after hours of training)
+        if (folder / name).is_symlink():
+            raise LinkInFolder(f"{folder / name} is a symbolic link: highwaynet writes its files itself, never "
+                               f"through a link (which could overwrite a file elsewhere); remove the link and run "
+                               f"again")
     found, problem = read_marker(folder)
     if found is not None:
         if found["kind"] != kind:

@@ -37,9 +37,9 @@ def _streams_of(corpus: Corpus, split: str, width: int) -> Tensor:
     ids = getattr(corpus, attribute)
     if len(ids) // width < 2:
         smaller = f", or make {setting} smaller ({option} {len(ids) // 2} or less)" if len(ids) >= 2 else ""
+        tokens = f"{len(ids)} token" + ("" if len(ids) == 1 else "s")
         raise ValueError(f"the {attribute} split of corpus {corpus.name!r} ({file} in a corpus folder) holds "
-                         f"{len(ids)} tokens, too few for {width} streams of 2 tokens or more: give it more "
-                         f"text{smaller}")
+                         f"{tokens}, too few for {width} streams of 2 tokens or more: give it more text{smaller}")
     return batchify(ids, width)
 
 

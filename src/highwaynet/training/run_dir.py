@@ -157,7 +157,8 @@ def finished_an_epoch(run_dir: str | Path) -> bool:
     """Whether a run in ``run_dir`` has something to lose: a checkpoint (an epoch finished and saved)
     or its results. A folder without either (a run killed before its first checkpoint) holds
     nothing a run could go on from: run again, it starts over."""
-    return any((Path(run_dir) / f).exists() for f in ("checkpoint.pt", "checkpoint.prev.pt", "results.json"))
+    return any((Path(run_dir) / f).is_file() and not (Path(run_dir) / f).is_symlink()
+               for f in ("checkpoint.pt", "checkpoint.prev.pt", "results.json"))
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
