@@ -143,6 +143,18 @@ def probe(python: Path) -> dict:
     return json.loads(done.stdout)
 
 
+def lacking(python: Path, requirements: list[str]) -> list[str]:
+    """The ``requirements`` whose distribution the venv's interpreter does not have (their versions are
+    not compared: a reused venv keeps what it was made with)."""
+    names = [re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in requirements]
+    code = ("import importlib.metadata as m, json, sys\nfound = []\nfor n in sys.argv[1:]:\n    try:\n"
+            "        m.version(n)\n    except m.PackageNotFoundError:\n        found.append(n)\n"
+            "print(json.dumps(found))")
+    done = subprocess.run([str(python), "-c", code, *names], capture_output=True, text=True, cwd="/", check=True)
+    absent = set(json.loads(done.stdout))
+    return [r for r, n in zip(requirements, names, strict=True) if n in absent]
+
+
 def run(command: list[str], env: dict[str, str], log: Path) -> None:
     """Run ``command``, its output appended to ``log``; stop, showing the log's end, if it fails."""
     print("$", " ".join(command), flush=True)
@@ -175,10 +187,12 @@ def install(args: argparse.Namespace, venv: Path) -> dict[str, float] | None:
         log.parent.mkdir(exist_ok=True)
         if not (venv / "constraints.txt").exists():  # a venv made otherwise
             (venv / "constraints.txt").write_text(f"torch=={args.torch}\n")
-        # this checkout's package (the venv may hold another's) and its test tools as they are now (a
-        # requirement added since the venv was made), pip leaving what is there and satisfies them
-        tools = dev_requirements(found["triton"] is not None)
-        run([str(python), "-m", "pip", "install", "-q", "-e", str(ROOT), *tools], env, log)
+        if found["highwaynet_file"] is None or not Path(found["highwaynet_file"]).is_relative_to(ROOT / "src"):
+            # another checkout's editable install (or none): this one's instead, the rest as it is
+            run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], env, log)
+        missing = lacking(python, dev_requirements(found["triton"] is not None))
+        if missing:  # (a test tool required since the venv was made)
+            run([str(python), "-m", "pip", "install", "-q", *missing], env, log)
         return None
     start = time.perf_counter()
     subprocess.run([args.python, "-m", "venv", str(venv)], check=True)

@@ -131,3 +131,9 @@ def test_the_testing_page_lists_the_records_oldest_torch_first_with_failures_and
     assert "| 10.0 min | (a venv made before) |" in page
     assert "- `tests/test_a.py::test_b`: needs more torch" in page and "- why one (2)" in page
     assert "onnx 1.17.0" in page and "triton" not in page
+
+
+def test_a_reused_venv_gets_only_the_test_tools_it_lacks(torch_compat):
+    # (a venv made before a requirement was added gets it; nothing it has is installed again)
+    wanted = ["pytest>=7", "h5py>=3.8", "no-such-distribution-of-highwaynets>=1.0"]
+    assert torch_compat.lacking(Path(sys.executable), wanted) == ["no-such-distribution-of-highwaynets>=1.0"]
