@@ -101,8 +101,10 @@ def test_a_study_run_again_is_done_and_says_where_its_report_is(tmp_path, capsys
     out = tmp_path / "study"
     assert main([*STUDY, "--out", str(out)]) == 0
     report = (out / "report.md").read_text()
+    took = json.loads((out / "summary.json").read_text())["seconds"]
     capsys.readouterr()
     assert main([*STUDY, "--out", str(out)]) == 0  # pasted twice: exit 0
+    assert json.loads((out / "summary.json").read_text())["seconds"] >= took > 0  # (its time kept, not 0 s)
     said = capsys.readouterr().out
     assert said.startswith(f"the study in {out} is done: its report is {out / 'report.md'}")
     assert said.count("done, skipped") == 4 and "(resumed)" not in said
