@@ -90,7 +90,9 @@ def test_a_tiny_run_writes_its_record(stand_in_venv, tmp_path):
                      "def test_skips():\n    pytest.skip('needs torch >= 9.1')\n\ndef test_errors(broken):\n    pass\n")
     out = tmp_path / "record.json"
     done = compat(torch.__version__.split("+")[0], "--venv", str(stand_in_venv), "--reuse", "--json", str(out),
-                  "--note", "a tiny run", "--", str(tests), HIGHWAYNET_TEST_TIMEOUT_SCALE="3")
+                  "--note", "a tiny run", "--", str(tests), "--rootdir", str(tmp_path),
+                  HIGHWAYNET_TEST_TIMEOUT_SCALE="3")  # (ids relative to tmp_path wherever the checkout is: pytest
+    # takes the common ancestor of the checkout, its working folder, and the tests as the root otherwise)
     assert done.returncode == 1, done.stderr  # a failure: not a passing run
     record = json.loads(out.read_text())
     assert (record["passed"], record["failed"], record["skipped"], record["errors"]) == (1, 1, 1, 1)
@@ -103,7 +105,7 @@ def test_a_tiny_run_writes_its_record(stand_in_venv, tmp_path):
     assert record["title"] == f"the test suite on torch {torch.__version__.split('+')[0]}"
     assert len(record["commit"]) == 40 and record["date"] and record["pytest_exit"] == 1
     assert record["command"] == (f"HIGHWAYNET_TEST_TIMEOUT_SCALE=3 python benchmarks/torch_compat.py "
-                                 f"{torch.__version__.split('+')[0]} -- {tests}")  # what reruns it
+                                 f"{torch.__version__.split('+')[0]} -- {tests} --rootdir {tmp_path}")  # what reruns it
     assert (stand_in_venv / "logs" / "suite.txt").is_file() and (stand_in_venv / "constraints.txt").read_text() == \
         f"torch=={torch.__version__.split('+')[0]}\n"
 
