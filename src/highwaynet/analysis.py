@@ -23,7 +23,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -112,17 +112,24 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
     record = GateRecord(names=[name for name, _ in gates])
     record.transform = {name: [] for name in record.names}
     record.carry = {name: [] for name in record.names}
-    name_of = {id(g): name for name, g in gates}
 
-    def observe(gate: Gate, t: Tensor, c: Tensor | None) -> None:
-        name = name_of[id(gate)]
+    def observe(name: str, t: Tensor, c: Tensor | None) -> None:
         record.transform[name].append(t.detach().to(device) if device else t.detach())
         if c is not None:
             record.carry[name].append(c.detach().to(device) if device else c.detach())
 
-    detach = [g.add_observer(observe) for _, g in gates]
-    try:
+    with _observing(gates, observe):
         yield record
+
+
+@contextmanager
+def _observing(gates: list[tuple[str, Gate]], observe: Callable[[str, Tensor, Tensor | None], None]
+               ) -> Iterator[None]:
+    """``observe(name, t, c)`` on every forward pass of each of ``gates`` while the block runs."""
+    name_of = {id(g): name for name, g in gates}
+    detach = [g.add_observer(lambda gate, t, c: observe(name_of[id(gate)], t, c)) for _, g in gates]
+    try:
+        yield
     finally:
         for d in detach:
             d()
@@ -142,23 +149,19 @@ def gate_means(model: nn.Module) -> Iterator[dict[str, float]]:
         >>> sorted(means)
         ['gates.0', 'gates.1']
     """
-    gates = gate_modules(model)
-    name_of = {id(g): name for name, g in gates}
     sums: dict[str, list[Tensor]] = {}
 
-    def observe(gate: Gate, t: Tensor, c: Tensor | None) -> None:
+    def observe(name: str, t: Tensor, c: Tensor | None) -> None:
         t = t.detach()
-        total = sums.setdefault(name_of[id(gate)], [t.new_zeros((), dtype=torch.float64), t.new_zeros(())])
+        total = sums.setdefault(name, [t.new_zeros((), dtype=torch.float64), t.new_zeros(())])
         total[0] += t.double().sum()
         total[1] += t.numel()
 
     means: dict[str, float] = {}
-    detach = [g.add_observer(observe) for _, g in gates]
     try:
-        yield means
+        with _observing(gate_modules(model), observe):
+            yield means
     finally:
-        for d in detach:
-            d()
         means.update({name: float(total / count) for name, (total, count) in sums.items()})
 
 
