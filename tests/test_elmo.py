@@ -307,6 +307,22 @@ def test_scalar_mix_checks_its_input():
         ScalarMix(1, layer_norm=True)([torch.ones(1, 2, 3)])
 
 
+def test_scalar_mix_layer_norm_of_a_batch_without_valid_entries_is_zeros():
+    """A batch of padding alone has no statistics: the normalised layers are zeros, not the padding
+    multiplied by 1/sqrt(1e-12)."""
+    layers = [torch.full((2, 3, 4), 0.5), torch.full((2, 3, 4), -2.0)]
+    mixed = ScalarMix(2, layer_norm=True)(layers, torch.zeros(2, 3, dtype=torch.bool))
+    assert torch.equal(mixed, torch.zeros(2, 3, 4))
+    # one valid entry: its normalised value is the reference's, the padding's too (unchanged behaviour)
+    mask = torch.zeros(2, 3, dtype=torch.bool)
+    mask[0, 0] = True
+    layers = [torch.arange(24.0).reshape(2, 3, 4)]
+    mixed = ScalarMix(1, layer_norm=True)(layers, mask)
+    valid = layers[0][0, 0].double()
+    expected = (layers[0].double() - valid.mean()) / torch.sqrt(valid.var(unbiased=False) + 1e-12)
+    torch.testing.assert_close(mixed.double(), expected, rtol=1e-5, atol=1e-5)
+
+
 # -- bad files -----------------------------------------------------------------------------------------
 
 def test_a_file_that_is_not_an_elmo_file_names_the_missing_dataset(tmp_path):

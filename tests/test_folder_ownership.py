@@ -401,7 +401,7 @@ DAMAGED = [
     ("not JSON", "it is not valid JSON"),
     ([], "it holds list, not a JSON object"),
     (5, "it holds int, not a JSON object"),
-    ({"kind": "run", "id": "x"}, "its 'written' is None, not a list of file names"),
+    ({"kind": "run", "id": "x"}, "it has no 'written' list of the files highwaynet wrote"),
     ({"kind": "run", "id": "x", "written": None}, "its 'written' is None"),
     ({"kind": "run", "id": "x", "written": 7}, "its 'written' is 7"),
     ({"kind": "run", "id": "x", "written": [1.5]}, "its 'written' lists 1.5, not a file name"),

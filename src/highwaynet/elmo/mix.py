@@ -104,10 +104,12 @@ class ScalarMix(nn.Module):
     @staticmethod
     def _normalise(layer: Tensor, mask: Tensor) -> Tensor:
         keep = mask.unsqueeze(-1).to(layer.dtype)
-        count = (keep.sum() * layer.shape[-1]).clamp(min=1)  # (no valid entry: zeros, not 0 / 0)
+        valid = keep.sum()
+        count = (valid * layer.shape[-1]).clamp(min=1)  # (no valid entry: no 0 / 0)
         mean = (layer * keep).sum() / count
         variance = (((layer * keep - mean) * keep) ** 2).sum() / count
-        return (layer - mean) * torch.rsqrt(variance + 1e-12)
+        # (no valid entry: zeros, not the padding scaled by 1e6 through a variance of 0)
+        return (layer - mean) * torch.rsqrt(variance + 1e-12) * (valid > 0).to(layer.dtype)
 
     def extra_repr(self) -> str:
         return settings_repr(self)

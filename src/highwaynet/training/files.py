@@ -104,7 +104,9 @@ def _marker_problem(found: Any) -> str | None:
         return f"its kind is {found.get('kind')!r}, not one of {', '.join(KINDS)}"
     if not isinstance(found.get("id"), str) or not found["id"]:
         return f"its id is {found.get('id')!r}, not a run's identity"
-    names = found.get("written")
+    if "written" not in found:
+        return "it has no 'written' list of the files highwaynet wrote"
+    names = found["written"]
     if not isinstance(names, list):
         return f"its 'written' is {names!r}, not a list of file names"
     for name in names:
@@ -309,7 +311,8 @@ def claim(folder: str | Path, kind: str, what: str = "", *, identity: Identity |
             found["id"] = run_id
     _write_marker(folder, found)
     if problem is not None or how:
-        state = _damaged(folder, problem) if problem else f"{folder} had no marker ({MARKER}: a folder of 0.2)"
+        state = (_damaged(folder, problem) if problem else
+                 f"{folder} had no marker ({MARKER}: written by 0.2, or its marker was removed)")
         others = sorted(set(entries) - set(listed))
         (log or print)(f"note: {state}: made again, listing the files there that highwaynet writes "
                        f"({_describe(listed) or 'none'})" + (f"; the others stay yours ({_describe(others)})"
