@@ -283,3 +283,16 @@ def test_data_files_found_on_disk_are_checked_once(shared_data, tmp_path, monkey
         f.write("0 an extra line\n")  # changed: checked again, and refused
     with pytest.raises(OSError, match=r"TREC.test.all does not match its sha256"):
         load_sentences("trec", folder)
+
+
+def test_a_finished_study_run_again_keeps_its_wall_and_cpu_time(tmp_path):
+    """The report of a finished study written again adds the new session's seconds to the summary's,
+    CPU seconds too (0.4.0 kept only the last session's CPU time: a few seconds for a report)."""
+    from highwaynet.training.run_dir import finish_sweep
+
+    reports = []
+    finish_sweep(tmp_path, {"seconds": 2500.0, "cpu_seconds": 4900.0}, lambda out, s: reports.append(s))
+    again = finish_sweep(tmp_path, {"seconds": 12.5, "cpu_seconds": 15.5}, lambda out, s: reports.append(s))
+    assert (again["seconds"], again["cpu_seconds"]) == (2512.5, 4915.5)
+    assert json.loads((tmp_path / "summary.json").read_text())["cpu_seconds"] == 4915.5
+    assert reports[-1]["cpu_seconds"] == 4915.5

@@ -430,9 +430,12 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
                          f"better than the characters' frequencies, {unigram:.3f})")
     resolved = [c for c in summary.get("contrasts", []) if c["verdict"].endswith("lower")]
     for c in resolved:
-        where = f"{c['a_depth']} blocks" if c["a_depth"] == c["b_depth"] else \
-            f"{c['a']} at {c['a_depth']} blocks against {c['b']} at {c['b_depth']}"
-        lines.append(f"{where}: {c['a']} − {c['b']} = {_interval(c)} nats ({c['kind']}): {c['verdict']}")
+        if c["a_depth"] == c["b_depth"]:
+            lines.append(f"{c['a_depth']} blocks: {c['a']} − {c['b']} = {_interval(c)} nats ({c['kind']}): "
+                         f"{c['verdict']}")
+        else:
+            lines.append(f"{c['a_depth']} blocks against {c['b_depth']}: {c['a']} at {c['a_depth']} blocks − {c['b']} "
+                         f"at {c['b_depth']} blocks = {_interval(c)} nats (does depth pay?): {c['verdict']}")
     unresolved = len(summary.get("contrasts", [])) - len(resolved)
     lines.append(f"{unresolved} of {len(summary.get('contrasts', []))} contrasts resolved no difference")
     return lines
@@ -440,9 +443,10 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
 
 # -- the report ---------------------------------------------------------------------------------
 
+# (twelve colours no two alike; a matched baseline dashed in the colour of the model it matches)
 _COLOURS = {"post-residual": "C0", "pre-residual": "C2", "pre-highway": "C1", "pre-gtrxl": "C3", "none-rezero": "C4",
             "pre-fixed": "C5", "pre-layerscale": "C6", "pre-rezero": "C7", "none-rezero-final-norm": "C8",
-            "post-deepnorm": "C9", "pre-residual-matched-highway": "#1f77b4", "pre-residual-matched-gtrxl": "#8c564b"}
+            "post-deepnorm": "C9", "pre-residual-matched-highway": "C1", "pre-residual-matched-gtrxl": "C3"}
 
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
@@ -450,6 +454,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     ``gates.png`` (each gated or scaled variant's mean gate per block, at initialisation and after
     each epoch, at the deepest depth) and ``report.md`` (the tables, the contrasts and the verdicts)."""
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     config, rows = summary["config"], summary["rows"]
     depths, per_epoch = config["depths"], summary["steps_per_epoch"] or 1
@@ -466,12 +471,18 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
             curves = np.array([c + [math.nan] * (width - len(c)) for c in row["curves"]])
             steps = per_epoch * np.arange(1, curves.shape[1] + 1)
             mean = np.nanmean(curves, axis=0) if np.isfinite(curves).any() else curves[0]
-            ax.plot(steps, mean, color=_COLOURS.get(row["variant"]), lw=1.2, label=row["variant"])
-        ax.axhline(summary["unigram_nats"], color="gray", ls=":", lw=1)
+            ax.plot(steps, mean, color=_COLOURS.get(row["variant"]), lw=1.2, label=row["variant"],
+                    ls="--" if parse_variant(row["variant"])["matched"] else "-")
+        ax.axhline(summary["unigram_nats"], color="gray", ls=":", lw=1, label="characters' frequencies")
         ax.set(title=f"{depth} blocks", xlabel="step")
         whole_numbers(ax.xaxis)
         ax.grid(alpha=0.3)
-    panels[0].legend(fontsize="small", ncol=2)
+    handles, labels = panels[0].get_legend_handles_labels()
+    if len(panels) > len(depths):  # (the legend in the empty panel, off the curves)
+        panels[-1].legend(handles, labels, loc="center", fontsize="small", frameon=False)
+    else:
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize="small", bbox_to_anchor=(0.5, -0.02 - 0.05
+                                                                                                   * len(labels) / 3))
     for row_axes in axes:
         row_axes[0].set_ylabel("validation loss (nats/char)")
     fig.suptitle("Causal Transformers on Tiny Shakespeare (characters), by residual connection", y=1.0)
@@ -481,22 +492,31 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     gated = [r for r in rows if r["depth"] == deepest and r.get("gates")]
     figures = ["![validation loss against steps, mean over the seeds](depth.png)", ""]
     if gated:
-        fig, axes = subplots(2, len(gated), figsize=(FIGURE_WIDTH, 5.0), squeeze=False, sharex=True)
-        for column, row in enumerate(gated):
+        # (two variants a line, each as two panels: its attention and its MLP connections)
+        lines = -(-len(gated) // 2)
+        fig, axes = subplots(lines, 4, figsize=(FIGURE_WIDTH, 2.3 * lines), squeeze=False, sharex=True)
+        for k, row in enumerate(gated):
             epochs = row["gates"]["epochs"]
-            for line, part in enumerate(("attention", "mlp")):
-                ax = axes[line][column]
+            for j, part in enumerate(("attention", "mlp")):
+                ax = axes[k // 2][2 * (k % 2) + j]
                 blocks = range(1, len(row["gates"]["init"][part]) + 1)
                 ax.plot(blocks, row["gates"]["init"][part], color="gray", ls=":", lw=1, label="at initialisation")
-                for k, epoch in enumerate(epochs):
-                    ax.plot(blocks, epoch[part], color=(0.1, 0.3, 0.8, 0.25 + 0.75 * (k + 1) / len(epochs)),
-                            lw=0.8, label="after the last epoch" if k == len(epochs) - 1 else None)
-                ax.set_title(f"{row['variant']}: {part}", fontsize=7)
-                ax.tick_params(labelsize=6)
-                whole_numbers(ax.xaxis)
+                for e, epoch in enumerate(epochs):
+                    ax.plot(blocks, epoch[part], color=(0.1, 0.3, 0.8, 0.25 + 0.75 * (e + 1) / len(epochs)),
+                            lw=0.8, label="after the last epoch" if e == len(epochs) - 1 else None)
+                ax.set_title(f"{row['variant']}\n{part}", fontsize="small")
+                ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
+                ax.yaxis.set_major_locator(MaxNLocator(4))
                 ax.grid(alpha=0.3)
-            axes[1][column].set_xlabel("block", fontsize=7)
-        axes[0][0].legend(fontsize=6)
+        for k, ax in enumerate(axes.flat):
+            if k >= 2 * len(gated):
+                ax.axis("off")
+            elif k + 4 >= 2 * len(gated):  # (the lowest panel of its column: its blocks labelled)
+                ax.tick_params(labelbottom=True)
+                ax.set_xlabel("block")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="upper center", ncol=2, fontsize="small", bbox_to_anchor=(0.5, 1.04))
+        fig.tight_layout()
         save_figure(fig, out / "gates.png")
         figures += [f"Each block's mean gate on a validation window, at {deepest} blocks (highway: T; GTrXL: z; fixed: "
                     f"t; ReZero/SkipInit: α; LayerScale: mean γ): dotted at initialisation, then after each epoch "

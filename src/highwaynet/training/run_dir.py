@@ -511,17 +511,18 @@ def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Pat
                  ) -> dict[str, Any]:
     """Write a sweep's ``summary.json`` and its report (rank 0 alone under torchrun); returns ``summary``.
 
-    A study that had ended and is run again (its report written again) keeps its time: ``seconds``, this
-    session's, is added to the earlier summary's. (A study killed before its summary counts from the
-    session that ends it.)"""
+    A study that had ended and is run again (its report written again) keeps its time: ``seconds`` and
+    ``cpu_seconds``, this session's, are added to the earlier summary's. (A study killed before its
+    summary counts from the session that ends it.)"""
     try:
         earlier = read_json(out / "summary.json", optional=True)
     except (OSError, ValueError):  # (a damaged summary: written again now)
         earlier = None
-    before = earlier.get("seconds") if isinstance(earlier, dict) else None
-    if isinstance(summary.get("seconds"), (int, float)) and isinstance(before, (int, float)) \
-            and not isinstance(before, bool) and math.isfinite(before) and before >= 0:
-        summary["seconds"] = round(before + summary["seconds"], 1)
+    for key in ("seconds", "cpu_seconds"):
+        before = earlier.get(key) if isinstance(earlier, dict) else None
+        if isinstance(summary.get(key), (int, float)) and isinstance(before, (int, float)) \
+                and not isinstance(before, bool) and math.isfinite(before) and before >= 0:
+            summary[key] = round(before + summary[key], 1)
     if is_main_process():
         write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
         write_report(out, summary)
