@@ -28,7 +28,7 @@ BY_RECIPE = {name: record for name, record in STORED.items() if record.get("reci
 
 
 #: Recipes whose results pages say "not run yet" (docs/_ext/results.py's NOT_RUN_YET), with why.
-NOT_STORED = {"transformer-depth": "0.3's numbers were withdrawn and 0.4's run is not stored yet (issue 55)"}
+NOT_STORED: dict[str, str] = {}
 
 
 def test_every_recipe_has_a_stored_result_to_check():
@@ -191,3 +191,52 @@ def test_the_performance_page_gives_each_table_a_heading_full_headers_and_a_read
         after = lines[lines.index(table[-1]) + 1:]
         reading = next(line for line in after if line)
         assert not reading.startswith("From ") and reading.endswith(".") and re.search(r"\d\.\d\d", reading), reading
+
+
+def _decimals(text: str) -> set[str]:
+    """Every decimal number in ``text`` (signs dropped), and each rounded to fewer places down to one."""
+    found = set()
+    for number in re.findall(r"\d+\.\d+", text):
+        found.add(number)
+        places = len(number.split(".")[1])
+        found.update(f"{float(number):.{k}f}" for k in range(1, places))
+    return found
+
+
+def test_the_transformer_page_quotes_only_numbers_its_stored_report_holds(tmp_path):
+    """The prose of docs/results/transformer.md (what the tables show, the literature) is written by
+    hand: each number of three or more decimal places it quotes must be one of the report's, as the
+    report writes it from the stored JSON or rounded from it, so that a rerun stored without the
+    prose updated fails here rather than leaving the page saying what the tables no longer do."""
+    record = STORED["transformer-depth-tinyshakespeare"]
+    transformer_depth.write_report(tmp_path, copy.deepcopy(record["result"]))
+    known = _decimals((tmp_path / "report.md").read_text())
+    page = (RESULTS / "transformer.md").read_text()
+    prose = page[page.index("## What the tables show"):]
+    quoted = re.findall(r"\d+\.\d{3,}", prose)
+    assert len(quoted) > 40, "the page's prose quotes the study's numbers"
+    assert [q for q in quoted if q not in known] == []
+
+
+def test_the_transformer_page_claims_hold_in_its_stored_record():
+    """The claims the page's prose makes of the stored study, checked against the record: one deeper
+    model beats the 2-block pre-LN one (the 32-block highway model); the frozen gate has about three
+    quarters of the learned gate's gain at 32 blocks; the widened model gains nothing resolved; no gate
+    opens past 0.1 at 32 blocks; post-LN and DeepNorm lose to pre-LN from 12 blocks on."""
+    result = STORED["transformer-depth-tinyshakespeare"]["result"]
+    by = {(c["kind"], c["a"], c["a_depth"], c["b_depth"]): c for c in result["contrasts"]}
+    deeper_wins = [(c["a"], c["a_depth"]) for c in result["contrasts"]
+                   if c["a_depth"] != c["b_depth"] and c["verdict"].endswith(f"at {c['a_depth']} blocks lower")]
+    assert deeper_wins == [("pre-highway", 32)]
+    fixed = by["vs pre-LN sum", "pre-fixed", 32, 32]["mean"]
+    learned = by["vs pre-LN sum", "pre-highway", 32, 32]["mean"]
+    assert 0.70 <= fixed / learned <= 0.80
+    assert by["learned gate vs fixed gate", "pre-highway", 32, 32]["verdict"] == "pre-highway lower"
+    assert by["vs pre-LN sum", "pre-residual-matched-highway", 32, 32]["verdict"] == "no difference resolved"
+    gates = [v for r in result["rows"] if r.get("gates") and r["depth"] == 32
+             for part in r["gates"]["epochs"][-1].values() for v in part]
+    assert max(gates) < 0.1 and len(gates) > 100
+    for variant in ("post-residual", "post-deepnorm"):
+        for depth in (12, 32):
+            assert by["vs pre-LN sum", variant, depth, depth]["verdict"] == "pre-residual lower"
+        assert by["vs pre-LN sum", variant, 2, 2]["verdict"] == "no difference resolved"

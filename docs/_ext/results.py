@@ -24,9 +24,7 @@ DATA_NAMES = {"mnist5k": "MNIST 5k", "fashion-mnist": "Fashion-MNIST"}
 TASK_NAMES = {"trec": "TREC", "sst2": "SST-2", "sst1": "SST-1", "mr": "MR", "subj": "Subj"}
 NOT_RUN = "*Not stored yet: run the command above and store its folder with docs/results/store.py.*\n"
 #: Studies whose stored numbers were withdrawn and whose rerun is not stored yet: what their pages say meanwhile.
-NOT_RUN_YET = {"transformer-depth-tinyshakespeare": (
-    "*Not run yet for 0.4.0: the study's tables appear here when its run is stored; 0.3's numbers were withdrawn "
-    "(issue 55 showed that they did not isolate the gate).*\n")}
+NOT_RUN_YET: dict[str, str] = {}
 
 
 def _minutes(seconds: float | None) -> str:
@@ -262,9 +260,10 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                                "test loss (nats): " + ", ".join(cells), "{doc}`/results/transformer`"])
         planned = [c for c in result["contrasts"] if c["a_depth"] == deepest and c["kind"] in (
             "learned gate vs fixed gate", "learned gate vs parameter-matched sum")]
-        planned += [c for c in result["contrasts"] if c["a_depth"] == deepest and c["a"] == "pre-residual"
-                    and c["b_depth"] != deepest]
-        add(transformer, [f"the learned highway gate against its controls, {deepest} blocks (paired, 95%)",
+        planned += [c for c in result["contrasts"] if c["a_depth"] == deepest and c["b_depth"] != deepest
+                    and c["a"] in ("pre-residual", "pre-highway")]
+        add(transformer, [f"the learned highway gate against its controls at {deepest} blocks, and {deepest} blocks "
+                          f"against {min(result['config']['depths'])} (paired, 95%)",
                           "; ".join(contrast_text(c) for c in planned), "{doc}`/results/transformer`"])
     return markdown_table(["experiment", "what it measured", "version", "page"], rows) + "\n"
 
