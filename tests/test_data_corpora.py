@@ -72,3 +72,53 @@ def test_batchify_and_bptt_windows():
     a, b = list(task.batches("train", 0)), list(task.batches("train", 1))
     assert not torch.equal(a[0][0], b[0][0])  # each epoch starts at its own offset
     assert torch.equal(a[0][0], list(task.batches("train", 0))[0][0])
+
+
+def _ngram_reference(train: list[int], scored: list[int], order: int, k: float, vocab: list[str]) -> float:
+    """Add-k n-gram cross-entropy (nats per token) written out: counts of (context, token) on ``train``,
+    each position of ``scored`` from its order-th token on (token ids: an unknown character is one)."""
+    import math
+    from collections import Counter
+
+    grams = Counter(tuple(train[i:i + order]) for i in range(len(train) - order + 1))
+    contexts = Counter()
+    for gram, count in grams.items():
+        contexts[gram[:-1]] += count
+    total = 0.0
+    positions = range(order - 1, len(scored))
+    for i in positions:
+        gram = tuple(scored[i - order + 1:i + 1])
+        total -= math.log((grams[gram] + k) / (contexts[gram[:-1]] + k * len(vocab)))
+    return total / len(positions)
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_ngram_nats_against_a_written_out_reference(tmp_path, order):
+    (tmp_path / "train.txt").write_text("abracadabra cab acab, a bad cabbage\n" * 3)
+    (tmp_path / "valid.txt").write_text("a cab bar, abba\n")
+    (tmp_path / "test.txt").write_text("bad arcade cabs\n")
+    corpus = load_corpus(str(tmp_path), "char")
+    chars = {split: getattr(corpus, split).tolist() for split in ("train", "valid", "test")}
+    assert 0 in chars["test"]  # ('s' is not in the training text: <unk>, scored as a token of its own)
+    grid = (0.01, 0.1, 1.0)
+    ks = {k: _ngram_reference(chars["train"], chars["valid"], order, k, corpus.vocab) for k in grid}
+    chosen = min(grid, key=ks.get)  # on the validation split
+    got = corpus.ngram_nats(order, "test", smoothing=grid)
+    assert got["k"] == chosen
+    assert got["nats"] == pytest.approx(_ngram_reference(chars["train"], chars["test"], order, chosen, corpus.vocab),
+                                        rel=1e-12)
+    assert corpus.ngram_nats(order, "valid", smoothing=grid)["nats"] == pytest.approx(ks[chosen], rel=1e-12)
+
+
+def test_ngram_nats_checks_its_arguments(tmp_path):
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.txt").write_text("some text\n")
+    corpus = load_corpus(str(tmp_path), "char")
+    with pytest.raises(ValueError, match="split must be 'valid' or 'test'"):
+        corpus.ngram_nats(2, "train")
+    with pytest.raises(ValueError, match="order must be"):
+        corpus.ngram_nats(0)
+    with pytest.raises(TypeError, match="order"):
+        corpus.ngram_nats("2")
+    with pytest.raises(ValueError, match="too many to count"):
+        corpus.ngram_nats(12)

@@ -237,6 +237,6 @@ def test_the_transformer_page_claims_hold_in_its_stored_record():
              for part in r["gates"]["epochs"][-1].values() for v in part]
     assert max(gates) < 0.1 and len(gates) > 100
     for variant in ("post-residual", "post-deepnorm"):
-        for depth in (12, 32):
-            assert by["vs pre-LN sum", variant, depth, depth]["verdict"] == "pre-residual lower"
+        for blocks in (12, 32):
+            assert by["vs pre-LN sum", variant, blocks, blocks]["verdict"] == "pre-residual lower"
         assert by["vs pre-LN sum", variant, 2, 2]["verdict"] == "no difference resolved"

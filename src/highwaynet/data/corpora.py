@@ -115,6 +115,41 @@ class Corpus:
         p = counts[counts > 0] / counts.sum()
         return float(-(p * p.log2()).sum())
 
+    def ngram_nats(self, order: int, split: str = "test",
+                   smoothing: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)) -> dict[str, float]:
+        """Cross-entropy (nats per token) on ``split`` of an ``order``-gram model counted on the training
+        split, add-k smoothed: :math:`p(w \\mid c) = (n(c, w) + k) / (n(c) + k V)`, with ``k`` the one of
+        ``smoothing`` whose model scores best on the validation split (never on the test split). The
+        first ``order - 1`` tokens of a split, which have no full context, are not scored. A reference a
+        language model must beat: a character model that has not reached the bigram's loss has not yet
+        learned which character follows which.
+
+        Returns ``{"nats": ..., "k": ...}``."""
+        order = check_size("order", order)
+        if split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        vocab = len(self.vocab)
+        if vocab ** order > 50_000_000:
+            raise ValueError(f"an {order}-gram table of a {vocab}-token vocabulary has {vocab ** order:,} cells: "
+                             f"too many to count here; use a smaller order")
+
+        def cells(ids: Tensor) -> Tensor:  # (each position's context and token as one index)
+            index = torch.zeros(len(ids) - order + 1, dtype=torch.long)
+            for j in range(order):
+                index = index * vocab + ids[j:len(ids) - order + 1 + j]
+            return index
+
+        counts = torch.bincount(cells(self.train), minlength=vocab ** order).double().view(-1, vocab)
+        context = counts.sum(1, keepdim=True)
+
+        def nats(ids: Tensor, k: float) -> float:
+            index = cells(ids)
+            p = (counts.view(-1)[index] + k) / (context.view(-1)[index // vocab] + k * vocab)
+            return float(-p.log().mean())
+
+        k = min(smoothing, key=lambda k: nats(self.valid, k))
+        return {"nats": nats(getattr(self, split), k), "k": k}
+
     def __repr__(self) -> str:
         return (f"Corpus({self.name!r}, {self.level}, vocab={len(self.vocab)}, train={len(self.train)}, "
                 f"valid={len(self.valid)}, test={len(self.test)})")

@@ -306,6 +306,8 @@ def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False
                "steps_per_epoch": config.base.steps_per_epoch,
                "tokens_per_run": steps * config.base.batch_size * config.base.bptt,
                "unigram_nats": corpus.unigram_entropy_bits("test") * math.log(2),
+               # (what a model has learned after its steps, against counts: which character follows which)
+               "ngram_nats": {str(n): corpus.ngram_nats(n, "test") for n in (2, 3)},
                "seconds": round(time.perf_counter() - start, 1),
                "cpu_seconds": round(_cpu_seconds() - cpu_start, 1), "workers": workers,
                "threads": 1 if workers > 1 else torch.get_num_threads()}
@@ -415,6 +417,10 @@ def _interval(c: dict[str, Any]) -> str:
     return f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]"
 
 
+#: A resolved contrast whose interval ends closer than this to 0 (nats) is marked as weak evidence.
+_NEAR_ZERO = 0.01
+
+
 def verdicts(summary: dict[str, Any]) -> list[str]:
     """The pre-registered contrasts whose 95% interval excludes 0, as sentences (the rest: one line
     saying how many resolved nothing); and the variants that failed to train (a seed diverged, or
@@ -430,12 +436,14 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
                          f"better than the characters' frequencies, {unigram:.3f})")
     resolved = [c for c in summary.get("contrasts", []) if c["verdict"].endswith("lower")]
     for c in resolved:
+        edge = (f" (its interval ends within {_NEAR_ZERO} nats of 0: weak evidence)"
+                if min(abs(c["lo"]), abs(c["hi"])) < _NEAR_ZERO else "")
         if c["a_depth"] == c["b_depth"]:
             lines.append(f"{c['a_depth']} blocks: {c['a']} − {c['b']} = {_interval(c)} nats ({c['kind']}): "
-                         f"{c['verdict']}")
+                         f"{c['verdict']}{edge}")
         else:
             lines.append(f"{c['a_depth']} blocks against {c['b_depth']}: {c['a']} at {c['a_depth']} blocks − {c['b']} "
-                         f"at {c['b_depth']} blocks = {_interval(c)} nats (does depth pay?): {c['verdict']}")
+                         f"at {c['b_depth']} blocks = {_interval(c)} nats (does depth pay?): {c['verdict']}{edge}")
     unresolved = len(summary.get("contrasts", [])) - len(resolved)
     lines.append(f"{unresolved} of {len(summary.get('contrasts', []))} contrasts resolved no difference")
     return lines
@@ -474,6 +482,10 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
             ax.plot(steps, mean, color=_COLOURS.get(row["variant"]), lw=1.2, label=row["variant"],
                     ls="--" if parse_variant(row["variant"])["matched"] else "-")
         ax.axhline(summary["unigram_nats"], color="gray", ls=":", lw=1, label="characters' frequencies")
+        for n, style in (("2", "-."), ("3", (0, (1, 3)))):
+            if n in summary.get("ngram_nats", {}):
+                ax.axhline(summary["ngram_nats"][n]["nats"], color="black", ls=style, lw=0.8,
+                           label={"2": "bigram counts", "3": "trigram counts"}[n] + " (test)")
         ax.set(title=f"{depth} blocks", xlabel="step")
         whole_numbers(ax.xaxis)
         ax.grid(alpha=0.3)
@@ -563,7 +575,8 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
             f"{depth_gate_bias(d):.2f} at {d} blocks" for d in depths) + ")" if config["gate_bias"] is None
            else f"{config['gate_bias']}") +
         f". Test loss: mean ± standard deviation over the seeds that did not diverge; the characters' frequencies "
-        f"alone give {summary['unigram_nats']:.3f} nats (dotted line). Intervals: paired differences over the seeds, "
+        f"alone give {summary['unigram_nats']:.3f} nats (dotted line)" + _ngram_text(summary) +
+        ". Intervals: paired differences over the seeds, "
         f"95% Student-t, not corrected for the number of contrasts: of {len(summary['contrasts'])} contrasts at 95% "
         f"each, about {0.05 * len(summary['contrasts']):.1f} would exclude 0 by chance alone where nothing differs. "
         f"Study time {summary['seconds'] / 60:.0f} min wall, "
@@ -576,6 +589,17 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         "## The gates and scales over training", "", gates, "",
         "## The learning-rate search", "", search, ""]))
     return report
+
+
+def _ngram_text(summary: dict[str, Any]) -> str:
+    """The n-gram references, where the summary has them (0.4.0 studies stored before had none)."""
+    grams = summary.get("ngram_nats")
+    if not grams:
+        return ""
+    return ("; counted on the training split, add-k smoothed with k chosen on validation, a bigram model gives "
+            f"{grams['2']['nats']:.3f} nats on the test split and a trigram model {grams['3']['nats']:.3f} "
+            f"(dash-dotted and dotted black lines): a model above the bigram's loss has not yet learned which "
+            f"character follows which")
 
 
 def _validation_text(base: dict[str, Any]) -> str:
