@@ -319,7 +319,7 @@ REPRODUCE_RECIPES = (
                        "and variant on its own seed, then more seeds tested on the test split, and paired intervals "
                        "for the pre-registered contrasts. Writes depth.png, gates.png and report.md.",
            epilog="example: highwaynet reproduce transformer-depth --download (--full: nanoGPT's baby GPT, on a GPU). "
-                  "Time: the default took 42 minutes on a 2-core CPU (392 runs, 2 side by side); a run stopped goes "
+                  "Time: the default took 41 minutes on a 2-core CPU (392 runs, 2 side by side); a run stopped goes "
                   "on when run again.",
            config=config.TransformerDepthConfig, run=_reproduce_transformer_depth, out="runs/transformer-depth",
            titles={"": "experiment", "base": "every model", **TRAINING},
