@@ -114,7 +114,7 @@ def test_ngram_nats_checks_its_arguments(tmp_path):
     for split in ("train", "valid", "test"):
         (tmp_path / f"{split}.txt").write_text("some text\n")
     corpus = load_corpus(str(tmp_path), "char")
-    with pytest.raises(ValueError, match="split must be 'valid' or 'test'"):
+    with pytest.raises(ValueError, match="split must be one of"):
         corpus.ngram_nats(2, "train")
     with pytest.raises(ValueError, match="order must be"):
         corpus.ngram_nats(0)
@@ -122,3 +122,21 @@ def test_ngram_nats_checks_its_arguments(tmp_path):
         corpus.ngram_nats("2")
     with pytest.raises(ValueError, match="too many to count"):
         corpus.ngram_nats(12)
+
+
+def test_ngram_nats_refuses_bad_smoothing_and_too_short_splits(tmp_path):
+    (tmp_path / "train.txt").write_text("abcabc\n")
+    (tmp_path / "valid.txt").write_text("a")
+    (tmp_path / "test.txt").write_text("abc\n")
+    corpus = load_corpus(str(tmp_path), "char")
+    with pytest.raises(ValueError, match="the valid split has 1 tokens: an n-gram model of order 2 needs at least 2"):
+        corpus.ngram_nats(2)
+    assert corpus.ngram_nats(1)["nats"] > 0
+    with pytest.raises(TypeError, match="smoothing must be a non-empty tuple"):
+        corpus.ngram_nats(1, smoothing=())
+    with pytest.raises(ValueError, match="smoothing must hold positive numbers, got -1"):
+        corpus.ngram_nats(1, smoothing=(0.1, -1))
+    with pytest.raises(ValueError, match="smoothing must be finite"):
+        corpus.ngram_nats(1, smoothing=(float("nan"),))
+    with pytest.raises(ValueError, match="split must be one of"):
+        corpus.ngram_nats(1, "train")

@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_ids, check_int, check_size, describe
+from .._checks import check_choice, check_finite, check_ids, check_int, check_size, describe
 from .download import DataFile, locate, read_text, search_folders
 
-__all__ = ["AUSTEN_NOVELS", "Corpus", "load_corpus", "tokenize_words"]
+__all__ = ["AUSTEN_NOVELS", "NGRAM_CELLS", "Corpus", "load_corpus", "tokenize_words"]
 
 UNK, EOS = "<unk>", "<eos>"
 
@@ -63,6 +63,10 @@ def tokenize_words(text: str) -> list[str]:
         if words:
             tokens += words + [EOS]
     return tokens
+
+
+#: The most cells an n-gram table of :meth:`Corpus.ngram_nats` may have (vocabulary size ** order).
+NGRAM_CELLS = 50_000_000
 
 
 @dataclass
@@ -126,12 +130,20 @@ class Corpus:
 
         Returns ``{"nats": ..., "k": ...}``."""
         order = check_size("order", order)
-        if split not in ("valid", "test"):
-            raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        split = check_choice("split", split, ("valid", "test"))
+        if not isinstance(smoothing, (tuple, list)) or not smoothing:
+            raise TypeError(f"smoothing must be a non-empty tuple of positive numbers, got {describe(smoothing)}")
+        for k in smoothing:
+            if check_finite("smoothing", k) <= 0:
+                raise ValueError(f"smoothing must hold positive numbers, got {k}")
         vocab = len(self.vocab)
-        if vocab ** order > 50_000_000:
-            raise ValueError(f"an {order}-gram table of a {vocab}-token vocabulary has {vocab ** order:,} cells: "
-                             f"too many to count here; use a smaller order")
+        if vocab ** order > NGRAM_CELLS:
+            raise ValueError(f"an n-gram table of order {order} over {vocab} tokens has {vocab ** order:,} cells: "
+                             f"too many to count here (at most {NGRAM_CELLS:,}); use a smaller order")
+        for name in ("train", "valid", split):
+            if len(getattr(self, name)) < order:
+                raise ValueError(f"the {name} split has {len(getattr(self, name))} tokens: an n-gram model of "
+                                 f"order {order} needs at least {order}")
 
         def cells(ids: Tensor) -> Tensor:  # (each position's context and token as one index)
             index = torch.zeros(len(ids) - order + 1, dtype=torch.long)

@@ -49,7 +49,7 @@ import torch
 
 from ..config import LMConfig, TransformerDepthConfig
 from ..config.text import depth_gate_bias, parse_variant
-from ..data.corpora import Corpus, load_corpus
+from ..data.corpora import NGRAM_CELLS, Corpus, load_corpus
 from ..models.transformer import GATED
 from ..report import (
     FIGURE_WIDTH,
@@ -307,7 +307,8 @@ def run(config: TransformerDepthConfig, out: str | Path, *, resume: bool = False
                "tokens_per_run": steps * config.base.batch_size * config.base.bptt,
                "unigram_nats": corpus.unigram_entropy_bits("test") * math.log(2),
                # (what a model has learned after its steps, against counts: which character follows which)
-               "ngram_nats": {str(n): corpus.ngram_nats(n, "test") for n in (2, 3)},
+               "ngram_nats": {str(n): corpus.ngram_nats(n, "test") for n in (2, 3)
+                              if len(corpus.vocab) ** n <= NGRAM_CELLS},  # (a table too large: left out)
                "seconds": round(time.perf_counter() - start, 1),
                "cpu_seconds": round(_cpu_seconds() - cpu_start, 1), "workers": workers,
                "threads": 1 if workers > 1 else torch.get_num_threads()}
@@ -593,13 +594,13 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
 
 def _ngram_text(summary: dict[str, Any]) -> str:
     """The n-gram references, where the summary has them (0.4.0 studies stored before had none)."""
-    grams = summary.get("ngram_nats")
-    if not grams:
+    grams = summary.get("ngram_nats") or {}
+    if "2" not in grams:
         return ""
+    trigram = f" and a trigram model {grams['3']['nats']:.3f}" if "3" in grams else ""
     return ("; counted on the training split, add-k smoothed with k chosen on validation, a bigram model gives "
-            f"{grams['2']['nats']:.3f} nats on the test split and a trigram model {grams['3']['nats']:.3f} "
-            f"(dash-dotted and dotted black lines): a model above the bigram's loss has not yet learned which "
-            f"character follows which")
+            f"{grams['2']['nats']:.3f} nats on the test split{trigram} (black dash-dotted and dotted lines): a "
+            f"model above the bigram's loss has not yet learned which character follows which")
 
 
 def _validation_text(base: dict[str, Any]) -> str:
