@@ -2,7 +2,7 @@
 and can download a missing file from its public source with a sha256 check."""
 
 from .augment import RandomCropFlip
-from .corpora import AUSTEN_NOVELS, Corpus, load_corpus, tokenize_words
+from .corpora import AUSTEN_NOVELS, NGRAM_CELLS, Corpus, load_corpus, tokenize_words
 from .download import DataNotFoundError, default_data_dir
 from .images import (
     IMAGE_DATASETS,
@@ -22,6 +22,7 @@ __all__ = [
     "DataNotFoundError",
     "IMAGE_DATASETS",
     "ImageData",
+    "NGRAM_CELLS",
     "RandomCropFlip",
     "SENTENCE_TASKS",
     "SentenceData",
