@@ -307,7 +307,7 @@ EXAMPLES: dict[str, list[Example]] = {
 #: Public names that are not called: constants, records and errors (with why).
 NOT_CALLED = {
     "RESIDUAL_KINDS": "a constant", "ACTIVATIONS": "a constant", "AUSTEN_NOVELS": "a constant",
-    "IMAGE_DATASETS": "a constant", "SENTENCE_TASKS": "a constant",
+    "IMAGE_DATASETS": "a constant", "SENTENCE_TASKS": "a constant", "NGRAM_CELLS": "a constant",
     "GateRecord": "a record record_gates makes (record_gates is fuzzed)",
     "ImageData": "a record the loaders make", "SentenceData": "a record load_sentences makes",
     "DataNotFoundError": "an exception", "default_data_dir": "takes no argument",
