@@ -154,13 +154,13 @@ class Corpus:
         counts = torch.bincount(cells(self.train), minlength=vocab ** order).double().view(-1, vocab)
         context = counts.sum(1, keepdim=True)
 
-        def nats(ids: Tensor, k: float) -> float:
-            index = cells(ids)
+        def nats(index: Tensor, k: float) -> float:
             p = (counts.view(-1)[index] + k) / (context.view(-1)[index // vocab] + k * vocab)
             return float(-p.log().mean())
 
-        k = min(smoothing, key=lambda k: nats(self.valid, k))
-        return {"nats": nats(getattr(self, split), k), "k": k}
+        valid = cells(self.valid)  # (indexed once, scored at each k)
+        k = min(smoothing, key=lambda k: nats(valid, k))
+        return {"nats": nats(valid if split == "valid" else cells(self.test), k), "k": k}
 
     def __repr__(self) -> str:
         return (f"Corpus({self.name!r}, {self.level}, vocab={len(self.vocab)}, train={len(self.train)}, "
