@@ -181,3 +181,22 @@ def reference_combine(c, f, x):
     z = 1 / (1 + torch.exp(-(y @ w[d:2 * d].t() + x @ u[d:].t() + c.z_bias)))
     h = torch.tanh(y @ w[2 * d:].t() + (r * x) @ c.candidate.weight.t())
     return (1 - z) * x + z * h
+
+
+def check_packed_output_order(layer: torch.nn.Module, input_size: int, enforce_sorted: bool) -> None:
+    """``layer`` (an RHN or a HighwayLSTM, time first, in float64) given a PackedSequence of many
+    sequences of equal lengths gives one packed as the input is, as ``nn.LSTM`` does: the same
+    ``batch_sizes`` and ``sorted_indices``, and row i of its data the step and sequence of row i of the
+    input's (what a loss against targets packed alike needs), each sequence's outputs its own."""
+    lengths = [5, 5, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1]
+    if not enforce_sorted:
+        lengths = [lengths[i] for i in torch.randperm(len(lengths)).tolist()]
+    sequences = [torch.randn(n, input_size, dtype=torch.float64) for n in lengths]
+    packed = torch.nn.utils.rnn.pack_sequence(sequences, enforce_sorted=enforce_sorted)
+    out, _ = layer(packed)
+    alone = torch.nn.utils.rnn.pack_sequence([layer(x)[0] for x in sequences], enforce_sorted=enforce_sorted)
+    assert torch.equal(out.batch_sizes, packed.batch_sizes)
+    for name in ("sorted_indices", "unsorted_indices"):
+        assert (getattr(out, name) is None) == (getattr(packed, name) is None), name
+        assert getattr(packed, name) is None or torch.equal(getattr(out, name), getattr(packed, name)), name
+    torch.testing.assert_close(out.data, alone.data)

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from conftest import check_packed_output_order
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
@@ -112,6 +113,13 @@ def test_packed_sequence_round_trip():
     out, out_lengths = pad_packed_sequence(packed)
     torch.testing.assert_close(out, stack(x, lengths=lengths)[0])
     assert torch.equal(out_lengths, lengths)
+
+
+@pytest.mark.parametrize("enforce_sorted", [True, False], ids=["sorted", "unsorted"])
+def test_a_packed_output_keeps_the_inputs_order_of_sequences(enforce_sorted):
+    # As nn.LSTM's: the output packed as the input is, sequences of equal length in the input's order.
+    torch.manual_seed(0)
+    check_packed_output_order(HighwayLSTM(3, 2, num_layers=2).double(), 3, enforce_sorted)
 
 
 def test_gradients_flow_through_every_gate():

@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 import torch
+from conftest import check_packed_output_order
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from highwaynet.analysis import gate_modules, lesion, record_gates
@@ -184,6 +185,14 @@ def test_packed_sequence():
     padded_out, padded_state = rhn(x, lengths=lengths)
     torch.testing.assert_close(out, padded_out[:, :6])
     torch.testing.assert_close(state, padded_state)
+
+
+@pytest.mark.parametrize("enforce_sorted", [True, False], ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["forward", "bidirectional"])
+def test_a_packed_output_keeps_the_inputs_order_of_sequences(enforce_sorted, bidirectional):
+    # As nn.LSTM's: the output packed as the input is, sequences of equal length in the input's order.
+    torch.manual_seed(0)
+    check_packed_output_order(RHN(3, 4, depth=2, bidirectional=bidirectional).double(), 3, enforce_sorted)
 
 
 def test_gates_recorded_and_lesioned_per_micro_layer():

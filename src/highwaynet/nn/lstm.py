@@ -35,7 +35,7 @@ from ..kernels.gating import onnx_exporting
 from ._signature import settings_repr
 from .gate import TransformGate
 from .resize import RESIZE_KINDS, make_resize
-from .sequence import batch_sequence, unbatch_sequence, unpack_sequence
+from .sequence import batch_sequence, pack_like, unbatch_sequence, unpack_sequence
 
 __all__ = ["HighwayLSTM", "HighwayLSTMBlock"]
 
@@ -316,8 +316,8 @@ class HighwayLSTM(nn.Module):
             hs.append(h)
             cs.append(c)
         final = (torch.cat(hs), torch.cat(cs))
-        if packed and lengths is not None:
-            return pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False), final
+        if packed is not None and lengths is not None:
+            return pack_like(x, lengths, packed, batch_first=True), final
         return unbatch_sequence(x, final, unbatched, self.batch_first, time_major=False)
 
     def extra_repr(self) -> str:

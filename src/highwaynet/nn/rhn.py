@@ -7,7 +7,7 @@ from typing import cast, overload
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
+from torch.nn.utils.rnn import PackedSequence
 
 from .._checks import (
     check_factory,
@@ -24,7 +24,7 @@ from ..kernels.rhn_recurrence import choose_path, rhn_recurrence
 from ._signature import settings_repr
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
-from .sequence import batch_sequence, check_lengths, unbatch_sequence, unpack_sequence
+from .sequence import batch_sequence, check_lengths, pack_like, unbatch_sequence, unpack_sequence
 
 __all__ = ["RHN", "RHNCell", "variational_mask"]
 
@@ -298,8 +298,8 @@ class RHN(nn.Module):
             x = outputs[0] if directions == 1 else torch.cat(outputs, dim=-1)
         state = torch.stack(final)
 
-        if packed and lengths is not None:
-            return pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False), state
+        if packed is not None and lengths is not None:
+            return pack_like(x, lengths, packed, batch_first=False), state
         return unbatch_sequence(x, state, unbatched, self.batch_first, time_major=True)
 
     def _cell(self, k: int) -> RHNCell:

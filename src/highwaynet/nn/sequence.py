@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import TypeVar, cast
 
 from torch import Tensor
-from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from .._checks import TRACED_ASSERTS_HOLD, check_lengths, check_tensor, describe
 
-__all__ = ["TRACED_ASSERTS_HOLD", "batch_sequence", "check_lengths", "unbatch_sequence", "unpack_sequence"]
+__all__ = ["TRACED_ASSERTS_HOLD", "batch_sequence", "check_lengths", "pack_like", "unbatch_sequence",
+           "unpack_sequence"]
 
 # An RHN's state, an LSTM's (h, c), or none given: each function returns the kind it was given.
 State = TypeVar("State", bound="Tensor | tuple[Tensor, ...] | None")
@@ -24,15 +25,28 @@ FinalState = TypeVar("FinalState", bound="Tensor | tuple[Tensor, ...]")
 
 
 def unpack_sequence(input: Tensor | PackedSequence, lengths: Tensor | None,
-                    batch_first: bool) -> tuple[Tensor, Tensor | None, bool]:
-    """A ``PackedSequence`` as its padded batch, its lengths and ``True``; any other input as given,
-    with ``lengths``, and ``False``."""
+                    batch_first: bool) -> tuple[Tensor, Tensor | None, PackedSequence | None]:
+    """A ``PackedSequence`` as its padded batch, its lengths and itself (for :func:`pack_like`); any
+    other input as given, with ``lengths``, and None."""
     if not isinstance(input, PackedSequence):
-        return input, lengths, False
+        return input, lengths, None
     if lengths is not None:
         raise ValueError("pass lengths or a PackedSequence, not both")
     padded, lengths = pad_packed_sequence(input, batch_first=batch_first)
-    return padded, lengths, True
+    return padded, lengths, input
+
+
+def pack_like(output: Tensor, lengths: Tensor, packed: PackedSequence, batch_first: bool) -> PackedSequence:
+    """The padded ``output`` (in the original batch order) packed as ``packed`` is: its ``batch_sizes``,
+    ``sorted_indices`` and ``unsorted_indices``, so that row ``i`` of the output's ``data`` is the step
+    and sequence of row ``i`` of the input's, as ``nn.LSTM`` gives. (Packing anew would sort the
+    sequences again, and put those of equal length in another order than the input's.)"""
+    batch_dim = 0 if batch_first else 1
+    if packed.sorted_indices is not None:
+        indices = packed.sorted_indices.to(output.device)
+        output, lengths = output.index_select(batch_dim, indices), lengths[packed.sorted_indices.to(lengths.device)]
+    data = pack_padded_sequence(output, lengths.cpu(), batch_first=batch_first).data
+    return PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
 
 
 def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool, time_major: bool,
