@@ -34,6 +34,13 @@ def test_encoder_choices():
     assert cnn.highway.num_layers == 2 and cnn.min_length == 5
 
 
+def test_a_cnn_highway_encoder_without_highway_layers_is_refused_by_that_name():
+    # (it was refused by Highway, as "num_layers must be positive": another of the model's arguments)
+    with pytest.raises(ValueError, match="highway_layers must be positive for encoder 'cnn-highway'"):
+        SentenceClassifier(9, 2, encoder="cnn-highway", highway_layers=0)
+    assert SentenceClassifier(9, 2, encoder="cnn", highway_layers=0).highway is None  # (no highway layers to count)
+
+
 def test_embed_dropout_drops_word_vectors_in_training_only():
     torch.manual_seed(0)
     model = SentenceClassifier(50, 3, encoder="cnn", embed_dim=64, feature_maps=5, embed_dropout=0.25)

@@ -101,7 +101,9 @@ class SentenceClassifier(nn.Module):
         for name, size in (("vocab_size", vocab_size), ("num_classes", num_classes), ("embed_dim", embed_dim),
                            ("hidden_size", hidden_size), ("num_layers", num_layers), ("feature_maps", feature_maps)):
             check_size(name, size)
-        check_size("highway_layers", highway_layers, minimum=0)
+        if check_size("highway_layers", highway_layers, minimum=0) == 0 and encoder == "cnn-highway":
+            raise ValueError("highway_layers must be positive for encoder 'cnn-highway' (encoder 'cnn' is the CNN "
+                             "without them), got 0")
         kernel_sizes = check_sizes("kernel_sizes", kernel_sizes)
         check_probability("dropout", dropout)
         check_probability("embed_dropout", embed_dropout)
