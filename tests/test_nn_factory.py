@@ -3,9 +3,20 @@
 import pytest
 import torch
 
-from highwaynet.nn import RHN, Highway, HighwayConv1d, HighwayConv2d, HighwayLSTM, Projection, make_resize
+from highwaynet.nn import (
+    RHN,
+    CharCNNHighway,
+    GatedResidualNetwork,
+    Highway,
+    HighwayConv1d,
+    HighwayConv2d,
+    HighwayLSTM,
+    Projection,
+    make_resize,
+)
 
-# name -> (constructor taking the factory keywords, an input shape, the gate biases' tensors)
+# name -> (constructor taking the factory keywords, an input shape (the input itself where it is ids), the
+# gate biases' tensors)
 LAYERS = {
     "Highway": (lambda **k: Highway(8, 2, gate_bias=-3.0, **k), (4, 8),
                 lambda m: [p.bias[8:] for p in m.layers]),
@@ -17,7 +28,24 @@ LAYERS = {
                     lambda m: [b.transform.bias for b in m.blocks]),
     "RHN": (lambda **k: RHN(5, 6, depth=2, bidirectional=True, gate_bias=-3.0, **k), (6, 2, 5),
             lambda m: [p.bias[6:] for c in m.cells for p in c.hidden_proj]),
+    "CharCNNHighway": (lambda **k: CharCNNHighway(9, filters=((1, 4), (2, 4)), num_highway=2, gate_bias=-3.0,
+                                                  projection=5, **k),
+                       torch.tensor([[2, 5, 7, 3, 0], [2, 8, 3, 0, 0]]),
+                       lambda m: [p.bias[8:] for p in m.layers.layers] + [m.embedding.weight[0] - 3.0]),
+    "GatedResidualNetwork": (lambda **k: GatedResidualNetwork(4, 6, 5, context_size=3, **k), (3, 4),
+                             lambda m: []),
 }
+
+
+def _call(layer, shape, dtype=None, device=None):
+    """The layer on an input of ``shape`` (random values; the ids given in its place for a character
+    encoder; with a context of its own for a gated residual network)."""
+    if isinstance(shape, torch.Tensor):
+        return layer(shape.to(device))
+    x = torch.randn(*shape, dtype=dtype, device=device)
+    if isinstance(layer, GatedResidualNetwork):
+        return layer(x, torch.randn(shape[0], layer.context_size, dtype=dtype, device=device))
+    return layer(x)
 
 
 def _output(y):
@@ -31,7 +59,7 @@ def test_parameters_made_in_the_dtype_asked_with_gate_biases_set(name):
     assert {p.dtype for p in layer.parameters()} == {torch.float64}
     for bias in gate_biases(layer):
         assert torch.equal(bias, torch.full_like(bias, -3.0))
-    out = layer(torch.randn(*shape, dtype=torch.float64))
+    out = _call(layer, shape, torch.float64)
     assert _output(out).dtype == torch.float64
 
 
@@ -52,7 +80,7 @@ def test_made_on_the_meta_device_then_materialised_by_reset_parameters(name):
     assert all(torch.isfinite(p).all() for p in layer.parameters())
     for bias in gate_biases(layer):
         assert torch.equal(bias, torch.full_like(bias, -3.0))
-    out = layer(torch.randn(*shape))
+    out = _call(layer, shape)
     assert torch.isfinite(_output(out)).all()
 
 
@@ -67,5 +95,5 @@ def test_parameters_made_on_the_gpu(name):
     make, shape, _ = LAYERS[name]
     layer = make(device="cuda")
     assert {p.device.type for p in layer.parameters()} == {"cuda"}
-    out = layer(torch.randn(*shape, device="cuda"))
+    out = _call(layer, shape, device="cuda")
     assert _output(out).is_cuda

@@ -135,6 +135,22 @@ class CharCNNHighway(nn.Module):
         self.projection = nn.Linear(width, projection, **factory) if projection else None
         self.output_size = projection or width
 
+    def reset_parameters(self) -> None:
+        """Each part's own initialisation, the padding character's embedding at 0 and the highway
+        layers' gate biases at ``gate_bias``: what construction does, for an encoder made on the meta
+        device and then ``to_empty``."""
+        self.embedding.reset_parameters()
+        for conv in self.convs:
+            cast(nn.Conv1d, conv).reset_parameters()
+        if isinstance(self.layers, Highway):
+            self.layers.reset_parameters()
+        else:  # (the MLP layers in the highway layers' place, or none)
+            for layer in self.layers.modules():
+                if isinstance(layer, nn.Linear):
+                    layer.reset_parameters()
+        if self.projection is not None:
+            self.projection.reset_parameters()
+
     @classmethod
     def preset(cls, name: str, num_chars: int, **overrides: Any) -> CharCNNHighway:
         """An encoder by name (:data:`PRESETS`: ``"kim-small"``, ``"kim-large"``, ``"elmo"``, and

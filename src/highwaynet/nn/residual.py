@@ -499,6 +499,13 @@ class GatedResidualNetwork(nn.Module):
         self.gate = BranchGate()
         self.norm = nn.LayerNorm(output_size, **factory)
 
+    def reset_parameters(self) -> None:
+        """Each ``nn.Linear``'s and the LayerNorm's own initialisation: what construction does, for a
+        block made on the meta device and then ``to_empty``."""
+        for layer in (self.input, self.context, self.hidden, self.glu, self.skip, self.norm):
+            if layer is not None:
+                layer.reset_parameters()
+
     def forward(self, a: Tensor, context: Tensor | None = None) -> Tensor:
         check_input("GatedResidualNetwork", "a", a, self.input.weight)
         if a.shape[-1:] != (self.input_size,):
