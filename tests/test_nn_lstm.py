@@ -159,6 +159,20 @@ def test_dropout_never_touches_the_carried_input():
     assert isinstance(HighwayLSTM(8, 4, num_layers=3, dropout=0.5, highway=False).dropout, torch.nn.Dropout)
 
 
+def test_a_plain_blocks_dropout_drops_its_output_in_training_only():
+    # A block without the gate is y = H: its dropout (on H) is on the output, as its repr says it has one
+    # (it was made and never applied).
+    torch.manual_seed(0)
+    block = HighwayLSTMBlock(3, 8, highway=False, dropout=0.5)
+    x, lengths = torch.randn(4, 6, 3), torch.tensor([6, 4, 2, 1])
+    plain = block.eval()(x, lengths)[0]
+    dropped = block.train()(x, lengths)[0]
+    kept = dropped != 0
+    assert 0.3 < (~kept).float()[plain != 0].mean() < 0.7  # about half of the outputs dropped
+    torch.testing.assert_close(dropped[kept], 2 * plain[kept])  # the rest scaled by 1 / (1 - p)
+    assert not dropped[plain == 0].any()  # the steps past each length stay zero
+
+
 @pytest.mark.parametrize("bidirectional", [True, False], ids=["bidirectional", "forward"])
 @pytest.mark.parametrize("with_state", [False, True], ids=["zero state", "given state"])
 def test_unpacked_lstm_gives_the_packed_outputs_and_final_states(bidirectional, with_state, monkeypatch):

@@ -114,7 +114,8 @@ class HighwayLSTMBlock(nn.Module):
             ``"projection"`` (learned, no bias) or ``"zeropad"``. Default: ``"projection"``.
         gate_bias: initial bias of ``T``. Default: -2.0.
         highway: False gives a plain (Bi)LSTM layer (``y = H``), for comparisons. Default: True.
-        dropout: dropout on ``H`` before the gate (the carried input is never dropped). Default: 0.
+        dropout: dropout on ``H`` before the gate (the carried input is never dropped); on the output
+            ``y = H`` of a plain layer. Default: 0.
         device, dtype: where and in what type the parameters are made, as for ``nn.LSTM``.
 
     Attributes:
@@ -201,7 +202,7 @@ class HighwayLSTMBlock(nn.Module):
                 h, state = self.lstm(packed, state)
                 h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
         if not self.highway:
-            return h, state
+            return self.dropout(h), state
         y = self.gate(self.dropout(h), self.transform(x), self.resize(x))
         return (y if mask is None else y * mask), state
 
