@@ -15,7 +15,7 @@ from highwaynet.cli import main
 from highwaynet.data.corpora import Corpus
 from highwaynet.models import CausalTransformer
 from highwaynet.models.lm import generate
-from highwaynet.models.transformer import CONNECTIONS
+from highwaynet.models.transformer import CONNECTIONS, CausalSelfAttention, TransformerBlock
 from highwaynet.training import LanguageModelTask, TrainConfig, Trainer
 
 
@@ -181,6 +181,22 @@ def test_an_optimiser_of_nanogpts_decays_matrices_only():
     default = Trainer(model, task, TrainConfig(optimizer="adamw", device="cpu"), progress=False,
                       log=lambda line: None).optimizer.param_groups  # (PyTorch's: one group, β2 0.999)
     assert len(default) == 1 and default[0]["betas"] == (0.9, 0.999)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: CausalSelfAttention(8, 0), ValueError, "heads must be positive"),  # (was a ZeroDivisionError)
+    (lambda: CausalSelfAttention(8, True), TypeError, "heads must be an int"),  # (was taken as one head)
+    (lambda: CausalSelfAttention(8, 2, dropout=1.5), ValueError, "dropout must be a probability"),
+    (lambda: CausalSelfAttention(8, 2)(torch.randn(3, 8)), ValueError, r"expects x of shape \(B, T, 8\)"),
+    (lambda: CausalSelfAttention(8, 2)(torch.ones(1, 3, 8, dtype=torch.long)), TypeError, "floating-point"),
+    (lambda: TransformerBlock(8.0, 2), TypeError, "dim must be an int"),
+    (lambda: TransformerBlock(8, 2, norm=None), ValueError, "norm must be one of"),
+    (lambda: TransformerBlock(8, 2, residual="highway", gate_bias=math.nan), ValueError, "gate_bias must be finite"),
+    (lambda: TransformerBlock(8, 2, residual="layerscale", num_layers=0), ValueError, "num_layers must be positive"),
+])
+def test_the_blocks_refuse_bad_arguments_by_name(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
 
 
 def test_state_is_the_context_and_a_long_prompt_goes_in_pieces():

@@ -29,7 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .._checks import check_choice, check_flag, check_gate_bias, check_ids, check_probability, check_size
+from .._checks import (
+    check_choice,
+    check_flag,
+    check_gate_bias,
+    check_ids,
+    check_input,
+    check_probability,
+    check_size,
+)
 from ..nn._signature import settings_repr
 from ..nn.residual import (
     DeepNormSum,
@@ -91,6 +99,7 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, dim: int, heads: int, *, dropout: float = 0.0) -> None:
         super().__init__()
+        dim, heads, dropout = check_size("dim", dim), check_size("heads", heads), check_probability("dropout", dropout)
         if dim % heads:
             raise ValueError(f"dim {dim} must be a multiple of heads {heads}")
         self.dim, self.heads, self.dropout = dim, heads, dropout
@@ -99,6 +108,9 @@ class CausalSelfAttention(nn.Module):
         self.out_dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input("CausalSelfAttention", "x", x, self.qkv.weight)
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"CausalSelfAttention expects x of shape (B, T, {self.dim}), got {tuple(x.shape)}")
         b, t, d = x.shape
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(x).split(d, dim=-1))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
@@ -129,8 +141,11 @@ class TransformerBlock(nn.Module):
                  mlp_hidden: int | None = None, dropout: float = 0.0, gate_bias: float | None = None,
                  num_layers: int = 1) -> None:
         super().__init__()
-        if norm not in NORM_PLACEMENTS:
-            raise ValueError(f"norm must be one of {', '.join(NORM_PLACEMENTS)}, got {norm!r}")
+        dim, num_layers = check_size("dim", dim), check_size("num_layers", num_layers)
+        check_choice("residual", residual, CONNECTIONS)
+        check_choice("norm", norm, NORM_PLACEMENTS)
+        if gate_bias is not None:
+            check_gate_bias(gate_bias)
         if residual == "deepnorm" and norm != "post":
             raise ValueError(f"residual 'deepnorm' is LN(αx + F(x)): it needs norm='post', got norm={norm!r}")
         self.dim, self.heads, self.residual, self.norm = dim, heads, residual, norm
