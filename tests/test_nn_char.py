@@ -145,3 +145,13 @@ def test_the_character_aware_language_model_reads_words_by_their_characters():
     lm = CharAwareLanguageModel(chars.encode(twins), len(chars), 8).eval()
     x = lm.encoder(lm.word_chars[torch.tensor([1, 2])])
     torch.testing.assert_close(x[0], x[1])
+
+
+def test_the_character_aware_language_model_refuses_what_its_lstm_cannot_take():
+    words = CharVocab.from_words(["<unk>", "ab"])
+    encoded = words.encode(["<unk>", "ab"])
+    with pytest.raises(ValueError, match="state_dropout is the RHN's.*rnn='rhn'"):
+        CharAwareLanguageModel(encoded, len(words), 8, state_dropout=0.2)
+    with pytest.raises(TypeError, match="depth"):
+        CharAwareLanguageModel(encoded, len(words), 8, depth=True)
+    assert CharAwareLanguageModel(encoded, len(words), 8, rnn="rhn", state_dropout=0.2).rnn.state_dropout == 0.2

@@ -163,12 +163,12 @@ class CharAwareLanguageModel(nn.Module):
         hidden_size: the recurrent layer's state size.
         num_layers: stacked recurrent layers. Default: 2 (Kim et al.'s LSTMs).
         rnn: ``"lstm"`` or ``"rhn"``. Default: ``"lstm"``.
-        depth: the RHN's recurrence depth. Default: 4.
+        depth: the RHN's recurrence depth (unused by the LSTM). Default: 4.
         encoder: the word encoder's :data:`~highwaynet.nn.char.PRESETS` name. Default: ``"kim-small"``.
         encoder_options: settings of :class:`~highwaynet.nn.CharCNNHighway` that replace the
             preset's (``{"num_highway": 0}``, ``{"highway": False}`` for MLP layers, ...).
         input_dropout, state_dropout, output_dropout: variational dropout on the word vectors, the
-            RHN's states and the recurrent outputs (between layers too).
+            RHN's states (an LSTM model refuses any) and the recurrent outputs (between layers too).
 
     Shape:
         ``(T, B)`` word ids, a state -> logits ``(T, B, V)``, the state to pass on.
@@ -202,6 +202,10 @@ class CharAwareLanguageModel(nn.Module):
         for name, p in (("input_dropout", input_dropout), ("state_dropout", state_dropout),
                         ("output_dropout", output_dropout)):
             check_probability(name, p)
+        depth = check_size("depth", depth)
+        if rnn == "lstm" and state_dropout:
+            raise ValueError(f"state_dropout is the RHN's (an LSTM model has none), got {state_dropout} with "
+                             f"rnn='lstm': pass rnn='rhn', or state_dropout=0")
         self.vocab_size, self.num_chars, self.hidden_size, self.num_layers = len(word_chars), num_chars, \
             hidden_size, num_layers
         self.rnn_kind, self.depth, self.encoder_name = rnn, depth, encoder
