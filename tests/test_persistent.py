@@ -159,6 +159,20 @@ def check_padded_window(got, want, lengths, h0, c0, tol):
             assert h[row].equal(h0[row]) and c[row].equal(c0[row]), row
 
 
+def window_tolerance(inputs, clips, lengths=None):
+    """The tolerance of a window of :func:`lstmp_inputs` against the maths: :func:`tolerance`, or twice
+    PyTorch's own loop's distance from them in the same precision where that is larger (its outputs
+    and final states; with ``lengths``, each row's final state too, as :func:`check_padded_window`
+    checks them): these weights amplify rounding from step to step, so that over 10 steps in bfloat16
+    PyTorch's loop itself is some 7e-2 away, a row 1.4e-1; TF32 rounds too."""
+    want = expected_lstmp(*inputs, 1.0, *clips, lengths)
+    got = lstmp_recurrence_reference(*seam_args(inputs), lengths, cell_clip=clips[0], proj_clip=clips[1])
+    errors = [relative_error(a.cpu(), b) for a, b in zip(got, want, strict=True)]
+    if lengths is not None:
+        errors += [relative_error(got[k][r].cpu(), want[k][r]) for k in (1, 2) for r in lengths.nonzero()[:, 0]]
+    return max(tolerance(inputs[0].dtype), 2 * max(errors))
+
+
 def seam_args(inputs, forget_bias=1.0):
     """:func:`lstmp_recurrence`'s first arguments from :func:`lstmp_inputs`' (``x_proj, h0, c0, w_h,
     w_p``): ``gates`` is ``x_proj`` with the forget bias added to its ``f`` part, as the caller
@@ -552,7 +566,7 @@ def test_persistent_lstmp_with_programs_at_once(precision, programs, set_tf32):
     inputs = lstmp_inputs(10, 20, 256, 64, dtype)
     out, h, c = lstmp_forward(*inputs, 1.0, 3.0, 3.0, programs=programs)
     want_out, _, want_c = expected_lstmp(*inputs, 1.0, 3.0, 3.0)
-    tol = tolerance(dtype)
+    tol = window_tolerance(inputs, (3.0, 3.0))
     assert relative_error(out.cpu(), want_out) < tol and relative_error(c.cpu(), want_c) < tol
 
 
@@ -570,7 +584,7 @@ def test_persistent_lstmp_padded_batch_with_programs_at_once(precision, programs
     lengths = (torch.arange(20, device=DEVICE) * 7 + 3) % 11  # 3, 10, 6, 2, 9, 5, 1, 8, 4, 0, ...
     got = lstmp_forward(*inputs, 1.0, 3.0, 3.0, lengths, programs=programs)
     check_padded_window(got, expected_lstmp(*inputs, 1.0, 3.0, 3.0, lengths), lengths, inputs[1], inputs[2],
-                        tolerance(dtype))
+                        window_tolerance(inputs, (3.0, 3.0), lengths))
 
 
 @gpu
