@@ -86,26 +86,31 @@ def expected_rhn(x_proj, s0, mask, weights, biases, carry):
     return torch.stack(states)
 
 
-def expected_lstmp(x_proj, h0, c0, w_h, w_p, forget_bias=1.0, cell_clip=None, proj_clip=None):
+def expected_lstmp(x_proj, h0, c0, w_h, w_p, forget_bias=1.0, cell_clip=None, proj_clip=None, lengths=None):
     """TensorFlow's LSTMCell(num_proj, cell_clip, proj_clip), as ELMo's biLM runs it, in NumPy float64:
     gates i, j, f, o in that order from [x, h] times the kernel (the input part given as x_proj);
-    c = σ(f + forget_bias) c + σ(i) tanh(j), clipped; h = (σ(o) tanh(c)) W_Pᵀ, clipped."""
+    c = σ(f + forget_bias) c + σ(i) tanh(j), clipped; h = (σ(o) tanh(c)) W_Pᵀ, clipped. With ``lengths``
+    (``dynamic_rnn``'s ``sequence_length``), row b steps only while t < lengths[b]: after that its h
+    and c stay as they were and its output is 0."""
     x, h, c, wh, wp = (t.detach().cpu().double().numpy() for t in (x_proj, h0, c0, w_h, w_p))
     cells = c.shape[1]
+    ends = np.full(len(h), len(x)) if lengths is None else lengths.cpu().numpy()
 
     def sigmoid(v):
         return 1 / (1 + np.exp(-v))
     outputs = []
-    for x_t in x:
+    for t, x_t in enumerate(x):
         lstm_matrix = x_t + h @ wh.T
         i, j, f, o = (lstm_matrix[:, n * cells:(n + 1) * cells] for n in range(4))
-        c = sigmoid(f + forget_bias) * c + sigmoid(i) * np.tanh(j)
+        new_c = sigmoid(f + forget_bias) * c + sigmoid(i) * np.tanh(j)
         if cell_clip is not None:
-            c = np.clip(c, -cell_clip, cell_clip)
-        h = (sigmoid(o) * np.tanh(c)) @ wp.T
+            new_c = np.clip(new_c, -cell_clip, cell_clip)
+        new_h = (sigmoid(o) * np.tanh(new_c)) @ wp.T
         if proj_clip is not None:
-            h = np.clip(h, -proj_clip, proj_clip)
-        outputs.append(h)
+            new_h = np.clip(new_h, -proj_clip, proj_clip)
+        stepping = (t < ends)[:, None]
+        h, c = np.where(stepping, new_h, h), np.where(stepping, new_c, c)
+        outputs.append(np.where(stepping, new_h, 0.0))
     return tuple(torch.from_numpy(a) for a in (np.stack(outputs), h, c))
 
 
@@ -137,6 +142,35 @@ def lstmp_inputs(steps, batch, cells, proj, dtype, device=DEVICE, seed=0):
         return (torch.randn(*shape, generator=g) * scale).to(device, dtype)
     return (rand(steps, batch, 4 * cells, scale=2.0), rand(batch, proj), rand(batch, cells, scale=3.0),
             rand(4 * cells, proj, scale=2 * proj ** -0.5), rand(proj, cells, scale=4 * cells ** -0.5))
+
+
+def check_padded_window(got, want, lengths, h0, c0, tol):
+    """The kernel's ``(outputs, h, c)`` over a padded batch against the maths': within ``tol``, exactly 0
+    past each row's length, and each row's final state at its own end (a row of length 0: its initial
+    state, exactly: the kernel holds it, whatever its dtype)."""
+    for name, a, b in zip(("outputs", "h", "c"), got, want, strict=True):
+        assert a.dtype == h0.dtype and a.shape == b.shape and relative_error(a.cpu(), b) < tol, name
+    out, h, c = got
+    for row, end in enumerate(lengths.tolist()):
+        assert out[end:, row].eq(0).all(), row
+        if end:
+            assert relative_error(h[row].cpu(), want[1][row]) < tol and relative_error(c[row].cpu(), want[2][row]) < tol
+        else:
+            assert h[row].equal(h0[row]) and c[row].equal(c0[row]), row
+
+
+def window_tolerance(inputs, clips, lengths=None):
+    """The tolerance of a window of :func:`lstmp_inputs` against the maths: :func:`tolerance`, or twice
+    PyTorch's own loop's distance from them in the same precision where that is larger (its outputs
+    and final states; with ``lengths``, each row's final state too, as :func:`check_padded_window`
+    checks them): these weights amplify rounding from step to step, so that over 10 steps in bfloat16
+    PyTorch's loop itself is some 7e-2 away, a row 1.4e-1; TF32 rounds too."""
+    want = expected_lstmp(*inputs, 1.0, *clips, lengths)
+    got = lstmp_recurrence_reference(*seam_args(inputs), lengths, cell_clip=clips[0], proj_clip=clips[1])
+    errors = [relative_error(a.cpu(), b) for a, b in zip(got, want, strict=True)]
+    if lengths is not None:
+        errors += [relative_error(got[k][r].cpu(), want[k][r]) for k in (1, 2) for r in lengths.nonzero()[:, 0]]
+    return max(tolerance(inputs[0].dtype), 2 * max(errors))
 
 
 def seam_args(inputs, forget_bias=1.0):
@@ -178,6 +212,9 @@ def test_lstmp_reference_is_tensorflows_cell_with_its_clips():
         assert out[steps:, row].eq(0).all()
         torch.testing.assert_close(h[row:row + 1], row_h, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(c[row:row + 1], row_c, rtol=1e-12, atol=1e-12)
+    # (the maths' own lengths, which the kernel's tests use, are these per-row windows too)
+    for got, want in zip((out, h, c), expected_lstmp(*inputs, 1.0, 3.0, 2.0, lengths), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
     square = lstmp_inputs(4, 3, 6, 6, F64, device="cpu")
     gates, w_h, _, h0, c0 = seam_args(square)
@@ -214,27 +251,31 @@ def test_lstmp_recurrence_on_the_cpu_takes_the_cpp_loop_and_says_why(monkeypatch
     gates, w_square, _, h_square, c_square = seam_args(lstmp_inputs(3, 2, 6, 6, torch.float32, device="cpu"))
     with pytest.raises(RuntimeError, match="computes an LSTM with a projection"):
         lstmp_recurrence(gates, w_square, None, h_square, c_square, path=LSTMPPath.PERSISTENT)
-    with pytest.raises(RuntimeError, match="runs every row every step"):
-        lstmp_recurrence(*args, torch.tensor([3, 1]), path=LSTMPPath.PERSISTENT)
+    with pytest.raises(RuntimeError, match="needs Triton and CUDA tensors"):  # (a padded batch is no reason)
+        lstmp_recurrence(*args, torch.tensor([3, 0]), path=LSTMPPath.PERSISTENT)
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # (neither is a custom operator)
     assert choose_path(*args).why.startswith("torch.compile and torch.export trace the PyTorch operations")
 
 
 def test_the_lstm_kernel_is_refused_where_it_would_compute_another_function(monkeypatch):
     """Within the device's limits (set aside here: as on a GPU, opted in) the kernel still needs a
-    projection and every row running every step; rows all full count as no lengths."""
+    projection; a padded batch (rows that end inside the window, or at its start) takes it, as rows
+    all full do."""
     monkeypatch.setattr(persistent, "_refusal", lambda *args: None)
     x_proj, h0, c0, w_h, w_p = inputs = lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu")
     assert lstmp_refusal(x_proj, h0, c0, w_h, w_p) is None
-    assert lstmp_refusal(x_proj, h0, c0, w_h, None) == "no projection (P = C), where it computes one"
-    assert lstmp_refusal(x_proj, h0, c0, w_h, w_p, torch.tensor([3, 3])) is None
-    ragged = "rows of different lengths, where it runs every row every step"
-    assert lstmp_refusal(x_proj, h0, c0, w_h, w_p, torch.tensor([3, 1])) == ragged
+    no_projection = "no projection (P = C), where it computes one"
+    assert lstmp_refusal(x_proj, h0, c0, w_h, None) == no_projection
     args = seam_args(inputs)
-    assert choose_path(*args).path is LSTMPPath.PERSISTENT
-    assert choose_path(*args, torch.tensor([3, 3])).path is LSTMPPath.PERSISTENT
-    assert choose_path(*args, torch.tensor([3, 1])) == Choice(
-        LSTMPPath.CPP, f"a float32 or float64 CPU tensor; not the persistent kernel: {ragged}")
+    for lengths in (None, torch.tensor([3, 3]), torch.tensor([3, 1]), torch.tensor([0, 2])):
+        assert choose_path(*args, lengths) == Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights "
+                                                                           "within the GPU's L2 cache")
+    gates, w_square, _, h_square, c_square = seam_args(lstmp_inputs(3, 2, 6, 6, torch.float32, device="cpu"))
+    assert choose_path(gates, w_square, None, h_square, c_square, torch.tensor([3, 1])) == Choice(
+        LSTMPPath.CPP, f"a float32 or float64 CPU tensor; not the persistent kernel: {no_projection}")
+    monkeypatch.setattr(persistent, "_refusal", lambda *args: "a batch of 200 rows, over its 128")
+    assert choose_path(*args, torch.tensor([3, 1])).why.endswith("not the persistent kernel: a batch of 200 rows, "
+                                                                 "over its 128")
 
 
 @pytest.mark.parametrize("change, error, match", [
@@ -410,18 +451,35 @@ def test_persistent_lstmp_window_matches_tensorflows_cell(batch, clips, dtype):
 
 
 @triton_kernels
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_lstmp_recurrence_on_the_persistent_kernel_is_tensorflows_cell(dtype):
-    """The seam on the kernel (forced): the forget bias folded into ``gates`` by the caller and added
-    by nobody else, rows all full given as lengths, both clips acting; against the cell written out."""
-    inputs = lstmp_inputs(3, 5, 20, 18, dtype)
-    out, h, c = lstmp_recurrence(*seam_args(inputs), torch.full((5,), 3, device=DEVICE), cell_clip=3.0,
-                                 proj_clip=2.0, path=LSTMPPath.PERSISTENT)
-    want_out, want_h, want_c = expected_lstmp(*inputs, 1.0, 3.0, 2.0)
+@pytest.mark.parametrize("batch, dtype", [(17, torch.float32), (5, torch.bfloat16)])
+def test_persistent_lstmp_runs_a_padded_batch(batch, dtype):
+    """Per-row lengths (``dynamic_rnn``'s ``sequence_length``): 0, the whole window and the steps
+    between, in each row tile (two of them in float32): a row past its length holds its h and c and
+    outputs 0, so its final state is its own at its end; both clips acting."""
+    from highwaynet.kernels.triton_persistent import lstmp_forward
+
+    steps = 4
+    inputs = lstmp_inputs(steps, batch, 20, 18, dtype)
+    lengths = (torch.arange(batch, device=DEVICE) * 3 + 2) % (steps + 1)  # 2, 0, 3, 1, 4, 2, 0, ...
+    got = lstmp_forward(*inputs, 1.0, 3.0, 2.0, lengths, tiles=TINY)
     assert clips_act(inputs, 3.0, 2.0)
-    tol = tolerance(dtype)
-    for got, want in ((out, want_out), (h, want_h), (c, want_c)):
-        assert got.dtype == dtype and got.shape == want.shape and relative_error(got.cpu(), want) < tol
+    check_padded_window(got, expected_lstmp(*inputs, 1.0, 3.0, 2.0, lengths), lengths, inputs[1], inputs[2],
+                        tolerance(dtype))
+
+
+@triton_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("lengths", [[3, 3, 3, 3, 3], [3, 0, 2, 1, 3]], ids=["full", "padded"])
+def test_lstmp_recurrence_on_the_persistent_kernel_is_tensorflows_cell(dtype, lengths):
+    """The seam on the kernel (forced): the forget bias folded into ``gates`` by the caller and added
+    by nobody else, rows all full or a padded batch given as lengths, both clips acting; against the
+    cell written out."""
+    inputs = lstmp_inputs(3, 5, 20, 18, dtype)
+    lengths = torch.tensor(lengths, device=DEVICE)
+    got = lstmp_recurrence(*seam_args(inputs), lengths, cell_clip=3.0, proj_clip=2.0, path=LSTMPPath.PERSISTENT)
+    assert clips_act(inputs, 3.0, 2.0)
+    check_padded_window(got, expected_lstmp(*inputs, 1.0, 3.0, 2.0, lengths), lengths, inputs[1], inputs[2],
+                        tolerance(dtype))
 
 
 @triton_kernels
@@ -429,8 +487,9 @@ def test_lstmp_recurrence_on_the_persistent_kernel_is_tensorflows_cell(dtype):
 def test_elmos_lstm_takes_the_persistent_kernel_where_it_may(reverse, monkeypatch, set_tf32):
     """:class:`ProjectedLSTM` (ELMo's biLM layer) gets the kernel through the seam: opted in, within the
     limits (on the CPU under the interpreter the device's rules are set aside) and without gradients,
-    ``explain`` names it and the outputs are the PyTorch operations'; a padded batch is refused, saying
-    why."""
+    ``explain`` names it and the outputs are the PyTorch operations', for a batch of full rows and for
+    a padded one (sentences of 4, 2, 1 and 0 tokens; the backward direction reads each reversed within
+    its own length): zeros past each row's end, each row's final state at its end."""
     monkeypatch.setattr(persistent, "ENABLED", True)
     set_tf32(True)
     if DEVICE == "cpu":
@@ -446,10 +505,19 @@ def test_elmos_lstm_takes_the_persistent_kernel_where_it_may(reverse, monkeypatc
     tol = tolerance(torch.float32)
     for got, want in ((fast, plain), (h, plain_h), (c, plain_c)):
         assert relative_error(got, want.detach()) < tol
-    mask = torch.tensor([[True] * 4, [True] * 2 + [False] * 2, [True] * 4], device=DEVICE)
+    x = torch.randn(4, 4, 8, device=DEVICE)
+    mask = torch.arange(4, device=DEVICE) < torch.tensor([4, 2, 1, 0], device=DEVICE)[:, None]
     (padded,) = explain(lstm, x, mask)
-    assert padded.path != "persistent kernel" and padded.why.endswith("rows of different lengths, where it runs "
-                                                                      "every row every step")
+    assert padded.path == "persistent kernel"
+    with torch.no_grad():
+        fast, (h, c) = lstm(x, mask)
+    plain, (plain_h, plain_c) = lstm(x, mask)
+    assert fast[~mask].eq(0).all() and h[3].eq(0).all() and c[3].eq(0).all()
+    for got, want in ((fast, plain), (h, plain_h), (c, plain_c)):
+        assert relative_error(got, want.detach()) < tol
+    for row in range(3):  # (each row's own state, not only the batch's on the whole)
+        for got, want in ((h, plain_h), (c, plain_c)):
+            assert relative_error(got[row], want[row].detach()) < tol, row
 
 
 @interpreter_run
@@ -498,8 +566,25 @@ def test_persistent_lstmp_with_programs_at_once(precision, programs, set_tf32):
     inputs = lstmp_inputs(10, 20, 256, 64, dtype)
     out, h, c = lstmp_forward(*inputs, 1.0, 3.0, 3.0, programs=programs)
     want_out, _, want_c = expected_lstmp(*inputs, 1.0, 3.0, 3.0)
-    tol = tolerance(dtype)
+    tol = window_tolerance(inputs, (3.0, 3.0))
     assert relative_error(out.cpu(), want_out) < tol and relative_error(c.cpu(), want_c) < tol
+
+
+@gpu
+@pytest.mark.parametrize("precision", ["bfloat16", "tf32", "float32"])
+@pytest.mark.parametrize("programs", [1, 3, None])
+def test_persistent_lstmp_padded_batch_with_programs_at_once(precision, programs, set_tf32):
+    """A padded batch (lengths 0 to the whole window) with programs at once: the rows past their
+    lengths hold their state while the others' programs go on through the barriers."""
+    from highwaynet.kernels.triton_persistent import lstmp_forward
+
+    set_tf32(precision == "tf32")
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
+    inputs = lstmp_inputs(10, 20, 256, 64, dtype)
+    lengths = (torch.arange(20, device=DEVICE) * 7 + 3) % 11  # 3, 10, 6, 2, 9, 5, 1, 8, 4, 0, ...
+    got = lstmp_forward(*inputs, 1.0, 3.0, 3.0, lengths, programs=programs)
+    check_padded_window(got, expected_lstmp(*inputs, 1.0, 3.0, 3.0, lengths), lengths, inputs[1], inputs[2],
+                        window_tolerance(inputs, (3.0, 3.0), lengths))
 
 
 @gpu
@@ -521,6 +606,8 @@ def test_the_persistent_kernel_is_chosen_on_a_gpu_within_its_limits(monkeypatch,
     with torch.no_grad():
         inputs = lstmp_inputs(4, 8, 64, 32, torch.bfloat16)
         assert choose_path(*seam_args(inputs)).path is LSTMPPath.PERSISTENT
+        assert choose_path(*seam_args(inputs), torch.tensor([4, 0, 2, 1, 3, 4, 4, 4], device="cuda")).path \
+            is LSTMPPath.PERSISTENT
     set_tf32(True)
     ptb_f32 = RHN(830, 830, depth=10).cuda()
     x = torch.randn(35, 20, 830, device="cuda")

@@ -21,7 +21,11 @@ that :func:`choose_path` picks and :func:`~highwaynet.kernels.explain` reports:
 - the C++ loop (:mod:`.lstmp_cpu`): float32 and float64 CPU tensors without gradients;
 - the persistent Triton kernel (:func:`~.triton_persistent.lstmp_forward`: the whole window in one
   launch, forward only), on CUDA within :func:`~.persistent.lstmp_refusal`'s limits, opt-in
-  (:data:`~.persistent.ENABLED`), with a projection and every row running every step.
+  (:data:`~.persistent.ENABLED`), with a projection.
+
+Every path takes per-row ``lengths`` (a padded batch, as ELMo's sentences of different lengths): a
+row past its own holds its state and outputs zeros (TensorFlow's ``dynamic_rnn`` with
+``sequence_length``).
 """
 
 from __future__ import annotations
@@ -69,7 +73,7 @@ def choose_path(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0
     if _needs_grad(gates, weight_hh, weight_proj, h0, c0):
         return Choice(LSTMPPath.PYTORCH, "a gradient is needed: the C++ loop and the persistent kernel run forward "
                                          "only")
-    why = lstmp_refusal(gates, h0, c0, weight_hh, weight_proj, lengths)
+    why = lstmp_refusal(gates, h0, c0, weight_hh, weight_proj)  # (lengths: every path runs them)
     if why is None:
         return Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights within the GPU's L2 cache")
     if gates.is_cuda:
@@ -188,16 +192,13 @@ def _persistent(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0
     if weight_proj is None:
         raise RuntimeError("lstmp_recurrence: the persistent kernel computes an LSTM with a projection; without one "
                            "(weight_proj=None), use path=None")
-    if lengths is not None and not bool((lengths == gates.shape[0]).all()):
-        raise RuntimeError("lstmp_recurrence: the persistent kernel runs every row every step; with rows of "
-                           "different lengths, use path=None")
     if not triton_available(gates):
         raise RuntimeError("lstmp_recurrence: the persistent kernel needs Triton and CUDA tensors (or "
                            "TRITON_INTERPRET=1 on the CPU)")
     from .triton_persistent import lstmp_forward
 
     # (the forget bias is in gates already: the kernel adds none of its own)
-    return lstmp_forward(gates, h0, c0, weight_hh, weight_proj, 0.0, cell_clip, proj_clip)
+    return lstmp_forward(gates, h0, c0, weight_hh, weight_proj, 0.0, cell_clip, proj_clip, lengths)
 
 
 def _cpp(work: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,

@@ -42,8 +42,9 @@ the kernel is chosen where the recurrent weights fit the L2 cache.
   ``L · 2H · H`` values (at depth 10 in bfloat16, ``H ≤ 1144`` on an H100's 50 MiB; in float32,
   ``H ≤ 809``, so the PTB model in TF32, 52.6 MiB, is refused); for the LSTM, ``4C · P + P · C``
   values (ELMo's original, ``C = 4096``, ``P = 512``: 20 MiB in bfloat16, 40 MiB in float32);
-- for the LSTM, what the kernel computes: a projection, and every row running every step (no
-  per-row lengths that end inside the window).
+- for the LSTM, what the kernel computes: a projection. A padded batch is no limit: the LSTM's
+  kernel takes per-row lengths (a row past its own holds its state and outputs zeros), as the RHN's
+  window runs over the padding (:mod:`.rhn_recurrence`).
 
 These are the design's premises, not measurements: ``docs/notes/persistent-kernel.md`` says what a
 GPU run must measure first, and ``benchmarks/rhn.py`` and ``benchmarks/elmo.py`` time the kernel
@@ -188,15 +189,12 @@ def rhn_refusal(x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights: Sequen
     return _refusal(tensors, weights, s0.shape[0])
 
 
-def lstmp_refusal(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tensor | None,
-                  lengths: Tensor | None = None) -> str | None:
+def lstmp_refusal(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tensor | None) -> str | None:
     """Why the persistent kernel must not run this LSTM window (see the module's limits), or None; also
-    where it would compute something else: no projection ``w_p``, or rows whose ``lengths`` end before
-    the window does (the kernel runs every row every step)."""
+    where it would compute something else: no projection ``w_p``. (Per-row lengths are no reason: the
+    kernel takes them.)"""
     weights = [w_h] if w_p is None else [w_h, w_p]
     why = _refusal([x_proj, h0, c0, *weights], weights, h0.shape[0])
     if why is None and w_p is None:
         why = "no projection (P = C), where it computes one"
-    if why is None and lengths is not None and not bool((lengths == x_proj.shape[0]).all()):
-        why = "rows of different lengths, where it runs every row every step"
     return why

@@ -11,7 +11,8 @@ r"""The persistent recurrence kernels in Triton: a whole window a launch (design
   writing each micro-step's ``dz`` (from which the weights' gradients are one product per
   micro-layer afterwards, :func:`rhn_gradients`) and the initial state's gradient;
 - :func:`lstmp_forward`: an LSTM with projection and clipping (TensorFlow's ``LSTMCell`` with
-  ``num_proj``, as ELMo's biLM; the maths in :mod:`.lstmp`).
+  ``num_proj``, as ELMo's biLM; the maths in :mod:`.lstmp`), over a padded batch too (per-row
+  lengths: a row past its own holds its state and outputs 0, as ``dynamic_rnn``'s).
 
 Each program owns a fixed set of tiles (``BLOCK_B`` rows by ``BLOCK_N`` units); a grid-wide barrier
 separates the phases that read what other programs wrote (see :mod:`.persistent`). Those reads
@@ -203,16 +204,15 @@ def _rhn_backward_kernel(grad_ptr, z_ptr, states_ptr, w_ptr, mask_ptr, dz_ptr, g
 
 
 @triton.jit
-def _lstmp_forward_kernel(x_ptr, wh_ptr, wp_ptr, h_ptr, c_ptr, m_ptr, counter_ptr, T, B, C, P,
+def _lstmp_forward_kernel(x_ptr, wh_ptr, wp_ptr, out_ptr, h_ptr, c_ptr, m_ptr, len_ptr, counter_ptr, T, B, C, P,
                           forget_bias, cell_clip, proj_clip, CELL_CLIP: tl.constexpr, PROJ_CLIP: tl.constexpr,
-                          PRECISION: tl.constexpr, UPCAST: tl.constexpr, BLOCK_B: tl.constexpr,
-                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                          HAS_LENGTHS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+                          BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid, programs = tl.program_id(0), tl.num_programs(0)
     n_b = tl.cdiv(B, BLOCK_B)
     n_cells, n_proj = tl.cdiv(C, BLOCK_N), tl.cdiv(P, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     for t in range(0, T):
-        h_in = h_ptr + tl.cast(t, tl.int64) * B * P
         x_t = x_ptr + tl.cast(t, tl.int64) * B * 4 * C
         # 1. The gates i, j, f, o (TensorFlow's order) and the cell on this program's cell units.
         for tile in range(pid, n_b * n_cells, programs):
@@ -223,7 +223,8 @@ def _lstmp_forward_kernel(x_ptr, wh_ptr, wp_ptr, h_ptr, c_ptr, m_ptr, counter_pt
             acc_o = tl.zeros((BLOCK_B, BLOCK_N), tl.float32)
             for k0 in range(0, P, BLOCK_K):
                 kc, kr = k0 + ks[None, :], k0 + ks[:, None]
-                a = tl.load(h_in + rows * P + kc, mask=(rows < B) & (kc < P), other=0.0, cache_modifier=".cg")
+                # the whole previous output, which other programs wrote: past L1
+                a = tl.load(h_ptr + rows * P + kc, mask=(rows < B) & (kc < P), other=0.0, cache_modifier=".cg")
                 in_w = (kr < P) & (cols < C)
                 acc_i = _dot(a, tl.load(wh_ptr + cols * P + kr, mask=in_w, other=0.0), acc_i, PRECISION, UPCAST)
                 acc_j = _dot(a, tl.load(wh_ptr + (C + cols) * P + kr, mask=in_w, other=0.0), acc_j, PRECISION, UPCAST)
@@ -238,11 +239,13 @@ def _lstmp_forward_kernel(x_ptr, wh_ptr, wp_ptr, h_ptr, c_ptr, m_ptr, counter_pt
             f = acc_f + tl.load(x_row + 2 * C, mask=inside, other=0.0).to(tl.float32)
             o = acc_o + tl.load(x_row + 3 * C, mask=inside, other=0.0).to(tl.float32)
             c = tl.load(c_ptr + rows * C + cols, mask=inside, other=0.0)  # float32, this program's own
-            c = tl.sigmoid(f + forget_bias) * c + tl.sigmoid(i) * _activate_tl(j, TANH)
+            c_new = tl.sigmoid(f + forget_bias) * c + tl.sigmoid(i) * _activate_tl(j, TANH)
             if CELL_CLIP:
-                c = tl.minimum(tl.maximum(c, -cell_clip), cell_clip)
-            m = tl.sigmoid(o) * _activate_tl(c, TANH)
-            tl.store(c_ptr + rows * C + cols, c, mask=inside)
+                c_new = tl.minimum(tl.maximum(c_new, -cell_clip), cell_clip)
+            m = tl.sigmoid(o) * _activate_tl(c_new, TANH)  # (a row past its length: unused, its output is 0)
+            if HAS_LENGTHS:  # a row past its length holds its cell
+                c_new = tl.where(t < tl.load(len_ptr + rows, mask=rows < B, other=0), c_new, c)
+            tl.store(c_ptr + rows * C + cols, c_new, mask=inside)
             tl.store(m_ptr + rows * C + cols, m.to(m_ptr.dtype.element_ty), mask=inside)
         _grid_barrier(counter_ptr, (2 * t + 1) * programs)
         # 2. The projection h = m W_Pᵀ on this program's output units, which reads every cell's m.
@@ -256,7 +259,18 @@ def _lstmp_forward_kernel(x_ptr, wh_ptr, wp_ptr, h_ptr, c_ptr, m_ptr, counter_pt
                 acc = _dot(a, w, acc, PRECISION, UPCAST)
             if PROJ_CLIP:
                 acc = tl.minimum(tl.maximum(acc, -proj_clip), proj_clip)
-            tl.store(h_in + B * P + rows * P + cols, acc.to(h_ptr.dtype.element_ty), mask=(rows < B) & (cols < P))
+            inside = (rows < B) & (cols < P)
+            h_new = acc.to(h_ptr.dtype.element_ty)
+            out = h_new
+            if HAS_LENGTHS:  # a row past its length keeps its state h and outputs 0
+                running = t < tl.load(len_ptr + rows, mask=rows < B, other=0)
+                held = tl.load(h_ptr + rows * P + cols, mask=inside, other=0.0, cache_modifier=".cg")
+                h_new = tl.where(running, h_new, held)
+                out = tl.where(running, out, 0.0)
+            # (every program read all of h in phase 1, before the barrier: this program's tiles may change)
+            tl.store(h_ptr + rows * P + cols, h_new, mask=inside)
+            tl.store(out_ptr + tl.cast(t, tl.int64) * B * P + rows * P + cols, out.to(out_ptr.dtype.element_ty),
+                     mask=inside)
         if t < T - 1:
             _grid_barrier(counter_ptr, (2 * t + 2) * programs)
 
@@ -349,25 +363,29 @@ def rhn_gradients(dz: Tensor, states: Tensor, mask: Tensor | None, depth: int) -
 
 
 def lstmp_forward(x_proj: Tensor, h0: Tensor, c0: Tensor, w_h: Tensor, w_p: Tensor, forget_bias: float,
-                  cell_clip: float | None, proj_clip: float | None, *, tiles: Tiles | None = None,
-                  programs: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """An LSTM-with-projection window in one launch: the outputs ``(T, B, P)``, the last output and the
-    last cell ``(B, C)``. ``x_proj`` ``(T, B, 4C)`` is each step's input term (gates i, j, f, o), ``w_h``
-    ``(4C, P)`` and ``w_p`` ``(P, C)`` the recurrent and projection weights; ``forget_bias`` is added to
-    ``f`` (0 where the caller folded it into ``x_proj``, as :func:`.lstmp.lstmp_recurrence` does, which
-    checks the arguments)."""
+                  cell_clip: float | None, proj_clip: float | None, lengths: Tensor | None = None, *,
+                  tiles: Tiles | None = None, programs: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """An LSTM-with-projection window in one launch: the outputs ``(T, B, P)``, the final output (the
+    recurrent state) ``(B, P)`` and the final cell ``(B, C)``. ``x_proj`` ``(T, B, 4C)`` is each step's
+    input term (gates i, j, f, o), ``w_h`` ``(4C, P)`` and ``w_p`` ``(P, C)`` the recurrent and
+    projection weights; ``forget_bias`` is added to ``f`` (0 where the caller folded it into ``x_proj``,
+    as :func:`.lstmp.lstmp_recurrence` does, which checks the arguments). ``lengths`` ``(B,)``: the
+    steps each row runs, in ``0..T`` (past them a row holds its state and outputs 0, as TensorFlow's
+    ``dynamic_rnn`` with ``sequence_length``; the final state is each row's at its own end), or None:
+    every row all ``T``."""
     steps, batch, _ = x_proj.shape
     cells, proj = c0.shape[1], h0.shape[1]
     tiles, grid = _launch_shape(batch, max(cells, proj), x_proj.device, tiles, programs)
-    h = x_proj.new_empty(steps + 1, batch, proj)
-    h[0] = h0
+    out = x_proj.new_empty(steps, batch, proj)
+    h = h0.to(x_proj.dtype, copy=True).contiguous()  # the recurrent state, in the outputs' dtype
     c = c0.to(torch.float32, copy=True).contiguous()
     m = x_proj.new_empty(batch, cells)
     counter = torch.zeros(1, dtype=torch.int32, device=x_proj.device)
     _lstmp_forward_kernel[(grid,)](
-        x_proj.contiguous(), w_h.to(x_proj.dtype).contiguous(), w_p.to(x_proj.dtype).contiguous(), h, c, m, counter,
-        steps, batch, cells, proj, float(forget_bias), float(cell_clip or 0.0), float(proj_clip or 0.0),
-        CELL_CLIP=cell_clip is not None, PROJ_CLIP=proj_clip is not None, PRECISION=_precision(x_proj.dtype),
+        x_proj.contiguous(), w_h.to(x_proj.dtype).contiguous(), w_p.to(x_proj.dtype).contiguous(), out, h, c, m,
+        lengths.to(torch.int32).contiguous() if lengths is not None else counter, counter, steps, batch, cells,
+        proj, float(forget_bias), float(cell_clip or 0.0), float(proj_clip or 0.0), CELL_CLIP=cell_clip is not None,
+        PROJ_CLIP=proj_clip is not None, HAS_LENGTHS=lengths is not None, PRECISION=_precision(x_proj.dtype),
         UPCAST=INTERPRETING, BLOCK_B=tiles.block_b, BLOCK_N=tiles.block_n, BLOCK_K=tiles.block_k,
         num_warps=tiles.warps, **_cooperative())
-    return h[1:], h[steps].clone(), c.to(c0.dtype)
+    return out, h, c.to(c0.dtype)
