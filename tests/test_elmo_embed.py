@@ -266,3 +266,18 @@ def test_two_processes_under_torchrun_write_one_file_that_one_process_writes(mod
         for name in one:
             np.testing.assert_array_equal(one[name][...], two[name][...])
     assert not (tmp_path / "out2.hdf5.parts").exists()
+    # run again under torchrun: nothing embedded; with --restart: every batch again, once, the same file
+    for again, embedded in (((), []), (("--restart",), ["0 batch-00000000.h5", "0 batch-00000002.h5",
+                                                         "1 batch-00000001.h5"])):
+        (tmp_path / "pieces.log").unlink(missing_ok=True)
+        said = launch([str(WORKER), "elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]),
+                       "--input", str(source), "--out", str(tmp_path / "out2.hdf5"), "--batch-size", "4",
+                       "--device", "cpu", "--no-progress", *again], 2)
+        log = tmp_path / "pieces.log"
+        assert sorted(log.read_text().splitlines() if log.exists() else []) == embedded, said
+        assert ("starting over (--restart)" in said) == bool(again) and ("nothing to do" in said) != bool(again)
+        with h5py.File(tmp_path / "out1.hdf5", "r") as one, h5py.File(tmp_path / "out2.hdf5", "r") as two:
+            assert sorted(one) == sorted(two)
+            for name in one:
+                np.testing.assert_array_equal(one[name][...], two[name][...])
+        assert not (tmp_path / "out2.hdf5.parts").exists()
