@@ -1,0 +1,152 @@
+"""A careless user's command line and files: a path with ``~``, an empty one, a run folder's files edited
+by hand, a damaged record of verified data files, an options file of the wrong shape. Each is a clear
+message naming what is wrong (or is taken as meant), never a traceback."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from highwaynet.cli import main, parse
+from highwaynet.data import download
+from highwaynet.data.download import DataFile, locate, sha256_of
+from highwaynet.elmo import files as elmo_files
+from highwaynet.training.checkpoint import CorruptCheckpoint, read_checkpoint
+
+TRAIN = ["train", "mlp", "--data", "digits", "--depth", "2", "--width", "8", "--epochs", "2", "--max-train", "100",
+         "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A finished two-epoch run folder (copied by each test that edits it)."""
+    out = tmp_path_factory.mktemp("trained") / "run"
+    assert main([*TRAIN, "--out", str(out)]) == 0
+    return out
+
+
+def copy_run(trained: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    out.mkdir()
+    for path in trained.iterdir():  # (plain files only: the marker, config, metrics, checkpoints, results)
+        (out / path.name).write_bytes(path.read_bytes())
+    return out
+
+
+# -- paths on the command line ------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    [*TRAIN, "--out", "~/runs/x", "--data-dir", "~/data"],
+    ["reproduce", "gates", "~/runs/x", "--out", "~/gates", "--data-dir", "~/data"],
+    ["generate", "~/runs/lm", "--data-dir", "~/data"],
+    ["predict", "~/runs/s", "a sentence"],
+    ["report", "~/runs/x", "~/runs/y"],
+    ["elmo", "embed", "--options", "~/o.json", "--weights", "~/w.hdf5", "--input", "~/in.txt", "--out", "~/v.hdf5",
+     "--data-dir", "~/data"],
+])
+def test_a_tilde_in_a_path_option_is_the_home_folder(argv, monkeypatch, tmp_path):
+    # (`--out=~/runs` and a quoted "~/runs" reach the command unexpanded: a folder named "~" must not be made)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args, _ = parse(argv)
+    given = [v for key, v in vars(args).items() if key in ("out", "data_dir", "run_dir", "options_file",
+                                                             "weights_file", "input")]
+    given += getattr(args, "folders", [])
+    assert given and all(isinstance(v, str) and v.startswith(str(tmp_path)) and "~" not in v for v in given)
+
+
+@pytest.mark.parametrize("argv, option", [
+    ([*TRAIN, "--out", ""], "--out"),
+    ([*TRAIN, "--data-dir", " "], "--data-dir"),
+    (["report", ""], "FOLDER"),
+    (["elmo", "embed", "--model", "small", "--input", "", "--out", "v.hdf5"], "--input"),
+])
+def test_an_empty_path_is_refused_naming_the_option(argv, option, capsys):
+    # (an empty --out used to fall back silently to the default run folder)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument {option}" in error and "must be a path" in error and "Traceback" not in error
+
+
+def test_the_data_folder_variable_takes_a_tilde(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HIGHWAYNET_DATA", "~/data")
+    assert download.default_data_dir() == tmp_path / "data"
+
+
+# -- a run folder's files edited by hand ----------------------------------------------------------
+
+@pytest.mark.parametrize("config", ['{"recipe": "mlp", "config": "x"}', '{"recipe": "mlp", "config": {"train": 5}}'])
+def test_report_of_a_run_whose_config_json_was_edited_is_written(trained, tmp_path, config, capsys):
+    out = copy_run(trained, tmp_path)
+    (out / "config.json").write_text(config)
+    assert main(["report", str(out)]) == 0, capsys.readouterr().err
+    assert "The best epoch by val_loss" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("line, lacks", [(1, "lr"), (2, "train_loss"), (2, "val_acc")])
+def test_a_metrics_line_without_a_metric_is_named_not_a_traceback(trained, tmp_path, capsys, line, lacks):
+    out = copy_run(trained, tmp_path)
+    rows = [json.loads(text) for text in (out / "metrics.jsonl").read_text().splitlines()]
+    del rows[line - 1][lacks]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["report", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert f"metrics.jsonl, line {line}: not a line of metrics" in error and "--restart" in error
+    assert lacks in error if lacks != "lr" else "an epoch's numbers" in error
+
+
+@pytest.mark.parametrize("device", ["garbage", 5, ""])
+def test_a_checkpoint_naming_no_device_is_damaged(trained, tmp_path, device):
+    path = tmp_path / "checkpoint.pt"
+    state = torch.load(trained / "checkpoint.pt", weights_only=True)
+    torch.save({**state, "device": device}, path)
+    with pytest.raises(CorruptCheckpoint, match=r"its device is .*edited or damaged"):
+        read_checkpoint(path, None)
+
+
+def test_resuming_from_a_checkpoint_naming_no_device_says_it_is_damaged(trained, tmp_path, capsys):
+    out = copy_run(trained, tmp_path)
+    (out / "results.json").unlink()  # (an unfinished run: it resumes from its checkpoint)
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    torch.save({**state, "device": "garbage"}, out / "checkpoint.pt")
+    assert main([*TRAIN, "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "its device is 'garbage'" in error and "--restart" in error
+
+
+# -- files read from elsewhere --------------------------------------------------------------------
+
+@pytest.mark.parametrize("record", ["[1, 2]", '"x"', "3", "null"])
+def test_a_damaged_record_of_verified_files_is_checked_again(tmp_path, monkeypatch, record):
+    monkeypatch.setenv("HIGHWAYNET_DATA", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "verified.json").write_text(record)
+    data = tmp_path / "data" / "file.txt"
+    data.parent.mkdir()
+    data.write_text("published\n")
+    file = DataFile("file.txt", None, sha256_of(data))
+    assert locate(file, [data.parent], download=False, hint="") == data
+    verified = json.loads((tmp_path / "cache" / "verified.json").read_text())
+    assert verified[str(data.resolve())][2] == file.sha256  # (written anew, this file in it)
+
+
+@pytest.mark.parametrize("section", ["lstm", "char_cnn"])
+@pytest.mark.parametrize("value", [5, "x", [1], None])
+def test_an_options_section_that_is_not_an_object_is_named(tmp_path, section, value):
+    from elmo_reference import options
+
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps({**options(), section: value}))
+    with pytest.raises(ValueError, match=rf"the options' '{section}' section must be a JSON object"):
+        elmo_files.read_options(path)
+
+
+def test_a_run_given_an_analysis_folder_names_it_in_english(trained, tmp_path, capsys):
+    analysis = tmp_path / "gates"
+    assert main(["reproduce", "gates", str(trained), "--out", str(analysis)]) == 0
+    capsys.readouterr()
+    assert main([*TRAIN, "--out", str(analysis)]) == 2
+    assert f"{analysis} is an analysis folder of highwaynet's, not one for a run" in capsys.readouterr().err
