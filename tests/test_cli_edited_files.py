@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import SHARED_DATA
 
 from highwaynet.cli import main, parse
 from highwaynet.data import download
@@ -150,3 +151,93 @@ def test_a_run_given_an_analysis_folder_names_it_in_english(trained, tmp_path, c
     capsys.readouterr()
     assert main([*TRAIN, "--out", str(analysis)]) == 2
     assert f"{analysis} is an analysis folder of highwaynet's, not one for a run" in capsys.readouterr().err
+
+
+# -- generate: its temperature and a run's vocabulary -----------------------------------------------
+
+def test_an_infinite_temperature_is_refused_and_a_tiny_one_is_greedy():
+    from highwaynet.models import RHNLanguageModel
+    from highwaynet.models.lm import generate
+
+    torch.manual_seed(0)
+    model = RHNLanguageModel(20, 16, depth=2)
+    prompt = torch.tensor([1, 2, 3])
+    with pytest.raises(ValueError, match="temperature must be 0 .greedy. or positive, and finite, got inf"):
+        generate(model, prompt, 5, float("inf"))
+    for tiny in (1e-30, 1e-300, 5e-324):  # (logits / temperature overflow float32: it was a multinomial error)
+        assert torch.equal(generate(model, prompt, 6, tiny, torch.Generator().manual_seed(1)),
+                           generate(model, prompt, 6, 0.0))
+
+
+@pytest.fixture(scope="module")
+def language_model(tmp_path_factory) -> Path:
+    """A tiny character-level LSTM run folder, trained two steps on a corpus folder of its own."""
+    text = SHARED_DATA / "text" / "tinyshakespeare.txt"
+    if not text.is_file():
+        pytest.skip(f"{text} is not here")
+    corpus = tmp_path_factory.mktemp("corpus")
+    data = text.read_text()[:3000]
+    for name, part in (("train.txt", data), ("valid.txt", data[:400]), ("test.txt", data[400:800])):
+        (corpus / name).write_text(part)
+    out = corpus.parent / "lm"
+    assert main(["train", "lm", "--corpus", str(corpus), "--model", "lstm", "--hidden", "8", "--epochs", "1",
+                 "--steps-per-epoch", "2", "--bptt", "8", "--batch-size", "2", "--eval-windows", "1", "--device",
+                 "cpu", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda v: v.update(level="word"), "its level is 'word', the run's 'char'"),
+    (lambda v: v["vocab"].__setitem__(1, v["vocab"][2]), "it lists a token more than once"),
+])
+def test_generate_refuses_a_vocabulary_that_is_not_its_run_s(language_model, tmp_path, capsys, edit, words):
+    out = copy_run(language_model, tmp_path)
+    vocab = json.loads((out / "vocab.json").read_text())
+    assert main(["generate", str(out), "--length", "3"]) == 0
+    edit(vocab)
+    (out / "vocab.json").write_text(json.dumps(vocab))
+    capsys.readouterr()
+    assert main(["generate", str(out), "--length", "3"]) == 2
+    error = capsys.readouterr().err
+    assert f"vocab.json is not the vocabulary this run wrote ({words})" in error
+
+
+# -- predict: its sentences and a run's vocabulary --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sentence_run(tmp_path_factory) -> Path:
+    """A sentence classifier's run folder (Kim's CNN, one epoch on a tiny set of its own)."""
+    data = tmp_path_factory.mktemp("sentences")
+    (data / "train").write_text("".join(f"{i % 2} word{i % 5} thing {i}\n" for i in range(30)))
+    (data / "test").write_text("".join(f"{i % 2} word{i % 3} {i}\n" for i in range(10)))
+    out = data.parent / "sweep"
+    assert main(["reproduce", "sentences", "--task", str(data), "--encoder", "cnn", "--layers", "1", "--seeds", "0",
+                 "--epochs", "1", "--device", "cpu", "--out", str(out)]) == 0
+    (run,) = [path.parent for path in out.glob("*/*/*/config.json")]
+    return run
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda v: v["vocab"].__setitem__(3, v["vocab"][2]), "it lists a word more than once"),
+    (lambda v: v["vocab"].__setitem__(0, "zz"), "its words do not start with '<pad>' and '<unk>'"),
+    (lambda v: v.update(num_classes=True), "its num_classes is True"),
+    (lambda v: v.update(num_classes=1), "its num_classes is 1"),
+    (lambda v: v.update(num_words=10**30), "its num_words is 10000"),
+    (lambda v: v["vocab"].pop(), "its num_words is"),
+])
+def test_predict_refuses_a_vocabulary_that_is_not_its_run_s(sentence_run, tmp_path, capsys, edit, words):
+    out = copy_run(sentence_run, tmp_path)
+    vocab = json.loads((out / "vocab.json").read_text())
+    assert main(["predict", str(out), "word1 thing"]) == 0
+    edit(vocab)
+    (out / "vocab.json").write_text(json.dumps(vocab))
+    capsys.readouterr()
+    assert main(["predict", str(out), "word1 thing"]) == 2
+    error = capsys.readouterr().err
+    assert f"vocab.json is not the vocabulary this run wrote ({words}" in error and "put back" in error
+
+
+@pytest.mark.parametrize("sentences", [[""], ["a sentence", "  "]])
+def test_predict_refuses_an_empty_sentence_naming_it(sentence_run, capsys, sentences):
+    assert main(["predict", str(sentence_run), *sentences]) == 2
+    assert f"sentence {len(sentences)} is empty" in capsys.readouterr().err
