@@ -3,6 +3,7 @@ by hand, a damaged record of verified data files, an options file of the wrong s
 message naming what is wrong (or is taken as meant), never a traceback."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from highwaynet.data import download
 from highwaynet.data.download import DataFile, locate, sha256_of
 from highwaynet.elmo import files as elmo_files
 from highwaynet.training.checkpoint import CorruptCheckpoint, read_checkpoint
+from highwaynet.training.run_dir import read_results
 
 TRAIN = ["train", "mlp", "--data", "digits", "--depth", "2", "--width", "8", "--epochs", "2", "--max-train", "100",
          "--device", "cpu"]
@@ -29,7 +31,7 @@ def trained(tmp_path_factory) -> Path:
 
 def copy_run(trained: Path, tmp_path: Path) -> Path:
     out = tmp_path / "run"
-    out.mkdir()
+    out.mkdir(parents=True)
     for path in trained.iterdir():  # (plain files only: the marker, config, metrics, checkpoints, results)
         (out / path.name).write_bytes(path.read_bytes())
     return out
@@ -204,6 +206,11 @@ def test_generate_refuses_a_vocabulary_that_is_not_its_run_s(language_model, tmp
 
 # -- predict: its sentences and a run's vocabulary --------------------------------------------------
 
+def sentence_sweep(data: Path, out: Path) -> list[str]:
+    return ["reproduce", "sentences", "--task", str(data), "--encoder", "cnn", "--layers", "1", "--seeds", "0",
+            "--epochs", "1", "--device", "cpu", "--out", str(out)]
+
+
 @pytest.fixture(scope="module")
 def sentence_run(tmp_path_factory) -> Path:
     """A sentence classifier's run folder (Kim's CNN, one epoch on a tiny set of its own)."""
@@ -211,8 +218,7 @@ def sentence_run(tmp_path_factory) -> Path:
     (data / "train").write_text("".join(f"{i % 2} word{i % 5} thing {i}\n" for i in range(30)))
     (data / "test").write_text("".join(f"{i % 2} word{i % 3} {i}\n" for i in range(10)))
     out = data.parent / "sweep"
-    assert main(["reproduce", "sentences", "--task", str(data), "--encoder", "cnn", "--layers", "1", "--seeds", "0",
-                 "--epochs", "1", "--device", "cpu", "--out", str(out)]) == 0
+    assert main(sentence_sweep(data, out)) == 0
     (run,) = [path.parent for path in out.glob("*/*/*/config.json")]
     return run
 
@@ -241,3 +247,41 @@ def test_predict_refuses_a_vocabulary_that_is_not_its_run_s(sentence_run, tmp_pa
 def test_predict_refuses_an_empty_sentence_naming_it(sentence_run, capsys, sentences):
     assert main(["predict", str(sentence_run), *sentences]) == 2
     assert f"sentence {len(sentences)} is empty" in capsys.readouterr().err
+
+
+# -- a finished run's results.json, edited: the sweep that reads it back ----------------------------------
+
+@pytest.mark.parametrize("edit", [lambda r: r["test"].update(acc="x"), lambda r: r["test"].pop("acc"),
+                                  lambda r: r["test"].update(loss=True)])
+def test_a_sweep_whose_run_s_results_were_edited_runs_it_again(sentence_run, tmp_path, capsys, edit):
+    sweep = tmp_path / "sweep"
+    shutil.copytree(sentence_run.parents[2], sweep)
+    data = json.loads((sweep / "sweep.json").read_text())["config"]["tasks"][0]
+    run = sweep / sentence_run.relative_to(sentence_run.parents[2])
+    results = json.loads((run / "results.json").read_text())
+    edit(results)
+    (run / "results.json").write_text(json.dumps(results))
+    assert main(sentence_sweep(Path(data), sweep)) == 0  # (it was a TypeError or a KeyError traceback)
+    assert f"{run / 'results.json'} is not the results its run wrote" in capsys.readouterr().out
+    again = json.loads((run / "results.json").read_text())
+    assert isinstance(again["test"]["acc"], float) and isinstance(again["test"]["loss"], float)
+
+
+def test_read_results_takes_what_each_recipe_writes_and_nothing_else(trained, language_model, tmp_path):
+    for folder, edits in ((trained, [("final", "train_loss"), ("test", "acc"), ("test", "loss")]),
+                          (language_model, [("final", "val_bpc"), ("test", "bpc"), ("test", "loss")])):
+        out = copy_run(folder, tmp_path / folder.name)
+        written = json.loads((out / "results.json").read_text())
+        assert read_results(out) == written
+        written["test"]["loss"] = float("nan")  # (a diverged run's result: a number still)
+        (out / "results.json").write_text(json.dumps(written))
+        assert read_results(out) is not None
+        for entry, key in edits:
+            for value in (None, "1.0", False):
+                edited = json.loads(json.dumps(written))
+                edited[entry][key] = value
+                (out / "results.json").write_text(json.dumps(edited))
+                assert read_results(out) is None, (entry, key, value)
+            del edited[entry][key]
+            (out / "results.json").write_text(json.dumps(edited))
+            assert read_results(out) is None, (entry, key)

@@ -224,7 +224,28 @@ def read_results(run_dir: str | Path) -> dict[str, Any] | None:
         fits = isinstance(value, (int, float)) if kind == "number" else isinstance(value, kind)  # type: ignore[arg-type]
         if not fits or isinstance(value, bool):
             return None
+    settings = config.get("config") if isinstance(config, dict) else None
+    for key, needed in _metrics_needed(str(recipe), settings).items():
+        value = results.get(key)
+        if isinstance(value, dict) and not (all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                for v in value.values()) and set(needed) <= set(value)):
+            return None
     return results
+
+
+def _metrics_needed(recipe: str, settings: Any) -> dict[str, tuple[str, ...]]:
+    """The numbers a recipe's ``results.json`` holds in its ``final`` and ``test`` entries that the studies
+    read back (a language model's ``bpc`` or ``ppl`` by its level)."""
+    if recipe in ("mlp", "cnn"):
+        return {"final": ("train_loss", "val_loss"), "test": ("loss", "acc")}
+    if recipe == "sentences":
+        return {"test": ("loss", "acc")}
+    if recipe == "lm":
+        level = settings.get("level") if isinstance(settings, dict) else None
+        key = {"char": "bpc", "word": "ppl"}.get(str(level))
+        return {"final": ("train_loss", "val_loss", *((f"val_{key}",) if key else ())),
+                "test": ("loss", *((key,) if key else ()))}
+    return {}
 
 
 
