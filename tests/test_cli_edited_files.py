@@ -285,3 +285,17 @@ def test_read_results_takes_what_each_recipe_writes_and_nothing_else(trained, la
             del edited[entry][key]
             (out / "results.json").write_text(json.dumps(edited))
             assert read_results(out) is None, (entry, key)
+
+
+def test_one_analysis_folder_does_not_take_the_other_analysis(trained, tmp_path, capsys):
+    run = copy_run(trained, tmp_path)
+    assert main(["reproduce", "gates", str(run)]) == 0
+    kept = (run / "gates" / "report.md").read_bytes()
+    capsys.readouterr()
+    assert main(["reproduce", "lesion", str(run), "--out", str(run / "gates")]) == 2  # (its report.md went)
+    error = capsys.readouterr().err
+    assert f"{run / 'gates'} holds the gates' analysis (gates.json)" in error and "another --out" in error
+    assert (run / "gates" / "report.md").read_bytes() == kept and not (run / "gates" / "lesion.json").exists()
+    assert main(["reproduce", "lesion", str(run), "--out", str(run / "gates"), "--restart"]) == 0
+    assert sorted(p.name for p in (run / "gates").iterdir() if not p.name.startswith(".")) == \
+        ["lesion.json", "lesion.png", "report.md"]
