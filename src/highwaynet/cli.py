@@ -67,6 +67,17 @@ def _positive_int(text: str) -> int:
 _positive_int.__name__ = "integer"  # argparse's word for text int() rejects: "invalid integer value: 'x'"
 
 
+def _path(text: str) -> str:
+    """A file or folder option's path, ``~`` made the home folder as a shell does where it does not (in
+    ``--out=~/runs``, or quoted): a folder literally named ``~`` is never made."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be a path, got {text!r}")
+    return os.path.expanduser(text)
+
+
+_path.__name__ = "path"
+
+
 def _seed(text: str) -> int:
     from .config.train import SEED_LIMIT
 
@@ -82,14 +93,15 @@ _seed.__name__ = "integer"
 def _add_run_options(parser: argparse.ArgumentParser, recipe: Recipe) -> None:
     run = parser.add_argument_group("run folder and data")
     out = f"(default: {recipe.out})" if recipe.out else "(default: runs/<a name from the settings>)"
-    run.add_argument("--out", default=recipe.out, help=f"the run folder {out}")
+    run.add_argument("--out", type=_path, default=recipe.out, help=f"the run folder {out}")
     run.add_argument("--resume", action="store_true", help=recipe.resume_help)
     what = "the run" if recipe.resume_help == Recipe.resume_help else "the study"
     run.add_argument("--restart", action="store_true",
                      help=f"start {what} in --out over, removing what highwaynet wrote there (a damaged checkpoint, "
                           f"say; files of your own stay)")
-    run.add_argument("--data-dir", help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, "
-                                        "and where packages install them)")
+    run.add_argument("--data-dir", type=_path,
+                     help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, and where "
+                          "packages install them)")
     run.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
     recipe.extra(run)
 
@@ -358,13 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen = commands.add_parser("generate", help="sample text from a trained language model",
                               description="Sample text from a language model's run folder (its best weights), "
                                           "printed as it is made.")
-    gen.add_argument("run_dir", metavar="RUN_DIR")
+    gen.add_argument("run_dir", type=_path, metavar="RUN_DIR")
     gen.add_argument("--prompt", default="\n", help="text to start from (default: a new line)")
     gen.add_argument("--length", type=_positive_int, default=200, help="tokens to sample (default: %(default)s)")
     gen.add_argument("--temperature", type=float, default=0.8,
                      help="below 1 sharper, above 1 flatter; 0: the likeliest token each step (default: %(default)s)")
     gen.add_argument("--seed", type=_seed, default=0, help="(default: %(default)s)")
-    gen.add_argument("--data-dir", help="folder holding the corpus, for a run folder without vocab.json")
+    gen.add_argument("--data-dir", type=_path, help="folder holding the corpus, for a run folder without vocab.json")
     gen.set_defaults(run=_generate)
 
     reproduce = commands.add_parser("reproduce", help="rerun a paper's experiment",
@@ -377,10 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = experiments.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".",
                                    epilog=f"example: highwaynet reproduce {name} "
                                           "runs/depth-mnist5k/highway-50/lr0.03-seed0")
-        p.add_argument("run_dir", metavar="RUN_DIR",
+        p.add_argument("run_dir", type=_path, metavar="RUN_DIR",
                        help="a trained highway mlp run folder (a depth sweep's is OUT/highway-DEPTH/lrLR-seedSEED)")
-        p.add_argument("--out", help=f"(default: RUN_DIR/{name})")
-        p.add_argument("--data-dir", help="folder with the data files")
+        p.add_argument("--out", type=_path, help=f"(default: RUN_DIR/{name})")
+        p.add_argument("--data-dir", type=_path, help="folder with the data files")
         p.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
         p.add_argument("--restart", action="store_true",
                        help="remove what an earlier analysis wrote into --out first (files of your own stay)")
@@ -389,14 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write a self-contained HTML page for experiment folders",
                                  description="Write report.html (figures inlined, configuration and versions "
                                              "appended) beside each folder's report.md.")
-    report.add_argument("folders", nargs="+", metavar="FOLDER")
+    report.add_argument("folders", nargs="+", type=_path, metavar="FOLDER")
     report.set_defaults(run=_report)
 
     _add_elmo(commands)
 
     pred = commands.add_parser("predict", help="classify sentences with a trained sentence classifier",
                                description="Print the label and class probabilities of each sentence.")
-    pred.add_argument("run_dir", metavar="RUN_DIR")
+    pred.add_argument("run_dir", type=_path, metavar="RUN_DIR")
     pred.add_argument("sentences", nargs="+", metavar="SENTENCE")
     pred.set_defaults(run=_predict)
     return parser
@@ -417,19 +429,20 @@ def _add_elmo(commands: Any) -> None:
                "--out vectors.hdf5 --layers top")
     model = embed.add_argument_group("model (--options and --weights, or --model)")
     # (dest: args.options is the train and reproduce commands' settings)
-    model.add_argument("--options", dest="options_file", metavar="OPTIONS", help="the biLM's options.json")
-    model.add_argument("--weights", dest="weights_file", metavar="WEIGHTS", help="the biLM's weights.hdf5")
+    model.add_argument("--options", type=_path, dest="options_file", metavar="OPTIONS", help="the biLM's options.json")
+    model.add_argument("--weights", type=_path, dest="weights_file", metavar="WEIGHTS", help="the biLM's weights.hdf5")
     model.add_argument("--model", help="a published model by name: small, medium, original, original-5.5b, seqvec "
                                        "(looked for in --data-dir, or fetched with --download)")
-    model.add_argument("--data-dir", help="where --model's files are (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet)")
+    model.add_argument("--data-dir", type=_path,
+                       help="where --model's files are (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet)")
     model.add_argument("--download", action="store_true",
                        help="download --model's files from their publisher (unchecked, with a warning that gives "
                             "each file's sha256: the publishers give none)")
     model.add_argument("--sha256", nargs=2, metavar=("OPTIONS", "WEIGHTS"),
                        help="check --model's two files against these sha256s (the options file's, then the weight "
                             "file's), found or downloaded")
-    embed.add_argument("--input", required=True, help="the sentences, one a line (UTF-8)")
-    embed.add_argument("--out", required=True, help="the HDF5 file to write")
+    embed.add_argument("--input", type=_path, required=True, help="the sentences, one a line (UTF-8)")
+    embed.add_argument("--out", type=_path, required=True, help="the HDF5 file to write")
     embed.add_argument("--layers", choices=("all", "top", "average"), default="all",
                        help="every layer (layers, tokens, 2P), the top one, or their mean (default: %(default)s)")
     embed.add_argument("--batch-size", type=_positive_int, default=64, help="sentences a batch (default: %(default)s)")

@@ -211,7 +211,8 @@ def write_run_report(run_dir: Path) -> Path:
     columns = [k for k in metrics[0] if k.startswith(("train_", "val_"))]
     results = read_json(run_dir / "results.json", optional=True)
     results = results if isinstance(results, dict) else {}
-    train = config.get("config", {}).get("train", {}) if isinstance(config, dict) else {}
+    settings = config.get("config") if isinstance(config, dict) else None  # (as read: an edited file may hold anything)
+    train = settings.get("train") if isinstance(settings, dict) else None
     monitor = train.get("monitor", "val_loss") if isinstance(train, dict) else "val_loss"
     test = results.get("test") if isinstance(results.get("test"), dict) else None
     table = markdown_table(["epoch", "lr", *columns],

@@ -60,8 +60,8 @@ class DataFile:
 
 
 def default_data_dir() -> Path:
-    """``$HIGHWAYNET_DATA`` if set, else ``~/.cache/highwaynet``."""
-    return Path(os.environ.get("HIGHWAYNET_DATA", Path.home() / ".cache" / "highwaynet"))
+    """``$HIGHWAYNET_DATA`` if set (a ``~`` in it made the home folder), else ``~/.cache/highwaynet``."""
+    return Path(os.environ.get("HIGHWAYNET_DATA", Path.home() / ".cache" / "highwaynet")).expanduser()
 
 
 def search_folders(data_dir: str | Path | None, *known: Path | None, download: bool = False) -> list[Path]:
@@ -178,6 +178,8 @@ def _check_once(path: Path, expected: str, source: str | None) -> None:
     try:
         verified = json.loads(record.read_text())
     except (OSError, ValueError):
+        verified = {}
+    if not isinstance(verified, dict):  # (edited or damaged: a record of nothing, written anew below)
         verified = {}
     if verified.get(key) == seen:
         return

@@ -125,6 +125,9 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
                          f"token-embedding input) is not supported, only the character models ELMo and SeqVec publish")
     lstm, cnn = raw["lstm"], raw["char_cnn"]
     where_lstm, where_cnn = f"{name} [lstm]", f"{name} [char_cnn]"
+    for section, value in (("lstm", lstm), ("char_cnn", cnn)):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{name}: the options' {section!r} section must be a JSON object, got {value!r}")
     filters = _get(cnn, "filters", where_cnn, list)
     if not filters or not all(isinstance(f, (list, tuple)) and len(f) == 2 and all(
             isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in f) for f in filters):

@@ -262,8 +262,8 @@ def generate(model: nn.Module, prompt: Tensor, length: int, temperature: float =
 def sample_tokens(model: nn.Module, prompt: Tensor, length: int, temperature: float = 1.0,
                   generator: torch.Generator | None = None) -> Iterator[int]:
     """The ids :func:`generate` returns, yielded one by one as they are drawn (for text shown as it comes)."""
-    if not temperature >= 0:
-        raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
+    if not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be 0 (greedy) or positive, and finite, got {temperature}")
     if prompt.numel() == 0:
         raise ValueError("the prompt is empty (or all of it is outside the vocabulary)")
     was_training = model.training
@@ -277,6 +277,9 @@ def sample_tokens(model: nn.Module, prompt: Tensor, length: int, temperature: fl
                 token = logits[-1, 0].argmax().view(1).cpu()
             else:
                 probs = torch.softmax(logits[-1, 0].float() / temperature, dim=-1)
+                if probs.isnan().any():  # (a temperature so small that the logits overflow: shifted, in float64)
+                    last = logits[-1, 0].double()
+                    probs = torch.softmax((last - last.max()) / temperature, dim=-1)
                 token = torch.multinomial(probs.cpu(), 1, generator=generator)
             yield int(token)
             with torch.no_grad():

@@ -30,6 +30,17 @@ def _load_highway(run_dir: str | Path, data_dir: str | Path | None, download: bo
     return model, config, data
 
 
+def _check_analysis_folder(out: Path, what: str, other: str, other_what: str, restart: bool) -> None:
+    """Check ``out`` for ``what`` as :func:`files.check_claimable` does, and refuse it where it holds the
+    other analysis (its ``other`` file), unless ``restart`` removes it: both write ``report.md``, and one
+    would replace the other's."""
+    files.check_claimable(out, "analysis", what)
+    if not restart and files.read_regular(out, other) is not None:
+        raise FileExistsError(f"{out} holds {other_what} ({other}), whose report.md {what} would replace: pass "
+                              f"another --out (by default each analysis has its own folder in the run's), or "
+                              f"--restart to remove it")
+
+
 def _claim(out: Path, what: str, restart: bool) -> None:
     files.claim(out, "analysis", what)
     if restart:
@@ -46,7 +57,7 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     Run again, it writes them again; ``restart`` first removes what an earlier analysis wrote there.
     """
     out = Path(out) if out else Path(run_dir) / "gates"
-    files.check_claimable(out, "analysis", "the gates' analysis")
+    _check_analysis_folder(out, "the gates' analysis", "lesion.json", "the lesion study", restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     width = config.width
     biases = torch.stack([layer.bias[width:2 * width] for layer in model.highway.layers])  # (layers, units)
@@ -79,7 +90,7 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     folder of its own.
     """
     out = Path(out) if out else Path(run_dir) / "lesion"
-    files.check_claimable(out, "analysis", "the lesion study")
+    _check_analysis_folder(out, "the lesion study", "gates.json", "the gates' analysis", restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     x, y = data.test
 

@@ -187,6 +187,11 @@ def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
                 and isinstance(vocab.get("vocab"), list) and all(isinstance(token, str) for token in vocab["vocab"])):
             raise ValueError(f"{saved} is not the vocabulary a language-model run writes ({{'level': 'char' or 'word', "
                              f"'vocab': [tokens]}}): it was damaged or edited; put back the file the run wrote")
+        if vocab["level"] != config.level or len(set(vocab["vocab"])) != len(vocab["vocab"]):
+            wrong = (f"its level is {vocab['level']!r}, the run's {config.level!r}" if vocab["level"] != config.level
+                     else "it lists a token more than once")
+            raise ValueError(f"{saved} is not the vocabulary this run wrote ({wrong}): it was edited or comes from "
+                             f"another run; put back the file the run wrote")
         empty = torch.zeros(0, dtype=torch.long)
         corpus = Corpus(config.corpus, vocab["level"], vocab["vocab"], empty, empty, empty)
     else:

@@ -17,7 +17,7 @@ from typing import Any, cast
 import torch
 
 from ..config import SentenceConfig, SweepConfig
-from ..data.sentences import SENTENCE_TASKS, SentenceData, encode_words, load_sentences
+from ..data.sentences import PAD, SENTENCE_TASKS, UNK, SentenceData, encode_words, load_sentences
 from ..models.sentence import STACKED_ENCODERS, SentenceClassifier, load_word_vectors
 from ..nn import CharVocab
 from ..training import SentenceTask, Trainer
@@ -158,10 +158,30 @@ def load_trained(run_dir: str | Path) -> tuple[SentenceClassifier, SentenceConfi
             and isinstance(saved.get("num_classes"), int) and all(isinstance(word, str) for word in saved["vocab"])):
         raise ValueError(f"{path} is not the vocabulary a sentence run writes ({{'vocab': [words], 'num_classes': N, "
                          f"...}}): it was damaged or edited; put back the file the run wrote")
+    wrong = _vocab_problem(saved)
+    if wrong:
+        raise ValueError(f"{path} is not the vocabulary this run wrote ({wrong}): it was edited or comes from another "
+                         f"run; put back the file the run wrote")
     model = build_model(SentenceConfig(**{**asdict(config), "vectors": None}), saved["vocab"], saved["num_classes"],
                         saved.get("num_words"))
     load_best_weights(model, run_dir)
     return model.eval(), config, saved["vocab"]
+
+
+def _vocab_problem(saved: dict[str, Any]) -> str | None:
+    """What is wrong with a sentence run's ``vocab.json`` (its words, classes and words with vectors)
+    beyond its kind: what :func:`~highwaynet.data.load_sentences` writes starts with the padding and
+    the unknown word, lists each word once, and has at least two classes."""
+    vocab, classes, words = saved["vocab"], saved["num_classes"], saved.get("num_words")
+    if vocab[:2] != [PAD, UNK]:
+        return f"its words do not start with {PAD!r} and {UNK!r}"
+    if len(set(vocab)) != len(vocab):
+        return "it lists a word more than once"
+    if isinstance(classes, bool) or classes < 2:
+        return f"its num_classes is {classes!r}, not a count of two classes or more"
+    if words is not None and (not isinstance(words, int) or isinstance(words, bool) or not 2 <= words <= len(vocab)):
+        return f"its num_words is {words!r}, not a count of its words"
+    return None
 
 
 @torch.no_grad()
@@ -171,6 +191,10 @@ def predict(run_dir: str | Path, sentences: list[str]) -> list[tuple[str, dict[s
     keeps the classes' order."""
     from ..training.sentences import pad_batch
 
+    for number, sentence in enumerate(sentences, 1):
+        if not sentence.split():
+            raise ValueError(f"sentence {number} is empty: give each sentence as words, quoted "
+                             f"(highwaynet predict RUN_DIR \"a sentence\" \"another\")")
     model, config, vocab = load_trained(run_dir)
     index = {w: i for i, w in enumerate(vocab)}
     if model.word_features != "words":  # a model that reads characters spells a word it has never seen

@@ -218,9 +218,20 @@ def _wrong_entries(state: dict[str, Any]) -> list[str]:
         "rng": isinstance(state["rng"], dict) or (isinstance(state["rng"], list) and bool(state["rng"])
                                                   and all(isinstance(r, dict) for r in state["rng"])),
         "identity": state.get("identity") is None or isinstance(state.get("identity"), dict),
-        "device": state.get("device") is None or isinstance(state.get("device"), str),
+        "device": state.get("device") is None or _is_device(state.get("device")),
     }
     return [f"its {key} is {_shown(state.get(key))}" for key, fine in checks.items() if not fine]
+
+
+def _is_device(value: Any) -> bool:
+    """Whether ``value`` is a device's name as a checkpoint records it (``"cpu"``, ``"cuda:0"``)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        torch.device(value)
+    except (RuntimeError, ValueError):
+        return False
+    return True
 
 
 def _shown(value: Any) -> str:

@@ -95,6 +95,11 @@ def _special(folder: Path) -> str | None:
     return None
 
 
+def _a(kind: str) -> str:
+    """``"a run"``, ``"an analysis"``: a folder's kind with its article."""
+    return ("an " if kind[:1] in ("a", "e", "i", "o", "u") else "a ") + kind
+
+
 def _marker_problem(found: Any) -> str | None:
     """What is wrong with a marker's contents (None: nothing). ``written`` must list plain file names:
     a separator, ``.``, ``..`` or an absolute path would name something outside the folder's own files."""
@@ -248,7 +253,7 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
         DamagedMarker: the folder's marker is damaged, and nothing in it shows it is a ``kind`` folder.
     """
     folder = Path(folder)
-    what = what or f"a {kind}"
+    what = what or _a(kind)
     special = _special(folder)
     if special is not None:
         raise FolderNotOurs(f"{folder} is {special}: {what} needs a folder of its own; pass a new folder "
@@ -265,7 +270,7 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
     found, problem = read_marker(folder)
     if found is not None:
         if found["kind"] != kind:
-            raise FolderNotOurs(f"{folder} is a {found['kind']} folder of highwaynet's, not one for {what}: pass a "
+            raise FolderNotOurs(f"{folder} is {_a(found['kind'])} folder of highwaynet's, not one for {what}: pass a "
                                 f"folder of its own")
         return found
     entries = _entries(folder)

@@ -171,7 +171,7 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
     if data is None:
         return []
     lines = [line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
-    metrics = []
+    metrics: list[dict[str, float]] = []
     for number, line in enumerate(lines, 1):
         try:
             found = json.loads(line)
@@ -183,9 +183,15 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
             continue
         if not (isinstance(found, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                 for v in found.values())
-                and isinstance(found.get("epoch"), int) and "time" in found):
+                and isinstance(found.get("epoch"), int) and "time" in found and "lr" in found):
             raise ValueError(f"{path}, line {number}: not a line of metrics (an epoch's numbers: {line[:60]!r}): it "
                              f"was edited; put back the file the run wrote, or start the run over with --restart")
+        # (a run writes the same metrics every epoch: a report's columns are the first line's)
+        missing = [k for k in metrics[0] if k.startswith(("train_", "val_")) and k not in found] if metrics else []
+        if missing:
+            raise ValueError(f"{path}, line {number}: not a line of metrics (it lacks {', '.join(missing)}, which "
+                             f"line 1 holds): it was edited; put back the file the run wrote, or start the run over "
+                             f"with --restart")
         metrics.append(found)
     return metrics
 
@@ -218,7 +224,28 @@ def read_results(run_dir: str | Path) -> dict[str, Any] | None:
         fits = isinstance(value, (int, float)) if kind == "number" else isinstance(value, kind)  # type: ignore[arg-type]
         if not fits or isinstance(value, bool):
             return None
+    settings = config.get("config") if isinstance(config, dict) else None
+    for key, needed in _metrics_needed(str(recipe), settings).items():
+        value = results.get(key)
+        if isinstance(value, dict) and not (all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                for v in value.values()) and set(needed) <= set(value)):
+            return None
     return results
+
+
+def _metrics_needed(recipe: str, settings: Any) -> dict[str, tuple[str, ...]]:
+    """The numbers a recipe's ``results.json`` holds in its ``final`` and ``test`` entries that the studies
+    read back (a language model's ``bpc`` or ``ppl`` by its level)."""
+    if recipe in ("mlp", "cnn"):
+        return {"final": ("train_loss", "val_loss"), "test": ("loss", "acc")}
+    if recipe == "sentences":
+        return {"test": ("loss", "acc")}
+    if recipe == "lm":
+        level = settings.get("level") if isinstance(settings, dict) else None
+        key = {"char": "bpc", "word": "ppl"}.get(str(level))
+        return {"final": ("train_loss", "val_loss", *((f"val_{key}",) if key else ())),
+                "test": ("loss", *((key,) if key else ()))}
+    return {}
 
 
 
