@@ -98,6 +98,24 @@ def test_cell_is_one_step():
     torch.testing.assert_close(rhn.cells[0](x[1], s), out[1])
 
 
+def test_cell_takes_one_sequence_unbatched_as_rnn_cell_does():
+    """nn.RNNCell's convention: ``(input_size,)`` and ``(hidden_size,)`` -> ``(hidden_size,)``, each row
+    of a batched step (checked against the written-out reference through the layer above)."""
+    torch.manual_seed(0)
+    cell = RHNCell(4, 6, depth=2, carry="independent").double()
+    x, s0 = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
+    batched = cell(x, s0)
+    for b in range(3):
+        one = cell(x[b], s0[b])
+        assert one.shape == (6,)
+        torch.testing.assert_close(one, batched[b], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(cell(x[0]), cell(x[:1])[0], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"state of shape \(hidden_size,\) for an unbatched input = \(6,\)"):
+        cell(x[0], s0[:1])
+    with pytest.raises(ValueError, match=r"\(B, 4\) or \(4,\)"):
+        cell(x[None])
+
+
 def test_parameter_layout_and_gate_bias():
     rhn = RHN(4, 6, depth=3, num_layers=2, gate_bias=-3.0)
     cell = rhn.cells[1]

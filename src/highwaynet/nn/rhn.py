@@ -83,7 +83,8 @@ class RHNCell(nn.Module):
 
     Shape:
         ``input`` ``(B, input_size)`` and ``state`` ``(B, hidden_size)`` (zeros if None) ->
-        the new state ``(B, hidden_size)``.
+        the new state ``(B, hidden_size)``; unbatched, as ``nn.RNNCell``: ``(input_size,)`` and
+        ``(hidden_size,)`` -> ``(hidden_size,)``.
 
     Example::
 
@@ -139,12 +140,17 @@ class RHNCell(nn.Module):
 
     def forward(self, input: Tensor, state: Tensor | None = None) -> Tensor:
         check_input("RHNCell", "input", input, self.input_proj.weight)
-        if input.dim() != 2 or input.shape[-1] != self.input_size:
-            raise ValueError(f"RHNCell expects input of shape (B, {self.input_size}), got {tuple(input.shape)}")
+        if input.dim() not in (1, 2) or input.shape[-1] != self.input_size:
+            raise ValueError(f"RHNCell expects input of shape (B, {self.input_size}) or ({self.input_size},) "
+                             f"(unbatched), got {tuple(input.shape)}")
+        unbatched = input.dim() == 1
         if state is None:
-            state = input.new_zeros(input.shape[0], self.hidden_size)
+            state = input.new_zeros(*input.shape[:-1], self.hidden_size)
         else:
-            check_state("RHNCell", "state", state, (input.shape[0], self.hidden_size), input, "(B, hidden_size)")
+            check_state("RHNCell", "state", state, (*input.shape[:-1], self.hidden_size), input,
+                        "(hidden_size,) for an unbatched input" if unbatched else "(B, hidden_size)")
+        if unbatched:  # (as nn.RNNCell: one sequence's step, without its batch dimension)
+            return self.step(self.input_proj(input).unsqueeze(0), state.unsqueeze(0)).squeeze(0)
         return self.step(self.input_proj(input), state)
 
     def extra_repr(self) -> str:
