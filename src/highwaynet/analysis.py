@@ -82,6 +82,8 @@ class GateRecord:
         every step of the padded batch (``(B, T, width)``), so for a mean over real words take
         ``values(gate)[mask]`` with the batch's ``(B, T)`` mask of steps within each length.
         """
+        if not self.names:  # (a model without gates: no mean, rather than torch.stack's error)
+            return torch.zeros(0)
         values = [self.values(n) for n in self.names]
         empty = [n for n, v in zip(self.names, values, strict=True) if v.numel() == 0]
         if empty:
@@ -153,7 +155,9 @@ def gate_means(model: nn.Module) -> Iterator[dict[str, float]]:
 
     def observe(name: str, t: Tensor, c: Tensor | None) -> None:
         t = t.detach()
-        total = sums.setdefault(name, [t.new_zeros((), dtype=torch.float64), t.new_zeros(())])
+        # (both in float64: a count in the gate's dtype, bfloat16 say, stops growing exactly after a few
+        # hundred values)
+        total = sums.setdefault(name, [t.new_zeros((), dtype=torch.float64), t.new_zeros((), dtype=torch.float64)])
         total[0] += t.double().sum()
         total[1] += t.numel()
 

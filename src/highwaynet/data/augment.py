@@ -29,6 +29,8 @@ class RandomCropFlip:
         if x.dim() != 4:
             raise ValueError(f"RandomCropFlip expects x, a batch of images (N, C, H, W), got {tuple(x.shape)}")
         n, _, h, w = x.shape
+        if x.numel() == 0:  # (an empty batch: nothing to crop, and no minimum to pad with)
+            return x
         p = self.padding
         if p:
             # Zero in standardised units is the mean pixel; pad with the batch's minimum (the background),

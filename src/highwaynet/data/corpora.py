@@ -115,6 +115,7 @@ class Corpus:
 
     def unigram_entropy_bits(self, split: str = "valid") -> float:
         """Entropy (bits per token) of the split's token frequencies: what a model must beat."""
+        split = check_choice("split", split, ("train", "valid", "test"))
         counts = torch.bincount(getattr(self, split), minlength=len(self.vocab)).double()
         p = counts[counts > 0] / counts.sum()
         return float(-(p * p.log2()).sum())

@@ -373,12 +373,13 @@ class ELMoBiLM(nn.Module):
         return h, c
 
     def _keep_states(self, h: Tensor, c: Tensor) -> None:
+        # New tensors, never written in place: states made under torch.inference_mode() are inference
+        # tensors, which a later call outside it could not update in place.
         batch, stored = h.shape[2], self.state_h.shape[2]
-        if stored < batch:  # a wider batch than any before: the new rows' states
-            self.state_h, self.state_c = h.detach().clone(), c.detach().clone()
-            return
-        self.state_h[:, :, :batch] = h.detach()
-        self.state_c[:, :, :batch] = c.detach()
+        h, c = h.detach(), c.detach()
+        if stored > batch:  # the rows past this batch keep their states
+            h, c = torch.cat([h, self.state_h[:, :, batch:]], dim=2), torch.cat([c, self.state_c[:, :, batch:]], dim=2)
+        self.state_h, self.state_c = h.clone(), c.clone()
 
     # -- the token vectors -------------------------------------------------------------------------
 

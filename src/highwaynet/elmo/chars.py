@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .._checks import check_int
+from .._checks import check_int, describe
 
 __all__ = ["BOS", "BOW", "EOS", "EOW", "MAX_CHARACTERS", "PAD", "batch_to_ids", "sentence_to_ids", "word_to_ids"]
 
@@ -46,7 +46,19 @@ def word_to_ids(word: str, max_characters: int = MAX_CHARACTERS) -> list[int]:
 
         >>> word_to_ids("hi", 6)
         [259, 105, 106, 260, 261, 261]
+
+    Raises:
+        TypeError: ``word`` is not a str, or ``max_characters`` not an int.
+        ValueError: ``max_characters`` is below 4 (a word's two markers and one byte, as in
+            :func:`batch_to_ids`).
     """
+    if not isinstance(word, str):
+        raise TypeError(f"word must be a str, got {describe(word)}")
+    return _word_ids(word, check_int("max_characters", max_characters, minimum=4))
+
+
+def _word_ids(word: str, max_characters: int) -> list[int]:
+    """:func:`word_to_ids` of arguments already checked (the loop over a batch's tokens)."""
     if word == "<S>":
         return _boundary(BOS, max_characters)
     if word == "</S>":
@@ -83,7 +95,7 @@ def _tokens(sentence: str | Sequence[str], index: int, as_text: bool) -> list[st
 
 def sentence_to_ids(tokens: Sequence[str], max_characters: int = MAX_CHARACTERS) -> list[list[int]]:
     """A tokenized sentence's rows, ``<S>`` and ``</S>`` added: ``len(tokens) + 2`` rows of ids."""
-    return [_boundary(BOS, max_characters), *(word_to_ids(t, max_characters) for t in tokens),
+    return [_boundary(BOS, max_characters), *(_word_ids(t, max_characters) for t in tokens),
             _boundary(EOS, max_characters)]
 
 

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from .._checks import check_factory, check_flag, check_probability, check_size, check_tensor, describe
 from ..nn._signature import settings_repr
-from .bilm import ELMoBiLM
+from .bilm import ELMoBiLM, _check_mask
 from .chars import BOS, EOS
 
 __all__ = ["ELMo", "ScalarMix", "remove_sentence_boundaries"]
@@ -38,8 +38,10 @@ def remove_sentence_boundaries(layer: Tensor, mask: Tensor) -> tuple[Tensor, Ten
                          f"{describe(layer)} and {describe(mask)}")
     if layer.shape[1] < 2:
         raise ValueError(f"remove_sentence_boundaries: rows need <S> and </S>, got {layer.shape[1]} positions")
+    _check_mask(mask, "remove_sentence_boundaries: mask")
     kept = mask[:, 2:]  # position j of the result is position j + 1, valid while j + 2 < length
-    return layer[:, 1:-1] * kept.unsqueeze(-1).to(layer.dtype), kept
+    # (zeros chosen, not multiplied in: padding of inf or NaN times 0 would be NaN)
+    return torch.where(kept.unsqueeze(-1), layer[:, 1:-1], layer.new_zeros(())), kept
 
 
 class ScalarMix(nn.Module):

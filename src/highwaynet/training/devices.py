@@ -18,6 +18,7 @@ import os
 
 import torch
 
+from .._checks import describe
 from ..config.train import check_device_name
 
 __all__ = ["DeviceUnavailable", "pick_device"]
@@ -82,12 +83,16 @@ def pick_device(name: str | torch.device = "auto") -> torch.device:
         DeviceUnavailable: the machine has no such device (no CUDA, too few GPUs for the processes,
             no MPS); the message says what to pass instead.
         ValueError: ``name`` is not a device.
+        TypeError: ``name`` is neither a str nor a ``torch.device``.
     """
     if isinstance(name, str):
         check_device_name(name)
         device = None if name == "auto" else torch.device(name)
-    else:
+    elif isinstance(name, torch.device):
         device, name = name, str(name)
+    else:
+        raise TypeError(f"name must be a device's name (a str: auto, cpu, cuda, cuda:N or mps) or a torch.device, "
+                        f"got {describe(name)}")
     if device is None:  # auto
         if torch.cuda.is_available():
             return _cuda("auto", None)
