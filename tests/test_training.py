@@ -73,9 +73,10 @@ def test_interrupted_in_the_first_epoch_says_nothing_is_saved(tmp_path):
 def test_metrics_line_without_checkpoint_is_dropped_on_resume(tmp_path):
     data = load_digits()
     make_trainer(tmp_path, data, epochs=2).fit()
-    # A kill between the metrics line and the checkpoint of epoch 3 leaves a line too many.
+    # A kill between the metrics line and the checkpoint of epoch 3 leaves a line too many (one as
+    # the trainer writes it: every number of the lines before)
     with open(tmp_path / "metrics.jsonl", "a") as f:
-        f.write(json.dumps({"epoch": 3, "time": 0.0, "val_loss": 9.9}) + "\n")
+        f.write(json.dumps({**read_metrics(tmp_path)[-1], "epoch": 3, "val_loss": 9.9}) + "\n")
     trainer = make_trainer(tmp_path, data, epochs=3)
     trainer.fit(resume=True)
     assert [m["epoch"] for m in read_metrics(tmp_path)] == [1, 2, 3]
