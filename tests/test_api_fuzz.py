@@ -118,6 +118,9 @@ def _explain(model: nn.Module, x: Any) -> Any:
     return kernels.explain(model, x)
 
 
+TANH = kernels.gating.Activation.TANH
+
+
 def _encode(words: Any, length: Any = None) -> Tensor:
     return VOCAB.encode(words, length)
 
@@ -230,6 +233,23 @@ EXAMPLES: dict[str, list[Example]] = {
     "gate_means": [Example(_gate_means, lambda: {"model": _highway_net()})],
     "record_gates": [Example(_record_gates, lambda: {"model": _highway_net(), "device": "cpu"})],
     "explain": [Example(_explain, lambda: {"model": _highway_net(), "x": _randn(2, 4)})],
+    # the kernels' functions (highwaynet.kernels)
+    "gate_forward": [Example(kernels.gate_forward, lambda: {"z": _randn(3, 8), "x": _randn(3, 4), "code": TANH,
+                                                            "keep_activations": False, "out": torch.empty(3, 4)})],
+    "gate_backward": [Example(kernels.gate_backward, lambda: {"dy": _randn(3, 4), "z": _randn(3, 8), "x": _randn(3, 4),
+                                                              "code": TANH, "grad_z": torch.empty(3, 8),
+                                                              "bias_grad": True, "activated": False})],
+    "highway_layer": [Example(kernels.highway_layer, lambda: {"x": _randn(2, 3, 4), "weight": _randn(8, 4),
+                                                              "bias": _randn(8), "code": TANH})],
+    "rhn_recurrence": [Example(kernels.rhn_recurrence, lambda: {"x_proj": _randn(5, 2, 8), "s0": torch.zeros(2, 4),
+                                                                "weights": [_randn(8, 4), _randn(8, 4)],
+                                                                "biases": [_randn(8), _randn(8)],
+                                                                "mask": torch.ones(2, 4)})],
+    "lstmp_recurrence": [Example(kernels.lstmp_recurrence,
+                                 lambda: {"gates": _randn(4, 2, 20), "weight_hh": _randn(20, 3),
+                                          "weight_proj": _randn(3, 5), "h0": torch.zeros(2, 3), "c0": torch.zeros(2, 5),
+                                          "lengths": torch.tensor([4, 2]), "cell_clip": 3.0, "proj_clip": 2.0,
+                                          "overwrite_gates": False})],
     # models
     "HighwayMLP": [Example(models.HighwayMLP, lambda: {"in_features": 12, "num_classes": 3, "depth": 2, "width": 5},
                            lambda m: {"x": _randn(2, 3, 4)})],
@@ -319,9 +339,10 @@ NOT_CALLED = {
 
 def public_api() -> dict[str, object]:
     """Every public name of the packages whose ``__all__`` is the API: highwaynet, highwaynet.nn,
-    highwaynet.functional, highwaynet.analysis, highwaynet.models, highwaynet.data, highwaynet.elmo."""
+    highwaynet.functional, highwaynet.analysis, highwaynet.models, highwaynet.data, highwaynet.elmo,
+    highwaynet.kernels."""
     found: dict[str, object] = {}
-    for package in (highwaynet, hnn, functional, analysis, models, data, elmo):
+    for package in (highwaynet, hnn, functional, analysis, models, data, elmo, kernels):
         for name in package.__all__:
             found[name] = getattr(package, name)
     return found

@@ -50,6 +50,7 @@ __all__ = [
     "check_state",
     "check_tensor",
     "describe",
+    "dtypes_meet",
     "tracing",
 ]
 
@@ -210,6 +211,15 @@ def autocasting(device_type: str) -> bool:
         if device_type == "cpu":
             return bool(torch.is_autocast_cpu_enabled())
         return bool(torch.is_autocast_enabled())
+
+
+def dtypes_meet(dtype: torch.dtype, other: torch.dtype, device_type: str) -> bool:
+    """Whether tensors of ``dtype`` and ``other`` may meet in one product on ``device_type``: the same dtype,
+    or under autocast two that it casts (float32 and the half types; autocast leaves float64 alone, so a
+    float64 tensor still meets only float64)."""
+    if dtype == other:
+        return True
+    return torch.float64 not in (dtype, other) and autocasting(device_type)
 
 
 def _expects(owner: str | None, name: str) -> str:

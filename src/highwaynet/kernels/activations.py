@@ -12,9 +12,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from .._checks import describe
 from ..functional import ACTIVATIONS
 
-__all__ = ["ACTIVATION_CODES", "Activation", "activation_code"]
+__all__ = ["ACTIVATION_CODES", "Activation", "activation_code", "check_code"]
 
 
 class Activation(enum.IntEnum):
@@ -42,3 +43,21 @@ def activation_code(activation: str | Callable[[Tensor], Tensor]) -> Activation 
     if isinstance(activation, str):
         return ACTIVATION_CODES.get(activation.lower())
     return _BY_FUNCTION.get(activation)
+
+
+def check_code(value: object, name: str = "code") -> Activation:
+    """``value`` as an :class:`Activation`: a member, or its code as a plain ``int`` (the enum is an
+    ``IntEnum``); a name such as ``"tanh"`` is refused (:func:`activation_code` turns it into a code), as
+    is a ``bool``. A member passes with one ``isinstance``: this runs at every fused micro-step."""
+    if isinstance(value, Activation):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value in _CODES:
+            return Activation(value)
+        known = ", ".join(f"{a.name} ({a.value})" for a in Activation)
+        raise ValueError(f"{name} must be an Activation, one of {known}, got {value}")
+    hint = " (activation_code turns a name into one)" if isinstance(value, str) else ""
+    raise TypeError(f"{name} must be an Activation (highwaynet.kernels.gating.Activation){hint}, got {describe(value)}")
+
+
+_CODES = frozenset(member.value for member in Activation)

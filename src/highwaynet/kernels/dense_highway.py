@@ -24,12 +24,14 @@ import enum
 import torch
 from torch import Tensor
 
+from .._checks import check_tensor
+from .activations import check_code
 from .dispatch import Choice
 from .gating import (
     Activation,
     first_order_only,
-    gate_backward,
-    gate_forward,
+    fused_gate_backward,
+    fused_gate_forward,
     kernel_dtypes_refusal,
     transforms_active,
     triton_available,
@@ -99,7 +101,7 @@ class _HighwayLayer(torch.autograd.Function):
         xc, w, b = x2.to(dtype), weight.to(dtype), bias.to(dtype)
         with torch.autocast(x.device.type, enabled=False):
             z = torch.addmm(b, xc, w.t())
-        y = gate_forward(z, x2, code)
+        y = fused_gate_forward(z, x2, code)
         ctx.save_for_backward(x2, xc, z, w)
         ctx.code, ctx.shape = code, shape
         ctx.dtypes = (weight.dtype, bias.dtype)
@@ -109,7 +111,7 @@ class _HighwayLayer(torch.autograd.Function):
     def backward(ctx, dy: Tensor):
         first_order_only("Highway")
         x2, xc, z, w = ctx.saved_tensors
-        g, dx, db = gate_backward(dy.reshape(-1, x2.shape[-1]), z, x2, ctx.code, bias_grad=True)
+        g, dx, db = fused_gate_backward(dy.reshape(-1, x2.shape[-1]), z, x2, ctx.code, bias_grad=True)
         assert db is not None  # (bias_grad=True)
         if dx.dtype == g.dtype:
             dx.addmm_(g, w)          # the carry's share and the projection's, in one product
@@ -126,5 +128,25 @@ def highway_layer(x: Tensor, weight: Tensor, bias: Tensor, code: Activation) -> 
         x: ``(*, D)``.
         weight: ``(2D, D)``, rows ``[H | T]``; bias ``(2D,)``.
         code: the activation ``f``, an :class:`~highwaynet.kernels.gating.Activation`.
+
+    The products run in the promoted dtype of ``x`` and ``weight`` (under autocast, the autocast dtype).
+
+    Raises:
+        TypeError: ``x``, ``weight`` or ``bias`` not a floating-point tensor, ``code`` not an
+            :class:`~highwaynet.kernels.gating.Activation`.
+        ValueError: ``x`` without a feature (0 dimensions, or ``D = 0``), ``weight`` or ``bias`` not of
+            the shapes above, tensors on different devices.
     """
-    return _HighwayLayer.apply(x, weight, bias, code)
+    x, weight, bias = check_tensor("x", x), check_tensor("weight", weight), check_tensor("bias", bias)
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x must be (*, D) with D >= 1 features, got shape {tuple(x.shape)}")
+    d = x.shape[-1]
+    if weight.shape != (2 * d, d):
+        raise ValueError(f"weight must be (2D, D) = ({2 * d}, {d}) for x of shape {tuple(x.shape)}, "
+                         f"got {tuple(weight.shape)}")
+    if bias.shape != (2 * d,):
+        raise ValueError(f"bias must be (2D,) = ({2 * d},), got {tuple(bias.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t.device != x.device:
+            raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+    return _HighwayLayer.apply(x, weight, bias, check_code(code))

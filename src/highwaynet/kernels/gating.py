@@ -42,18 +42,19 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
+from .._checks import check_flag, check_tensor
 from .._versions import release
 from ..functional import ACTIVATIONS
-from .activations import ACTIVATION_CODES, Activation, activation_code
+from .activations import ACTIVATION_CODES, Activation, activation_code, check_code
 
 # Read once, at import: Triton itself reads TRITON_INTERPRET when its kernels are defined, and
 # torch.compile in torch 2.3 cannot trace a read of os.environ inside a layer's forward.
 _TRITON_OFF = os.environ.get("HIGHWAYNET_TRITON", "1") == "0"
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
-__all__ = ["ACTIVATION_CODES", "KERNEL_DTYPES", "Activation", "activation_code", "gate_backward",
-           "gate_backward_reference", "gate_forward", "gate_forward_reference", "kernel_dtypes_refusal",
-           "triton_available", "triton_version"]
+__all__ = ["ACTIVATION_CODES", "KERNEL_DTYPES", "Activation", "activation_code", "fused_gate_backward",
+           "fused_gate_forward", "gate_backward", "gate_backward_reference", "gate_forward", "gate_forward_reference",
+           "kernel_dtypes_refusal", "triton_available", "triton_version"]
 
 #: The dtypes the Triton kernels compute exactly: they load these and do their arithmetic in float32
 #: (as precise as the reference for float32, more so for the half types). Anything else, float64 first,
@@ -197,11 +198,28 @@ def gate_backward_reference(dy: Tensor, z: Tensor, x: Tensor, code: Activation, 
 
 # -- dispatch -------------------------------------------------------------------------------------
 
-def _check(z: Tensor, x: Tensor) -> int:
+def _check(z: object, x: object) -> tuple[Tensor, Tensor]:
+    """``z`` ``(M, 2D)`` and ``x`` ``(M, D)``, floating-point tensors on one device (metadata only)."""
+    z, x = check_tensor("z", z), check_tensor("x", x)
     if z.dim() != 2 or x.dim() != 2 or z.shape[0] != x.shape[0] or z.shape[1] != 2 * x.shape[1]:
         raise ValueError(f"the gate needs z of shape (M, 2D) and x of shape (M, D), "
                          f"got {tuple(z.shape)} and {tuple(x.shape)}")
-    return x.shape[1]
+    if x.device != z.device:
+        raise ValueError(f"x must be on z's device {z.device}, got {x.device}")
+    return z, x
+
+
+def _check_buffer(name: str, value: object, shape: torch.Size, like: Tensor, dtype: torch.dtype | None) -> None:
+    """A tensor the gate writes into: ``shape``, on ``like``'s device, of ``dtype`` (None: any floating-point
+    one), its rows contiguous (the kernels store rows by their stride)."""
+    buffer = check_tensor(name, value)
+    if buffer.shape != shape or buffer.stride(-1) != 1:
+        raise ValueError(f"{name} must have the shape {tuple(shape)} and contiguous rows, got shape "
+                         f"{tuple(buffer.shape)} and strides {buffer.stride()}")
+    if buffer.device != like.device:
+        raise ValueError(f"{name} must be on the inputs' device {like.device}, got {buffer.device}")
+    if dtype is not None and buffer.dtype != dtype:
+        raise TypeError(f"{name} must have the output's dtype {dtype} (z's and x's promoted), got {buffer.dtype}")
 
 
 def gate_forward(z: Tensor, x: Tensor, code: Activation, keep_activations: bool = False,
@@ -215,10 +233,26 @@ def gate_forward(z: Tensor, x: Tensor, code: Activation, keep_activations: bool 
     operations are small and their count is the cost, as in a recurrence). ``out``: where to
     write ``y`` (contiguous rows, not overlapping the inputs), saving a copy where ``y`` belongs
     in a larger buffer.
+
+    Raises:
+        TypeError: ``z``, ``x`` or ``out`` not a floating-point tensor, ``out`` not of ``y``'s dtype,
+            ``code`` not an :class:`Activation` (a name such as ``"tanh"``: see :func:`activation_code`),
+            ``keep_activations`` not a bool.
+        ValueError: shapes other than the above, tensors on different devices, ``out`` without
+            contiguous rows.
     """
-    _check(z, x)
-    if out is not None and (out.shape != x.shape or out.stride(-1) != 1):
-        raise ValueError(f"out must have x's shape {tuple(x.shape)} and contiguous rows")
+    z, x = _check(z, x)
+    code = check_code(code)
+    check_flag("keep_activations", keep_activations)
+    if out is not None:
+        _check_buffer("out", out, x.shape, z, torch.promote_types(z.dtype, x.dtype))
+    return fused_gate_forward(z, x, code, keep_activations, out)
+
+
+def fused_gate_forward(z: Tensor, x: Tensor, code: Activation, keep_activations: bool = False,
+                       out: Tensor | None = None) -> Tensor:
+    """:func:`gate_forward` without its argument checks, for the fused layers' own calls on tensors
+    they made (a recurrence's micro-steps, where the count of small operations is the cost)."""
     if not triton_available(x) or kernel_dtypes_refusal(z, x, out) is not None:
         return gate_forward_reference(z, x, code, keep_activations, out)
     from . import triton_gating
@@ -234,10 +268,30 @@ def gate_backward(dy: Tensor, z: Tensor, x: Tensor, code: Activation, grad_z: Te
     otherwise), ``dx_carry`` ``(M, D)`` the part of ``x``'s gradient that flows through the carry
     (``dy``'s dtype), and with ``bias_grad`` the column sums of ``g`` in float32. ``activated``:
     ``z`` holds ``[f(z_H) | sigmoid(z_T)]`` (see :func:`gate_forward`'s ``keep_activations``).
+
+    Raises:
+        TypeError: ``dy``, ``z``, ``x`` or ``grad_z`` not a floating-point tensor, ``code`` not an
+            :class:`Activation`, ``bias_grad`` or ``activated`` not a bool.
+        ValueError: ``dy`` not of ``x``'s shape, ``grad_z`` not of ``z``'s or without contiguous rows,
+            shapes other than :func:`gate_forward`'s, tensors on different devices.
     """
-    _check(z, x)
+    z, x = _check(z, x)
+    dy = check_tensor("dy", dy)
     if dy.shape != x.shape:
         raise ValueError(f"the gate's backward needs dy of x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
+    if dy.device != z.device:
+        raise ValueError(f"dy must be on z's device {z.device}, got {dy.device}")
+    code = check_code(code)
+    check_flag("bias_grad", bias_grad)
+    check_flag("activated", activated)
+    if grad_z is not None:
+        _check_buffer("grad_z", grad_z, z.shape, z, None)
+    return fused_gate_backward(dy, z, x, code, grad_z, bias_grad, activated)
+
+
+def fused_gate_backward(dy: Tensor, z: Tensor, x: Tensor, code: Activation, grad_z: Tensor | None = None,
+                        bias_grad: bool = False, activated: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+    """:func:`gate_backward` without its argument checks (see :func:`fused_gate_forward`)."""
     if not triton_available(x) or kernel_dtypes_refusal(dy, z, x, grad_z) is not None:
         return gate_backward_reference(dy, z, x, code, grad_z, bias_grad, activated)
     from . import triton_gating

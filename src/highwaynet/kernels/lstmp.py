@@ -35,6 +35,7 @@ import enum
 import torch
 from torch import Tensor
 
+from .._checks import dtypes_meet
 from . import lstmp_cpu
 from .dispatch import Choice
 from .gating import triton_available
@@ -58,6 +59,12 @@ def _needs_grad(*tensors: Tensor | None) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
+def _mixed_dtypes(*tensors: Tensor | None) -> str | None:
+    """The dtypes of ``tensors`` in words where they are not all one (as under autocast), else None."""
+    dtypes = {t.dtype for t in tensors if t is not None}
+    return None if len(dtypes) == 1 else ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
+
+
 def choose_path(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
                 lengths: Tensor | None = None) -> Choice[LSTMPPath]:
     """The :class:`LSTMPPath` of one recurrence (the arguments as :func:`lstmp_recurrence`'s), and why:
@@ -78,6 +85,10 @@ def choose_path(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0
         return Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights within the GPU's L2 cache")
     if gates.is_cuda:
         return Choice(LSTMPPath.PYTORCH, f"not the persistent kernel: {why}")
+    mixed = _mixed_dtypes(gates, weight_hh, weight_proj, h0, c0)
+    if mixed is not None:
+        return Choice(LSTMPPath.PYTORCH, f"mixed dtypes ({mixed}, as under autocast), where the C++ loop runs one; "
+                                         f"not the persistent kernel: {why}")
     cpp = lstmp_cpu.unavailable(gates)
     if cpp is None:
         return Choice(LSTMPPath.CPP, f"a float32 or float64 CPU tensor; not the persistent kernel: {why}")
@@ -114,6 +125,10 @@ def _check(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Ten
             raise ValueError(f"{where}: {name} must be (B, {letter}) = ({batch}, {size}), got {tuple(t.shape)}")
     if len({t.device for t in tensors.values() if t is not None}) > 1:
         raise ValueError(f"{where}: gates, weight_hh, weight_proj, h0 and c0 must be on one device")
+    for name, t in tensors.items():  # (under autocast the products cast, and the PyTorch path runs)
+        if t is not None and not dtypes_meet(t.dtype, gates.dtype, gates.device.type):
+            raise TypeError(f"{where}: {name} must have gates' dtype {gates.dtype}, got {t.dtype} (convert one "
+                            f"to the other, or run under torch.autocast, which casts float32 but not float64)")
     if lengths is not None:
         # (dtype's attributes, not Tensor.is_complex(), which torch 2.3's compiler cannot trace)
         if not isinstance(lengths, Tensor) or lengths.dtype.is_floating_point or lengths.dtype.is_complex \
@@ -163,8 +178,12 @@ def lstmp_recurrence(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | Non
     Returns:
         ``(outputs, h_T, c_T)``: ``(T, B, P)``, and the final state (each row's at its own end).
 
+    Every tensor has ``gates``' dtype, except under autocast on their device, where float32 and the half
+    types mix (the products cast; :func:`choose_path` then picks the PyTorch operations).
+
     Raises:
-        TypeError, ValueError: an argument of the wrong type or shape, named.
+        TypeError, ValueError: an argument of the wrong type or shape, named; tensors of different
+            dtypes outside autocast (``TypeError``).
         RuntimeError: a forced path that cannot run these tensors (the C++ loop or the persistent
             kernel where a gradient is needed, or where it is not built or has no device).
     """
@@ -178,6 +197,8 @@ def lstmp_recurrence(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | Non
         return _persistent(gates, weight_hh, weight_proj, h0, c0, lengths, cell_clip, proj_clip)
     if path is LSTMPPath.CPP:
         why = lstmp_cpu.unavailable(gates)  # (builds the loop where a caller forces it before any choice)
+        mixed = _mixed_dtypes(gates, weight_hh, weight_proj, h0, c0)
+        why = why or (mixed and f"mixed dtypes ({mixed}); it runs one")
         if why is not None:
             raise RuntimeError(f"lstmp_recurrence: the C++ loop cannot run: {why}")
         work = gates if overwrite_gates and gates.is_contiguous() else gates.contiguous().clone()

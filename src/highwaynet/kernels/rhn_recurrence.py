@@ -35,13 +35,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .._checks import check_tensor, describe, dtypes_meet
 from . import rhn_cpu, rhn_eager
 from .dispatch import Choice
 from .gating import (
     Activation,
     first_order_only,
-    gate_backward,
-    gate_forward,
+    fused_gate_backward,
+    fused_gate_forward,
     kernel_dtypes_refusal,
     onnx_exporting,
     transforms_active,
@@ -149,7 +150,7 @@ def _forward(path: str, x_proj: Tensor, s0: Tensor, mask: Tensor | None, weights
             continue
         u = state_k[k] if mask is None else state_k[k] * mask
         z = torch.addmm(add, u, weights_t[d], out=z_k[k])
-        gate_forward(z, state_k[k], Activation.TANH, keep_activations=True, out=state_k[k + 1])  # z: [h | t]
+        fused_gate_forward(z, state_k[k], Activation.TANH, keep_activations=True, out=state_k[k + 1])  # z: [h | t]
     return states[depth::depth].clone(memory_format=torch.contiguous_format), z_all, buffer
 
 
@@ -372,7 +373,8 @@ def _one_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states: 
     hidden = states.shape[-1]
     z_last, padded = unpadded_halves(z_k[last], hidden), z_k[last].shape[-1] > 2 * hidden
     grad_z = torch.empty_like(z_last) if padded else dz_k[last]
-    carried = gate_backward(grad_out_t[-1], z_last, state_k[last], Activation.TANH, grad_z=grad_z, activated=True)[1]
+    carried = fused_gate_backward(grad_out_t[-1], z_last, state_k[last], Activation.TANH, grad_z=grad_z,
+                                  activated=True)[1]
     if padded:
         halves(dz_k[last], hidden).copy_(halves(grad_z, hidden))
     # Launch k reads all of one carried gradient while writing the next: two buffers, in turn.
@@ -400,10 +402,67 @@ def _gate_kernel_backward(grad_out_t: tuple[Tensor, ...], z_all: Tensor, states:
         if d == depth - 1:
             g = g + grad_out_t[t]
         # writes the gradient of z into dz_k[k]; returns what the carry passes on to the state
-        carried = gate_backward(g, z_k[k], state_k[k], Activation.TANH, grad_z=dz_k[k], activated=True)[1]
+        carried = fused_gate_backward(g, z_k[k], state_k[k], Activation.TANH, grad_z=dz_k[k], activated=True)[1]
         # the state's gradient: what the carry passes on, plus what flows back through R_d
         g = carried.addmm_(dz_k[k], weights[d]) if mask is None else carried.addcmul_(dz_k[k] @ weights[d], mask)
     return g
+
+
+def _check(x_proj: object, s0: object, weights: object, biases: object, mask: object,
+           path: object) -> None:
+    """:func:`rhn_recurrence`'s arguments, from their metadata alone (no value is read: this runs at every
+    forward of an RHN layer, compiled too)."""
+    x_proj, s0 = check_tensor("x_proj", x_proj), check_tensor("s0", s0)
+    # H is s0's; x_proj's rows are [h | t], 2H wide (the independent carry's [h | t | c], 3H, on the
+    # persistent kernel only)
+    width = x_proj.shape[-1] if x_proj.dim() == 3 else 0
+    rows = 3 if path is RHNPath.PERSISTENT and s0.dim() == 2 and width == 3 * s0.shape[1] else 2
+    if width == 0 or width % rows:
+        raise ValueError(f"x_proj must be (T, B, 2H) with H >= 1, got shape {tuple(x_proj.shape)}")
+    if x_proj.shape[0] == 0:
+        raise ValueError(f"x_proj must hold at least one step (T >= 1), got shape {tuple(x_proj.shape)}")
+    batch, hidden = x_proj.shape[1], width // rows
+    if s0.shape != (batch, hidden):
+        raise ValueError(f"s0 must be (B, H) = ({batch}, {hidden}) for x_proj of shape {tuple(x_proj.shape)}, "
+                         f"got {tuple(s0.shape)}")
+    tensors = {"s0": s0}
+    for name, sequence in (("weights", weights), ("biases", biases)):
+        if not isinstance(sequence, (list, tuple)):
+            raise TypeError(f"{name} must be a list of tensors, one per micro-layer, got {describe(sequence)}")
+    assert isinstance(weights, (list, tuple)) and isinstance(biases, (list, tuple))  # (for mypy)
+    if not weights:
+        raise ValueError("weights must hold one tensor per micro-layer (a depth of at least 1), got none")
+    if len(biases) != len(weights):
+        raise ValueError(f"biases must hold one tensor per micro-layer, as weights ({len(weights)}), got {len(biases)}")
+    for d in range(len(weights)):  # (as many biases: checked above)
+        weight, bias = check_tensor(f"weights[{d}]", weights[d]), check_tensor(f"biases[{d}]", biases[d])
+        tensors[f"weights[{d}]"], tensors[f"biases[{d}]"] = weight, bias
+        if weight.shape != (width, hidden):
+            raise ValueError(f"weights[{d}] must be ({rows}H, H) = ({width}, {hidden}), got {tuple(weight.shape)}")
+        if bias.shape != (width,):
+            raise ValueError(f"biases[{d}] must be ({rows}H,) = ({width},), got {tuple(bias.shape)}")
+    if mask is not None:
+        mask = tensors["mask"] = check_tensor("mask", mask)
+        if mask.shape != (batch, hidden):
+            raise ValueError(f"mask must be (B, H) = ({batch}, {hidden}) or None, got {tuple(mask.shape)}")
+    for name, t in tensors.items():
+        if t.device != x_proj.device:
+            raise ValueError(f"{name} must be on x_proj's device {x_proj.device}, got {t.device}")
+        if not dtypes_meet(t.dtype, x_proj.dtype, x_proj.device.type):
+            raise TypeError(f"{name} must have x_proj's dtype {x_proj.dtype}, got {t.dtype} (convert one to the "
+                            f"other, or run under torch.autocast, which casts float32 but not float64)")
+    if path is not None and not isinstance(path, RHNPath):
+        raise TypeError(f"path must be an RHNPath or None, got {describe(path)}")
+    if path is RHNPath.LOOP:
+        raise ValueError("path must be a fused RHNPath: rhn_recurrence runs the fused paths; RHNPath.LOOP is "
+                         "RHNCell.step's loop")
+    if path in _TRITON_PATHS and not triton_available(x_proj):
+        raise RuntimeError(f"rhn_recurrence: path {path} needs Triton and CUDA tensors (or TRITON_INTERPRET=1 on "
+                           f"the CPU); path=None picks one that runs")
+
+
+#: The paths that are Triton kernels only (the gate kernel's falls back to the PyTorch reference).
+_TRITON_PATHS = frozenset({RHNPath.ONE_KERNEL, RHNPath.ONE_KERNEL_PADDED_HALVES, RHNPath.PERSISTENT})
 
 
 def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor],
@@ -411,14 +470,25 @@ def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: Sequence[Tensor], biases
     """All states ``(T, B, H)`` of one coupled-carry, tanh RHN layer.
 
     Args:
-        x_proj: the input projection of every step, ``(T, B, 2H)`` (added at micro-layer 0).
+        x_proj: the input projection of every step, ``(T, B, 2H)`` (added at micro-layer 0), ``T >= 1``
+            (``(T, B, 3H)``, ``[h | t | c]``, for the independent carry on :attr:`RHNPath.PERSISTENT`).
         s0: the initial state ``(B, H)``.
-        weights, biases: micro-layer ``d``'s ``R_d`` ``(2H, H)`` and ``b_d`` ``(2H,)``.
+        weights, biases: micro-layer ``d``'s ``R_d`` ``(2H, H)`` and ``b_d`` ``(2H,)`` (``3H`` with
+            ``x_proj``'s ``3H``): lists of one tensor per micro-layer, at least one.
         mask: a variational dropout mask ``(B, H)`` on the state where it enters the products.
         path: a fused :class:`RHNPath` (default: :func:`choose_path`'s for these tensors).
+
+    Every tensor has ``x_proj``'s device and dtype (under autocast, float32 and the half types mix).
+
+    Raises:
+        TypeError: a tensor argument not a floating-point tensor, or of another dtype than ``x_proj``
+            (under autocast: float64 beside another); ``weights`` or ``biases`` not a list (or tuple) of
+            tensors; ``path`` not an :class:`RHNPath`.
+        ValueError: shapes other than the above (``T = 0`` too), no weights, not as many biases as weights,
+            tensors on different devices, ``path`` :attr:`RHNPath.LOOP`.
+        RuntimeError: a forced Triton path without Triton for these tensors.
     """
+    _check(x_proj, s0, weights, biases, mask, path)
     if path is None:
         path = choose_path(x_proj, s0, mask, (*weights, *biases)).path
-    if path is RHNPath.LOOP:
-        raise ValueError("rhn_recurrence runs the fused paths; RHNPath.LOOP is RHNCell.step's loop")
     return _RHNRecurrence.apply(path.value, x_proj, s0, mask, *weights, *biases)
