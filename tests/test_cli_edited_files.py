@@ -299,3 +299,26 @@ def test_one_analysis_folder_does_not_take_the_other_analysis(trained, tmp_path,
     assert main(["reproduce", "lesion", str(run), "--out", str(run / "gates"), "--restart"]) == 0
     assert sorted(p.name for p in (run / "gates").iterdir() if not p.name.startswith(".")) == \
         ["lesion.json", "lesion.png", "report.md"]
+
+
+def test_the_folders_named_in_settings_take_a_tilde(monkeypatch, tmp_path):
+    """``--corpus``, ``--task`` and ``--vectors`` are settings, not options typed as paths: their
+    loaders take ``~`` as the home folder themselves."""
+    from highwaynet.data import load_corpus, load_sentences
+    from highwaynet.models.sentence import load_word_vectors
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split in ("train", "valid", "test"):
+        (corpus / f"{split}.txt").write_text("the cat sat on the mat . " * 20 + "\n")
+    assert load_corpus("~/corpus", level="word").vocab
+    sentences = tmp_path / "sentences"
+    sentences.mkdir()
+    for split in ("train", "test"):
+        (sentences / split).write_text("".join(f"{i % 2} a sentence number {i}\n" for i in range(20)))
+    assert load_sentences("~/sentences").num_classes == 2
+    (tmp_path / "vectors.txt").write_text("sentence 0.5 0.25\n")
+    embedding = torch.nn.Embedding(3, 2)
+    assert load_word_vectors("~/vectors.txt", ["<pad>", "<unk>", "sentence"], embedding) == 1
+    assert embedding.weight[2].tolist() == [0.5, 0.25]

@@ -123,8 +123,9 @@ def _rhn(steps=5, batch=2, hidden=4, depth=2, dtype=torch.float32):
     ({"weights": [torch.ones(8, 4, dtype=torch.long)] * 2}, TypeError,
      r"^weights\[0\] must be a floating-point tensor"),
     ({"mask": torch.ones(2, 4, dtype=torch.bool)}, TypeError, r"^mask must be a floating-point tensor"),
-    ({"weights": torch.randn(2, 8, 4)}, TypeError, r"^weights must be a list of tensors, one per micro-layer, "
-                                                   r"got a tensor"),
+    ({"weights": torch.tensor(1.0)}, TypeError, r"^weights must be a list of tensors, one per micro-layer, "
+                                                r"got a tensor"),
+    ({"weights": {0: torch.randn(8, 4)}}, TypeError, r"^weights must be a list of tensors"),
     ({"biases": None}, TypeError, r"^biases must be a list of tensors"),
     ({"s0": torch.zeros(2, 4, dtype=F64)}, TypeError,
      r"^s0 must have x_proj's dtype torch.float32, got torch.float64 \(convert one to the other"),
@@ -135,6 +136,16 @@ def _rhn(steps=5, batch=2, hidden=4, depth=2, dtype=torch.float32):
 def test_rhn_recurrence_refuses_a_wrong_argument_by_name(change, error, match):
     with pytest.raises(error, match=match):
         rhn_recurrence(**{**_rhn(), **change})
+
+
+def test_rhn_recurrence_takes_the_micro_layers_as_a_parameter_list_or_stacked():
+    args = _rhn()
+    want = rhn_recurrence(**args)
+    listed = torch.nn.ParameterList(args["weights"]), torch.nn.ParameterList(args["biases"])
+    stacked = torch.stack(args["weights"]), torch.stack(args["biases"])
+    for weights, biases in (listed, stacked, (tuple(args["weights"]), tuple(args["biases"]))):
+        torch.testing.assert_close(rhn_recurrence(**{**args, "weights": weights, "biases": biases}), want,
+                                   rtol=0, atol=0)
 
 
 def test_rhn_recurrence_mixes_dtypes_under_autocast_only_as_autocast_casts():

