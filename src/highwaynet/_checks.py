@@ -48,6 +48,7 @@ __all__ = [
     "check_size",
     "check_sizes",
     "check_state",
+    "check_same_device",
     "check_tensor",
     "describe",
     "dtypes_meet",
@@ -220,6 +221,14 @@ def dtypes_meet(dtype: torch.dtype, other: torch.dtype, device_type: str) -> boo
     if dtype == other:
         return True
     return torch.float64 not in (dtype, other) and autocasting(device_type)
+
+
+def check_same_device(like_name: str, like: Tensor, **tensors: Tensor | None) -> None:
+    """Each of ``tensors`` (None skipped) on ``like``'s device, else a ValueError naming it: the public
+    functions' check of tensors that one kernel reads together."""
+    for name, t in tensors.items():
+        if t is not None and t.device != like.device:
+            raise ValueError(f"{name} must be on {like_name}'s device {like.device}, got {t.device}")
 
 
 def _expects(owner: str | None, name: str) -> str:

@@ -24,7 +24,7 @@ import enum
 import torch
 from torch import Tensor
 
-from .._checks import check_tensor
+from .._checks import check_same_device, check_tensor
 from .activations import check_code
 from .dispatch import Choice
 from .gating import (
@@ -146,7 +146,5 @@ def highway_layer(x: Tensor, weight: Tensor, bias: Tensor, code: Activation) -> 
                          f"got {tuple(weight.shape)}")
     if bias.shape != (2 * d,):
         raise ValueError(f"bias must be (2D,) = ({2 * d},), got {tuple(bias.shape)}")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t.device != x.device:
-            raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
+    check_same_device("x", x, weight=weight, bias=bias)
     return _HighwayLayer.apply(x, weight, bias, check_code(code))

@@ -42,7 +42,7 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from .._checks import check_flag, check_tensor
+from .._checks import check_flag, check_same_device, check_tensor
 from .._versions import release
 from ..functional import ACTIVATIONS
 from .activations import ACTIVATION_CODES, Activation, activation_code, check_code
@@ -204,20 +204,18 @@ def _check(z: object, x: object) -> tuple[Tensor, Tensor]:
     if z.dim() != 2 or x.dim() != 2 or z.shape[0] != x.shape[0] or z.shape[1] != 2 * x.shape[1]:
         raise ValueError(f"the gate needs z of shape (M, 2D) and x of shape (M, D), "
                          f"got {tuple(z.shape)} and {tuple(x.shape)}")
-    if x.device != z.device:
-        raise ValueError(f"x must be on z's device {z.device}, got {x.device}")
+    check_same_device("z", z, x=x)
     return z, x
 
 
-def _check_buffer(name: str, value: object, shape: torch.Size, like: Tensor, dtype: torch.dtype | None) -> None:
-    """A tensor the gate writes into: ``shape``, on ``like``'s device, of ``dtype`` (None: any floating-point
+def _check_buffer(name: str, value: object, shape: torch.Size, z: Tensor, dtype: torch.dtype | None) -> None:
+    """A tensor the gate writes into: ``shape``, on ``z``'s device, of ``dtype`` (None: any floating-point
     one), its rows contiguous (the kernels store rows by their stride)."""
     buffer = check_tensor(name, value)
     if buffer.shape != shape or buffer.stride(-1) != 1:
         raise ValueError(f"{name} must have the shape {tuple(shape)} and contiguous rows, got shape "
                          f"{tuple(buffer.shape)} and strides {buffer.stride()}")
-    if buffer.device != like.device:
-        raise ValueError(f"{name} must be on the inputs' device {like.device}, got {buffer.device}")
+    check_same_device("z", z, **{name: buffer})
     if dtype is not None and buffer.dtype != dtype:
         raise TypeError(f"{name} must have the output's dtype {dtype} (z's and x's promoted), got {buffer.dtype}")
 
@@ -279,8 +277,7 @@ def gate_backward(dy: Tensor, z: Tensor, x: Tensor, code: Activation, grad_z: Te
     dy = check_tensor("dy", dy)
     if dy.shape != x.shape:
         raise ValueError(f"the gate's backward needs dy of x's shape {tuple(x.shape)}, got {tuple(dy.shape)}")
-    if dy.device != z.device:
-        raise ValueError(f"dy must be on z's device {z.device}, got {dy.device}")
+    check_same_device("z", z, dy=dy)
     code = check_code(code)
     check_flag("bias_grad", bias_grad)
     check_flag("activated", activated)

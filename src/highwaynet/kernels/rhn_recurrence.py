@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .._checks import check_tensor, describe, dtypes_meet
+from .._checks import check_same_device, check_tensor, describe, dtypes_meet
 from . import rhn_cpu, rhn_eager
 from .dispatch import Choice
 from .gating import (
@@ -448,9 +448,8 @@ def _check(x_proj: object, s0: object, weights: object, biases: object, mask: ob
         mask = tensors["mask"] = check_tensor("mask", mask)
         if mask.shape != (batch, hidden):
             raise ValueError(f"mask must be (B, H) = ({batch}, {hidden}) or None, got {tuple(mask.shape)}")
+    check_same_device("x_proj", x_proj, **tensors)
     for name, t in tensors.items():
-        if t.device != x_proj.device:
-            raise ValueError(f"{name} must be on x_proj's device {x_proj.device}, got {t.device}")
         if not dtypes_meet(t.dtype, x_proj.dtype, x_proj.device.type):
             raise TypeError(f"{name} must have x_proj's dtype {x_proj.dtype}, got {t.dtype} (convert one to the "
                             f"other, or run under torch.autocast, which casts float32 but not float64)")

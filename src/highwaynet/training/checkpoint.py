@@ -26,6 +26,8 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from .._checks import check_device
+
 __all__ = ["CheckpointMismatch", "CorruptCheckpoint", "RESUMABLE_SETTINGS", "START_OVER", "check_identity",
            "fit_state", "flat_settings", "gather_rng_states", "identity_in_folder", "read_checkpoint",
            "restore_rng_state", "rng_state", "run_identity"]
@@ -228,8 +230,8 @@ def _is_device(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     try:
-        torch.device(value)
-    except (RuntimeError, ValueError):
+        check_device("device", value)
+    except ValueError:
         return False
     return True
 
