@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from provenance import stamp
 
 from highwaynet.training.run_dir import cpu_model
 
@@ -75,7 +76,7 @@ def report(title: str, results: dict[str, float], baseline: str, device: torch.d
         print(f"{name:{width}}{1e3 * seconds:10.3f}{seconds / base:14.2f}{cells}")
     command = "python " + " ".join([str(Path(sys.argv[0]).relative_to(Path.cwd())) if Path(sys.argv[0]).is_absolute()
                                      and Path(sys.argv[0]).is_relative_to(Path.cwd()) else sys.argv[0], *sys.argv[1:]])
-    record = {"title": title, "command": command, "settings": settings, "torch": torch.__version__,
+    record = {"title": title, "command": command, "settings": settings, **stamp(), "torch": torch.__version__,
               "device": device_name(device),
               "ms": {k: 1e3 * v for k, v in results.items()},
               f"ratio_to_{baseline.split(' ')[0]}": {k: v / base for k, v in results.items()}, **extra}

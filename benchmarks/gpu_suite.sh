@@ -21,6 +21,8 @@
 #                  GPU (the default device), side by side (pytest-xdist where installed); writes
 #                  OUT_DIR/gpu_suite.json (commit, device, versions, passed / failed / skipped, the
 #                  failed tests), which benchmarks/gpu_suite_<device>.json keeps for the docs
+# Every record names the highwaynet version and commit (benchmarks/provenance.py); a lent machine's copy of
+# the tree has no git history, so name the commit there: HIGHWAYNET_COMMIT=<sha> benchmarks/gpu_suite.sh ...
 set -uo pipefail
 parts="tests|tests-layers|tests-kernels|tests-all|bench|bench-rhn|bench-dense|bench-rest|bench-persistent|all"
 out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [$parts]}; what=${2:-all}
@@ -28,6 +30,8 @@ out=${1:?usage: benchmarks/gpu_suite.sh OUT_DIR [$parts]}; what=${2:-all}
 mkdir -p "$out"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+git rev-parse HEAD > /dev/null 2>&1 || [[ -n ${HIGHWAYNET_COMMIT:-} ]] || \
+  echo "no git history here and no HIGHWAYNET_COMMIT: the records will name the commit 'unknown'" >&2
 if [[ $what == tests-all ]]; then
   # One thread per worker (the workers are the parallelism) and per compile; a limit per test that
   # stops a hang, not a slow test; the whole run kept inside the call's 10 minutes, its record

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from provenance import stamp  # (this folder's module)
+
 ROWS = {
     "python alone": [sys.executable, "-c", "pass"],
     "import torch": [sys.executable, "-c", "import torch"],
@@ -60,7 +62,7 @@ def main() -> None:
     import torch
 
     record = {"title": "import and help times", "command": "python benchmarks/import_time.py " + " ".join(sys.argv[1:]),
-              "settings": vars(args), "torch": torch.__version__,
+              "settings": vars(args), **stamp(), "torch": torch.__version__,
               "python": platform.python_version(), "device": device, "ms": {k: 1e3 * v for k, v in seconds.items()},
               "minus_import_torch_ms": {k: 1e3 * (v - torch_s) for k, v in seconds.items()}}
     with open(args.json, "w") as f:

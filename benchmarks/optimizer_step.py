@@ -24,6 +24,7 @@ import json
 import torch
 import torch.nn.functional as F
 from common import device_name, measure_rows
+from provenance import stamp
 from torch import nn
 
 from highwaynet.models.lm import RHNLanguageModel
@@ -92,7 +93,7 @@ def main() -> None:
         if row.endswith("fused"):
             ratios[row] = s / seconds[row.replace("fused", "default")]
         print(f"{row:{width}}{1e3 * s:10.3f}" + (f"{ratios[row]:18.2f}" if row in ratios else ""))
-    record = {"title": "optimiser update, default against fused", "device": device_name(device),
+    record = {"title": "optimiser update, default against fused", **stamp(), "device": device_name(device),
               "torch": torch.__version__, "settings": vars(args), "parameters": parameters,
               "ms": {k: 1e3 * v for k, v in seconds.items()}, "fused_over_default": ratios}
     with open(args.json, "w") as f:

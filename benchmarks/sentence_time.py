@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 from common import device_name
+from provenance import stamp
 
 from highwaynet.data.sentences import SENTENCE_TASKS
 from highwaynet.recipes.sentences import CROSS_VALIDATED, SentenceConfig, load_data, run
@@ -79,7 +80,8 @@ def main() -> None:
         print(f"  table, {task:5} ({repeats(task)} x {len(TABLE)} runs): {seconds / 3600:6.2f} h")
     print(f"  table, all sets:                  {sum(table.values()) / 3600:6.2f} h")
     print(f"  SST-2 depth sweep (48 runs):      {sweep / 3600:6.2f} h")
-    record = {"device": device_name(torch.device(args.device)), "torch": torch.__version__, "epochs": args.epochs,
+    record = {**stamp(), "device": device_name(torch.device(args.device)), "torch": torch.__version__,
+              "epochs": args.epochs,
               "epoch_seconds": {t: {n: v[0] for n, v in m.items()} for t, m in measured.items()},
               "setup_seconds": {t: {n: v[1] for n, v in m.items()} for t, m in measured.items()},
               "projected_hours": {"table": {t: s / 3600 for t, s in table.items()},

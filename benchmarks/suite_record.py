@@ -3,24 +3,23 @@
     python benchmarks/suite_record.py RESULTS OUT.json [--device NAME] [--command TEXT] [--note TEXT]
 
 RESULTS is pytest's JUnit XML (``--junitxml``) or a file of its verbose lines (``pytest -v``:
-``PASSED tests/...``, ``FAILED tests/...``). The record names the commit (``git rev-parse HEAD``, or
-``$HIGHWAYNET_COMMIT`` where the tree is a copy without its history), the device, and the torch and
-Triton versions of this interpreter; ``benchmarks/gpu_suite.sh OUT tests-all`` writes one for the GPU,
-and the docs' performance page shows the latest.
+``PASSED tests/...``, ``FAILED tests/...``). The record names the package version and commit
+(``benchmarks/provenance.py``), the device, and the torch and Triton versions of this interpreter;
+``benchmarks/gpu_suite.sh OUT tests-all`` writes one for the GPU, and the docs' performance page
+shows the latest.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import re
-import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+
+from provenance import stamp  # (this folder's module)
 
 
 def _one_line(text: str | None) -> str:
@@ -62,14 +61,6 @@ def outcomes_from_lines(path: Path) -> dict[str, tuple[str, str]]:
     return outcomes
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=Path(__file__).resolve().parents[1]).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("HIGHWAYNET_COMMIT", "unknown")
-
-
 def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version(), "torch": None, "triton": None, "device": None}
     try:
@@ -96,7 +87,7 @@ def record(results: Path, command: str = "", note: str = "", title: str = "the t
     outcomes = outcomes_from_junit(results) if results.suffix == ".xml" else outcomes_from_lines(results)
     counts = {kind: sum(1 for v, _ in outcomes.values() if v == kind) for kind in ("passed", "failed", "skipped",
                                                                                    "error")}
-    found = {"commit": commit(), "date": time.strftime("%Y-%m-%d"), **versions()}
+    found = {**stamp(), **versions()}
     found.update({k: v for k, v in given.items() if v})
     return {"title": title, **found, "command": command, "passed": counts["passed"], "failed": counts["failed"],
             "skipped": counts["skipped"], "errors": counts["error"],

@@ -30,7 +30,18 @@ def run_script(script: str, args: list[str], out: Path, interpret: bool = False)
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=process_timeout(600))
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"wrote {out}" in run.stdout
-    return json.loads(out.read_text())["ms"]
+    record = json.loads(out.read_text())
+    assert_stamped(record)
+    return record["ms"]
+
+
+def assert_stamped(record: dict) -> None:
+    """A stored number names the version and commit that made it (``benchmarks/provenance.py``)."""
+    import highwaynet
+
+    assert record["highwaynet"] == highwaynet.__version__, record.get("highwaynet")
+    assert re.fullmatch(r"[0-9a-f]{40}(\+modified)?", record["commit"]), record["commit"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", record["date"]), record["date"]
 
 # script, tiny arguments, rows the JSON must hold
 SCRIPTS = [
@@ -211,4 +222,49 @@ def test_suite_record_counts_what_pytest_said(tmp_path):
         assert "not 2" in record["failures"]["tests/test_three.py::test_fails"] and record["device"] == "a GPU"
         assert "OSError: disk" in record["failures"]["tests/test_three.py::test_errors"], record["failures"]
         assert list(record["skips"]) == ["tests/test_three.py::test_skips[a b]"]
-        assert len(record["commit"]) == 40 and record["command"] == "pytest"
+        assert record["command"] == "pytest"
+        assert_stamped(record)
+
+
+def test_provenance_says_which_commit_and_whether_the_code_was_changed(tmp_path, monkeypatch):
+    """A number measured on code that no commit holds says so (``+modified``); a tree without its
+    history (a lent GPU machine's copy) names ``$HIGHWAYNET_COMMIT``."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    provenance = importlib.import_module("provenance")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    (repo / "code.py").write_text("a = 1\n")
+    for step in (["init", "-q"], ["add", "code.py"], ["commit", "-q", "-m", "one"]):
+        subprocess.run([*git, *step], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(provenance, "ROOT", repo)
+    assert provenance.commit() == head
+    (repo / "notes.txt").write_text("untracked files do not count\n")
+    assert provenance.commit() == head
+    (repo / "code.py").write_text("a = 2\n")
+    assert provenance.commit() == head + "+modified"
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    monkeypatch.setattr(provenance, "ROOT", copy)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.setenv("HIGHWAYNET_COMMIT", "abc123")
+    assert provenance.commit() == "abc123"
+
+
+def test_performance_page_names_the_version_that_measured_each_table(monkeypatch):
+    """Each table on the performance page says which highwaynet measured it, or that its record is
+    older than the stamp."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "docs" / "_ext"))
+    results = importlib.import_module("results")
+    record = {"title": "t", "ms": {"a": 1.0, "b": 2.0}, "ratio_to_a": {"a": 1.0, "b": 2.0}, "torch": "2.13.0",
+              "device": "a CPU"}
+    old = results._table(record, "rhn_cpu", "rhn")
+    assert "Made before 0.4 (its version not recorded)" in old
+    stamped = results._table(record | {"highwaynet": "0.4.0", "commit": "0123456789abcdef+modified",
+                                       "date": "2026-11-28"}, "rhn_cpu", "rhn")
+    assert "highwaynet 0.4.0 (commit 0123456789+modified, 2026-11-28), torch 2.13.0" in stamped

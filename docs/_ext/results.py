@@ -382,6 +382,16 @@ def _interpretation(section: str, record: dict[str, Any]) -> str:
     return f"The fastest row is {fastest} ({ms[fastest]:.3f} ms), {ratio(slowest, fastest):.1f}× faster than {slowest}."
 
 
+def _made_by(record: dict[str, Any]) -> str:
+    """Which version measured a benchmark: "highwaynet 0.4.0 (commit 1a2b3c4d, 2026-11-27)", from the stamp
+    that ``benchmarks/provenance.py`` writes; records made before the stamp existed (0.3 and earlier) say so."""
+    if not isinstance(record.get("highwaynet"), str):
+        return "Made before 0.4 (its version not recorded)"
+    commit = str(record.get("commit", "unknown"))
+    commit = commit[:10] + "+modified" * commit.endswith("+modified") if commit != "unknown" else commit
+    return f"highwaynet {record['highwaynet']} (commit {commit}, {record.get('date', 'undated')})"
+
+
 def _table(record: dict[str, Any], name: str, section: str) -> str:
     """A benchmark's table under a heading of its own (the machine and precision), what made it, and a
     sentence on what its numbers say."""
@@ -399,8 +409,9 @@ def _table(record: dict[str, Any], name: str, section: str) -> str:
     command = record.get("command") or f"python {script} ..."
     settings = ", ".join(f"{k}={v}" for k, v in record.get("settings", {}).items() if k not in ("json", "tiles"))
     return "\n".join([f"### {record.get('device', '?')}, {_precision(record)}", "",
-                      f"{record['title'][:1].upper()}{record['title'][1:]}. Torch {record.get('torch', '?')}; "
-                      f"`{command}`" + (f" (settings: {settings})" if settings else "") + ".", "",
+                      f"{record['title'][:1].upper()}{record['title'][1:]}. {_made_by(record)}, torch "
+                      f"{record.get('torch', '?')}; `{command}`" + (f" (settings: {settings})" if settings else "")
+                      + ".", "",
                       markdown_table(header, rows), "", _interpretation(section, record), "",
                       f"From `benchmarks/{name}.json`.", ""])
 
@@ -443,7 +454,8 @@ def gpu_suite() -> Path:
 
     latest = records[0]
     result = f"{latest['passed']} passed, {latest['failed']} failed, {latest['skipped']} skipped"
-    lines = [f"**Last run on a GPU:** commit `{latest['commit'][:10]}`, {latest['date']}, {latest['device']} "
+    version = f"highwaynet {latest['highwaynet']}, " if isinstance(latest.get("highwaynet"), str) else ""
+    lines = [f"**Last run on a GPU:** {version}commit `{latest['commit'][:10]}`, {latest['date']}, {latest['device']} "
              f"(torch {latest['torch']}, Triton {latest['triton']}): **{result}**."
              + (f" {latest['note'][0].upper() + latest['note'][1:]}." if latest.get("note") else ""), "",
              f"Command: `{latest['command']}`. From `benchmarks/{latest['file']}`.", ""]
