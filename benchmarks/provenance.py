@@ -2,9 +2,9 @@
 ``benchmarks/`` writes (a benchmark's table, the test suite's record), so that a page drawn from the
 JSON can say which version it measured.
 
-The commit is ``git rev-parse HEAD``, marked ``+modified`` where tracked files differ from it (the
-numbers then came from code no commit holds), or ``$HIGHWAYNET_COMMIT`` where the tree is a copy
-without its history (a lent GPU machine's).
+The commit is ``git rev-parse HEAD``, marked ``+modified`` where the package's or the scripts' tracked
+files differ from it (the numbers then came from code no commit holds), or ``$HIGHWAYNET_COMMIT``
+where the tree is a copy without its history (a lent GPU machine's).
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The files whose changes change a measurement: the package and the scripts, not the records they write
+# (a run of several benchmarks rewrites the stored JSON as it goes) nor the docs.
+MEASURING = ("src", "benchmarks/*.py", "benchmarks/*.sh", "pyproject.toml")
 
 
 def commit() -> str:
-    """The checkout's commit, ``+modified`` where its tracked files were changed since."""
+    """The checkout's commit, ``+modified`` where the files of :data:`MEASURING` were changed since."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                               cwd=ROOT).stdout.strip()
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                 text=True, check=True, cwd=ROOT).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *MEASURING],
+                                 capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return os.environ.get("HIGHWAYNET_COMMIT", "unknown")
     return head + "+modified" * bool(changed)

@@ -234,17 +234,24 @@ def test_provenance_says_which_commit_and_whether_the_code_was_changed(tmp_path,
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     provenance = importlib.import_module("provenance")
     repo = tmp_path / "repo"
-    repo.mkdir()
+    (repo / "src").mkdir(parents=True)
+    (repo / "benchmarks").mkdir()
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    (repo / "code.py").write_text("a = 1\n")
-    for step in (["init", "-q"], ["add", "code.py"], ["commit", "-q", "-m", "one"]):
+    (repo / "src" / "code.py").write_text("a = 1\n")
+    (repo / "benchmarks" / "speed.json").write_text("{}\n")
+    (repo / "benchmarks" / "speed.py").write_text("b = 1\n")
+    for step in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "one"]):
         subprocess.run([*git, *step], cwd=repo, check=True)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     monkeypatch.setattr(provenance, "ROOT", repo)
     assert provenance.commit() == head
-    (repo / "notes.txt").write_text("untracked files do not count\n")
+    (repo / "src" / "notes.txt").write_text("untracked files do not count\n")
+    (repo / "benchmarks" / "speed.json").write_text('{"ms": {}}\n')  # (nor the records a run rewrites)
     assert provenance.commit() == head
-    (repo / "code.py").write_text("a = 2\n")
+    (repo / "benchmarks" / "speed.py").write_text("b = 2\n")
+    assert provenance.commit() == head + "+modified"
+    subprocess.run(["git", "checkout", "-q", "--", "benchmarks/speed.py"], cwd=repo, check=True)
+    (repo / "src" / "code.py").write_text("a = 2\n")
     assert provenance.commit() == head + "+modified"
     copy = tmp_path / "copy"
     copy.mkdir()
