@@ -275,3 +275,39 @@ def test_performance_page_names_the_version_that_measured_each_table(monkeypatch
     stamped = results._table(record | {"highwaynet": "0.4.0", "commit": "0123456789abcdef+modified",
                                        "date": "2026-11-28"}, "rhn_cpu", "rhn")
     assert "highwaynet 0.4.0 (commit 0123456789+modified, 2026-11-28), torch 2.13.0" in stamped
+
+
+def test_performance_page_tells_apart_two_tables_of_one_machine_and_precision(tmp_path, monkeypatch):
+    """Two records of one section, machine and precision (the RHN on the CPU with and without
+    ``--compile-loop``) get headings that differ: the file's name is added to both; a table alone
+    under its heading keeps the heading short."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "docs" / "_ext"))
+    results = importlib.import_module("results")
+    record = {"title": "t", "ms": {"a": 1.0}, "torch": "2.13.0", "device": "a CPU", "settings": {}}
+    for name, device in (("rhn_cpu", "a CPU"), ("rhn_cpu_loop", "a CPU"), ("rhn_gpu", "a GPU")):
+        (tmp_path / f"{name}.json").write_text(json.dumps(record | {"device": device}))
+    monkeypatch.setattr(results, "BENCHMARKS", tmp_path)
+    monkeypatch.setattr(results, "GENERATED", tmp_path / "generated")
+    headings = [line for line in results.performance().read_text().splitlines() if line.startswith("### ")]
+    assert headings == ["### a CPU, float32 (`rhn_cpu.json`)", "### a CPU, float32 (`rhn_cpu_loop.json`)",
+                        "### a GPU, float32"], headings
+
+
+def test_every_stored_benchmark_gets_a_sentence_of_its_own(monkeypatch):
+    """Each stored table on the performance page is read by a sentence written for its benchmark, drawn
+    from its rows; the generic "fastest row" sentence (what a renamed row falls back to) is for
+    benchmarks without one."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(ROOT / "docs" / "_ext"))
+    results = importlib.import_module("results")
+    sections = [prefix for prefix, _ in results.BENCHMARK_SECTIONS]
+    stored = [p for p in sorted((ROOT / "benchmarks").glob("*.json")) if "ms" in json.loads(p.read_text())]
+    assert stored
+    for path in stored:
+        section = max((s for s in sections if path.stem.startswith(s)), key=len, default=None)
+        assert section, f"{path.name} has no section on the performance page (results.BENCHMARK_SECTIONS)"
+        sentence = results._interpretation(section, json.loads(path.read_text()))
+        assert not sentence.startswith("The fastest row is"), (path.name, sentence)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -310,7 +311,11 @@ BENCHMARK_SECTIONS = [("dense_highway", "Dense highway layer, forward and backwa
                       ("optimizer_step", "Optimiser update, default against fused"),
                       ("rhn", "RHN layer, forward and backward"),
                       ("rhn_cpu_parts", "CPU RHN recurrence, part by part"),
-                      ("rhn_step", "One RHN micro-step on a GPU")]
+                      ("rhn_step", "One RHN micro-step on a GPU"),
+                      ("import_time", "Import and help times"),
+                      ("elmo", "ELMo's biLM LSTM, forward")]
+#: Sections whose numbers involve no floating-point precision (their headings name the machine alone).
+NO_PRECISION = {"import_time"}
 
 
 def _ratio_header(record: dict[str, Any], key: str) -> str:
@@ -334,6 +339,19 @@ def _interpretation(section: str, record: dict[str, Any]) -> str:
         return ms[a] / ms[b]
 
     try:
+        if section == "import_time":
+            return (f"`import highwaynet` takes {ms['import highwaynet']:.0f} ms (it imports no PyTorch); the layers "
+                    f"add {ratio('from highwaynet import * (the layers)', 'import torch') - 1:.0%} to "
+                    f"`import torch`'s {ms['import torch']:.0f} ms; the command's help answers in "
+                    f"{ms['highwaynet --help']:.0f} ms.")
+        if section == "elmo":
+            text = (f"highwaynet's LSTM takes {ratio('ours', 'floor (products alone)'):.2f}× the time of its matrix "
+                    f"products alone and {ratio('ours', 'AllenNLP per-step'):.2f} of AllenNLP's per-step "
+                    f"algorithm's ({ratio('AllenNLP per-step', 'ours'):.1f}× faster)")
+            if "biLM: ours" in ms:
+                text += (f"; the whole biLM, {ratio('biLM: AllenNLP per-step LSTMs', 'biLM: ours'):.1f}× faster than "
+                         f"with AllenNLP's loop in each LSTM")
+            return text + "."
         if section == "dense_highway":
             others = [r for r in ms if r.startswith(("separate", "one projection"))]
             best = min(others, key=ms.__getitem__)
@@ -392,8 +410,13 @@ def _made_by(record: dict[str, Any]) -> str:
     return f"highwaynet {record['highwaynet']} (commit {commit}, {record.get('date', 'undated')})"
 
 
-def _table(record: dict[str, Any], name: str, section: str) -> str:
-    """A benchmark's table under a heading of its own (the machine and precision), what made it, and a
+def _heading(record: dict[str, Any], section: str) -> str:
+    return str(record.get("device", "?")) + ("" if section in NO_PRECISION else f", {_precision(record)}")
+
+
+def _table(record: dict[str, Any], name: str, section: str, *, named: bool = False) -> str:
+    """A benchmark's table under a heading of its own (the machine and precision, and the file's name where
+    ``named``: another table of the section has the same machine and precision), what made it, and a
     sentence on what its numbers say."""
     from highwaynet.report import markdown_table
 
@@ -408,7 +431,7 @@ def _table(record: dict[str, Any], name: str, section: str) -> str:
                    if (BENCHMARKS / f"{stem}.py").is_file()), f"benchmarks/{section}.py")
     command = record.get("command") or f"python {script} ..."
     settings = ", ".join(f"{k}={v}" for k, v in record.get("settings", {}).items() if k not in ("json", "tiles"))
-    return "\n".join([f"### {record.get('device', '?')}, {_precision(record)}", "",
+    return "\n".join([f"### {_heading(record, section)}" + (f" (`{name}.json`)" if named else ""), "",
                       f"{record['title'][:1].upper()}{record['title'][1:]}. {_made_by(record)}, torch "
                       f"{record.get('torch', '?')}; `{command}`" + (f" (settings: {settings})" if settings else "")
                       + ".", "",
@@ -421,13 +444,19 @@ def performance() -> Path:
     ``benchmarks/*.json`` under a heading of its own, each with a sentence on what it says."""
     out = GENERATED / "performance.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    sections: dict[str, list[str]] = {}
+    found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for path in sorted(BENCHMARKS.glob("*.json")):
         record = json.loads(path.read_text())
         if "ms" in record:
             section = max((prefix for prefix, _ in BENCHMARK_SECTIONS if path.stem.startswith(prefix)), key=len,
                           default=path.stem)
-            sections.setdefault(section, []).append(f"<!-- {path.name} -->\n" + _table(record, path.stem, section))
+            found.setdefault(section, []).append((path.stem, record))
+    sections: dict[str, list[str]] = {}
+    for section, records in found.items():
+        headings = Counter(_heading(record, section) for _, record in records)
+        sections[section] = [f"<!-- {name}.json -->\n" + _table(record, name, section,
+                                                                named=headings[_heading(record, section)] > 1)
+                             for name, record in records]
     titles = dict(BENCHMARK_SECTIONS)
     out.write_text("\n".join(f"## {titles.get(section, section)}\n\n" + "\n".join(tables)
                              for section, tables in sorted(sections.items(), key=lambda item: [
