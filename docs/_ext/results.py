@@ -439,6 +439,46 @@ def _table(record: dict[str, Any], name: str, section: str, *, named: bool = Fal
                       f"From `benchmarks/{name}.json`.", ""])
 
 
+def _compiled(record: dict[str, Any]) -> str:
+    """The section on the Triton kernels compiled for GPUs without one (``benchmarks/triton_compile.json``,
+    written by ``benchmarks/triton_compile.py``): per GPU, each kernel's most registers and shared memory
+    over its tiles, by precision, and what broke a limit or spilled."""
+    from highwaynet.report import markdown_table
+
+    kernels = record["kernels"]
+    order = ["float32", "tf32", "bfloat16"]
+    precisions = sorted({k["precision"] for k in kernels}, key=lambda p: (order.index(p) if p in order else 9, p))
+    broken = [k for k in kernels if k["problems"]]
+    spilled = sorted({k["kernel"] for k in kernels if k["spilled"]})
+    persistent = [k for k in kernels if k["kernel"].startswith(("_rhn_", "_lstmp_"))]
+    lines = ["## Triton kernels compiled for GPUs, on a machine without one", "",
+             f"Each Triton kernel compiled through its own launch code (`{record['command']}`; "
+             f"{_made_by(record)}, Triton {record['triton']}) for each GPU below, at the shapes the benchmarks "
+             f"time (the RHN at the PTB shape, ELMo's LSTM, the dense layer), with every tile the autotuner tries and "
+             f"the persistent kernels' default and other tiles: **{len(kernels)} kernels, "
+             f"{len(broken)} beyond a limit, {len(spilled)} spilling to local memory**"
+             + (f" ({', '.join(spilled)})" if spilled else "") + ". "
+             + (f"A persistent kernel's program, which must stay resident with every other, takes at most "
+                f"{max(k['registers'] * 32 * k['warps'] for k in persistent):,} of an SM's 65,536 registers. "
+                if persistent else "")
+             + "A GPU run times them; this says they compile, fit and do not spill. Each cell: the most registers "
+               "a thread and shared memory a block, over the kernel's tiles.", ""]
+    for arch, limits in record["limits"].items():
+        rows = []
+        for name, what in record["what"].items():
+            cells = []
+            for precision in precisions:
+                mine = [k for k in kernels if k["kernel"] == name and str(k["arch"]) == arch
+                        and k["precision"] == precision]
+                cells.append(f"{max(k['registers'] for k in mine)}, {max(k['shared'] for k in mine) / 1024:.0f} KB"
+                             + (" (over a limit)" if any(k["problems"] for k in mine) else "") if mine else "")
+            rows.append([what, *cells])
+        lines += [f"### {limits['gpu']}: at most {limits['shared_per_block'] // 1024} KB of shared memory a block", "",
+                  markdown_table(["kernel", *(f"{p}: registers, shared" for p in precisions)], rows), ""]
+    lines.append("From `benchmarks/triton_compile.json`.")
+    return "\n".join(lines) + "\n"
+
+
 def performance() -> Path:
     """``_generated/performance.md``: a section per benchmark (:data:`BENCHMARK_SECTIONS`), in it a table per
     ``benchmarks/*.json`` under a heading of its own, each with a sentence on what it says."""
@@ -458,9 +498,11 @@ def performance() -> Path:
                                                                 named=headings[_heading(record, section)] > 1)
                              for name, record in records]
     titles = dict(BENCHMARK_SECTIONS)
+    compiled = BENCHMARKS / "triton_compile.json"
     out.write_text("\n".join(f"## {titles.get(section, section)}\n\n" + "\n".join(tables)
                              for section, tables in sorted(sections.items(), key=lambda item: [
-                                 p for p, _ in BENCHMARK_SECTIONS].index(item[0]) if item[0] in titles else 99)))
+                                 p for p, _ in BENCHMARK_SECTIONS].index(item[0]) if item[0] in titles else 99))
+                   + ("\n" + _compiled(json.loads(compiled.read_text())) if compiled.is_file() else ""))
     return out
 
 

@@ -1,0 +1,110 @@
+"""The Triton kernels compile for an H100 on a machine without a GPU (``benchmarks/triton_compile.py``).
+
+The interpreter tests check the kernels' arithmetic; only the compiler meets a GPU's limits (shared
+memory, registers, the layouts ``tl.dot`` takes). Triton compiles for a target without its driver,
+so each kernel is compiled here through its own launch code, as a GPU's first call would, and what
+it needs is checked against an H100's.
+"""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import process_timeout
+
+ROOT = Path(__file__).resolve().parents[1]
+triton = pytest.importorskip("triton", reason="Triton is not installed (the gpu extra)")
+TOOLS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+pytestmark = [
+    pytest.mark.skipif(not (TOOLS / "cuobjdump").is_file(), reason="this Triton has no CUDA tools (cuobjdump)"),
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles: not under the interpreter"),
+]
+KERNELS = {"_gate_forward_kernel", "_gate_backward_kernel", "_forward_kernel", "_backward_kernel",
+           "_rhn_forward_kernel", "_rhn_backward_kernel", "_lstmp_forward_kernel"}
+
+
+def test_every_kernel_compiles_for_an_h100_within_its_limits(tmp_path):
+    out = tmp_path / "compiled.json"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "triton_compile.py"), "--quick", "--arch", "90",
+                          "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=process_timeout(600))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    record = json.loads(out.read_text())
+    kernels = record["kernels"]
+    assert {k["kernel"] for k in kernels} == KERNELS
+    assert all(k["arch"] == 90 and not k["problems"] and k["registers"] > 0 for k in kernels), [
+        k for k in kernels if k["problems"] or not k["registers"]]
+    # both precisions of the quick run, and the autotuner's every candidate tile of the micro-step kernels
+    assert {k["precision"] for k in kernels} == {"float32", "bfloat16"}
+    assert set(record["what"]) == KERNELS
+    tuned = {(k["case"], tuple(sorted(k["constants"].items()))) for k in kernels if k["kernel"] == "_forward_kernel"}
+    assert len(tuned) >= 2 * 7, len(tuned)
+
+
+@pytest.fixture
+def compiler(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module("triton_compile")
+
+
+def test_a_kernel_beyond_the_gpus_shared_memory_or_not_compiling_is_reported(compiler):
+    """The checks themselves: a product whose tiles need more shared memory than an H100 block may
+    have, and a kernel that does not compile (a range of 12: Triton's are powers of two), are each
+    reported, not passed over."""
+    import torch
+    import triton.language as tl
+
+    @triton.jit
+    def product(a_ptr, b_ptr, c_ptr, K, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+        rows, cols = tl.arange(0, BLOCK)[:, None], tl.arange(0, BLOCK)[None, :]
+        ks = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            a = tl.load(a_ptr + rows * K + (k + ks)[None, :])
+            b = tl.load(b_ptr + (k + ks)[:, None] * BLOCK + cols)
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rows * BLOCK + cols, acc)
+
+    record = []
+    a = torch.zeros(256, 1024)
+    for case, block, block_k, stages in (("fits", 64, 32, 2), ("too big", 256, 256, 4), ("not compiling", 12, 16, 1)):
+        with compiler.compiling_for(90, case, record):
+            product[(1,)](a, a, a, 1024, BLOCK=block, BLOCK_K=block_k, num_stages=stages)
+    found = {entry.case: entry for entry in record}
+    assert not found["fits"].problems and found["fits"].registers > 0 and found["fits"].shared > 0
+    assert found["too big"].shared > compiler.LIMITS[90]["shared_per_block"]
+    assert any("shared memory" in p for p in found["too big"].problems), found["too big"]
+    assert any("does not compile" in p for p in found["not compiling"].problems), found["not compiling"]
+    assert triton.runtime.driver._active is None or not isinstance(triton.runtime.driver._active,
+                                                                    compiler._CompileOnly)
+
+
+def test_performance_page_shows_what_the_compiled_kernels_need(monkeypatch):
+    """The page's table takes each kernel's most registers and shared memory over its tiles, per GPU
+    and precision, and says which broke a limit or spilled."""
+    monkeypatch.syspath_prepend(str(ROOT / "docs" / "_ext"))
+    results = importlib.import_module("results")
+
+    def kernel(name, precision, registers, shared, problems=(), spilled=0, warps=4):
+        return {"kernel": name, "case": "c", "precision": precision, "arch": 90, "constants": {}, "warps": warps,
+                "stages": 1, "registers": registers, "shared": shared, "spilled": spilled, "problems": list(problems)}
+
+    record = {"command": "python benchmarks/triton_compile.py", "triton": "3.9.0", "highwaynet": "0.4.0",
+              "commit": "abc", "date": "2026-11-28",
+              "limits": {"90": {"gpu": "H100 (sm_90)", "shared_per_block": 227 * 1024, "registers_per_sm": 65536}},
+              "what": {"_lstmp_forward_kernel": "persistent LSTM", "_gate_forward_kernel": "gate"},
+              "kernels": [kernel("_lstmp_forward_kernel", "bfloat16", 128, 24576, warps=8),
+                          kernel("_lstmp_forward_kernel", "bfloat16", 255, 1024),
+                          kernel("_lstmp_forward_kernel", "float32", 200, 300 * 1024, ["shared memory"]),
+                          kernel("_gate_forward_kernel", "bfloat16", 40, 0, spilled=16)]}
+    text = results._compiled(record)
+    assert "| persistent LSTM | 200, 300 KB (over a limit) | 255, 24 KB |" in text, text
+    assert "| gate |  | 40, 0 KB |" in text, text
+    assert "**4 kernels, 1 beyond a limit, 1 spilling to local memory** (_gate_forward_kernel)" in text
+    assert "at most 32,768 of an SM's 65,536 registers" in text  # (128 registers x 256 threads)
