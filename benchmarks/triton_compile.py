@@ -90,7 +90,7 @@ class Compiled:
 
 
 class _CompileOnly:
-    """Triton's view of a GPU that is not here: the target to compile for, device 0, no stream."""
+    """Triton's view of a GPU that is not here: the target to compile for, no stream."""
 
     def __init__(self, arch: int) -> None:
         self.target = GPUTarget("cuda", arch, 32)
@@ -99,7 +99,8 @@ class _CompileOnly:
         return self.target
 
     def get_current_device(self) -> int:
-        return 0
+        # A "device" per target: Triton keeps each kernel's target per device, from its first call
+        return self.target.arch
 
     def get_current_stream(self, device: int | None = None) -> int:
         return 0
@@ -135,6 +136,8 @@ def compiling_for(arch: int, case: str, record: list[Compiled], precision: str =
         except Exception as error:  # (what a GPU's first call would have raised)
             entry.problems.append(f"does not compile: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
             return None
+        if kernel.metadata.target.arch != arch:  # (the check of this harness itself: Triton caches targets)
+            entry.problems.append(f"compiled for sm_{kernel.metadata.target.arch}, not sm_{arch}")
         used = _resources(kernel.asm["cubin"])
         entry.warps, entry.stages = kernel.metadata.num_warps, kernel.metadata.num_stages
         entry.registers, entry.spilled = used.get("REG", 0), used.get("LOCAL", 0)
@@ -250,7 +253,7 @@ def main() -> None:
     spilling = sorted({f"{c.kernel} (sm_{c.arch})" for c in record if c.spilled})
     print(f"{len(problems)} with problems; spilling: {', '.join(spilling) or 'none'}")
     out = {"title": "highwaynet's Triton kernels compiled for GPUs, without one", **stamp(),
-           "command": "python benchmarks/triton_compile.py " + " ".join(sys.argv[1:]), "triton": triton.__version__,
+           "command": " ".join(["python benchmarks/triton_compile.py", *sys.argv[1:]]), "triton": triton.__version__,
            "torch": torch.__version__, "limits": {str(a): LIMITS[a] for a in args.arch if a in LIMITS},
            "what": {k: v for k, v in KERNELS.items() if any(c.kernel == k for c in record)},
            "seconds": round(seconds, 1), "kernels": [asdict(c) for c in record]}

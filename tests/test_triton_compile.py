@@ -76,7 +76,10 @@ def test_a_kernel_beyond_the_gpus_shared_memory_or_not_compiling_is_reported(com
     for case, block, block_k, stages in (("fits", 64, 32, 2), ("too big", 256, 256, 4), ("not compiling", 12, 16, 1)):
         with compiler.compiling_for(90, case, record):
             product[(1,)](a, a, a, 1024, BLOCK=block, BLOCK_K=block_k, num_stages=stages)
+    with compiler.compiling_for(80, "fits, on an A100", record):  # (after sm_90: each its own target)
+        product[(1,)](a, a, a, 1024, BLOCK=64, BLOCK_K=32, num_stages=2)
     found = {entry.case: entry for entry in record}
+    assert not found["fits, on an A100"].problems and found["fits, on an A100"].arch == 80
     assert not found["fits"].problems and found["fits"].registers > 0 and found["fits"].shared > 0
     assert found["too big"].shared > compiler.LIMITS[90]["shared_per_block"]
     assert any("shared memory" in p for p in found["too big"].problems), found["too big"]
