@@ -78,6 +78,15 @@ def _path(text: str) -> str:
 _path.__name__ = "path"
 
 
+def _sha256(text: str) -> str:
+    """A ``--sha256`` value, checked here so that the message names the option typed (not
+    :func:`~highwaynet.elmo.download_model`'s argument, which checks it again for Python callers)."""
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise argparse.ArgumentTypeError(f"must be a sha256, 64 hexadecimal digits (as sha256sum prints), got "
+                                         f"{text!r} ({len(text)} characters)")
+    return text
+
+
 def _seed(text: str) -> int:
     from .config.train import SEED_LIMIT
 
@@ -438,7 +447,7 @@ def _add_elmo(commands: Any) -> None:
     model.add_argument("--download", action="store_true",
                        help="download --model's files from their publisher (unchecked, with a warning that gives "
                             "each file's sha256: the publishers give none)")
-    model.add_argument("--sha256", nargs=2, metavar=("OPTIONS", "WEIGHTS"),
+    model.add_argument("--sha256", nargs=2, type=_sha256, metavar=("OPTIONS", "WEIGHTS"),
                        help="check --model's two files against these sha256s (the options file's, then the weight "
                             "file's), found or downloaded")
     embed.add_argument("--input", type=_path, required=True, help="the sentences, one a line (UTF-8)")
