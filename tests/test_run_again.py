@@ -161,12 +161,14 @@ def test_restart_starts_a_study_over_keeping_the_users_files(tmp_path, capsys):
     run = out / "highway-2" / "lr0.1-seed0"
     (out / "notes.md").write_text("mine\n")
     (run / "notes.md").write_text("mine too\n")
+    assert main(["reproduce", "gates", str(run)]) == 0  # (an analysis of a run's weights goes with them)
     old = files.marker(run)["id"]
     other = [*STUDY[:11], "1", *STUDY[12:], "--out", str(out)]  # --epochs 1
     assert main([*other, "--restart"]) == 0
     said = capsys.readouterr().out
     assert f"starting the study in {out} over" in said and "done, skipped" not in said
     assert (out / "notes.md").read_text() == "mine\n" and (run / "notes.md").read_text() == "mine too\n"
+    assert not (run / "gates").exists()
     assert files.marker(run)["id"] != old and epochs_of(run) == [1]
     assert json.loads((out / "sweep.json").read_text())["config"]["epochs"] == 1
 

@@ -107,7 +107,8 @@ def _add_run_options(parser: argparse.ArgumentParser, recipe: Recipe) -> None:
     what = "the run" if recipe.resume_help == Recipe.resume_help else "the study"
     run.add_argument("--restart", action="store_true",
                      help=f"start {what} in --out over, removing what highwaynet wrote there (a damaged checkpoint, "
-                          f"say; files of your own stay)")
+                          f"say), the analyses of the weights before included (reproduce gates and lesion: "
+                          f"RUN/gates, RUN/lesion); files of your own stay")
     run.add_argument("--data-dir", type=_path,
                      help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, and where "
                           "packages install them)")
@@ -400,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "runs/depth-mnist5k/highway-50/lr0.03-seed0")
         p.add_argument("run_dir", type=_path, metavar="RUN_DIR",
                        help="a trained highway mlp run folder (a depth sweep's is OUT/highway-DEPTH/lrLR-seedSEED)")
-        p.add_argument("--out", type=_path, help=f"(default: RUN_DIR/{name})")
+        p.add_argument("--out", type=_path, help=f"(default: RUN_DIR/{name}, which the run started over clears)")
         p.add_argument("--data-dir", type=_path, help="folder with the data files")
         p.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
         p.add_argument("--restart", action="store_true",
