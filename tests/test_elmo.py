@@ -3,6 +3,7 @@ computation (tests/elmo_reference.py), on small files the tests write with h5py 
 
 import hashlib
 import json
+import re
 import warnings
 
 import h5py
@@ -373,6 +374,35 @@ def test_an_options_file_with_a_clip_that_is_not_a_positive_number_is_named(tmp_
         path.write_text(json.dumps({**options(), "lstm": {**options()["lstm"], "cell_clip": clip}}))
         with pytest.raises(ValueError, match=rf"{path} \[lstm\]: 'cell_clip' must be a positive finite number"):
             elmo_files.read_options(path)
+
+
+@pytest.mark.parametrize("section, key, value, words", [
+    ("char_cnn", "max_characters_per_token", 10**12, r"'max_characters_per_token' must be at most 10,000 \(ELMo's: "
+                                                     r"50\), got 1,000,000,000,000"),
+    ("char_cnn", "filters", [[1, 10**9]], r"the sum of the 'filters' counts must be at most 65,536 \(ELMo's: 2,048\)"),
+    ("char_cnn", "filters", [[1, 8]] * 1001, r"the number of 'filters' must be at most 1,000"),
+    ("char_cnn", "n_highway", 10**6, r"'n_highway' must be at most 100"),
+    ("char_cnn", "embedding", {"dim": 10**9}, r"'embedding.dim' must be at most 65,536"),
+    ("lstm", "dim", 10**9, r"'dim' must be at most 65,536 \(ELMo's: 1,024 to 4,096\)"),
+    ("lstm", "n_layers", 10**5, r"'n_layers' must be at most 100"),
+])
+def test_an_absurd_size_in_an_options_file_is_named_not_allocated(tmp_path, section, key, value, words):
+    """A size far beyond any published model's (an edit, a damaged file) is refused naming the file and the
+    key, before anything is allocated (10**12 characters a token was an allocation error inside torch)."""
+    opts = options()
+    opts[section][key] = value
+    path = tmp_path / "options.json"
+    path.write_text(json.dumps(opts))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} \[{section}\]: {words}.*put back the one that "
+                                         rf"came with the weights$"):
+        elmo_files.read_options(path)
+    with pytest.raises(ValueError, match=rf"^options \[{section}\]: {words}"):
+        ELMoBiLM.from_options(opts)
+    opts = options()  # (the bounds are far from what a real model holds: ELMo's own sizes pass)
+    opts["char_cnn"].update(max_characters_per_token=50, filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 256],
+                                                                  [6, 512], [7, 1024]], n_highway=2)
+    opts["lstm"].update(projection_dim=512, dim=4096)
+    assert elmo_files.read_options(opts).num_filters == 2048
 
 
 def test_a_weight_file_of_strings_is_named_as_damaged(tmp_path):

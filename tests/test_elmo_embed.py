@@ -249,6 +249,22 @@ def test_a_published_model_downloads_unchecked_saying_so_or_pinned_with_sha256(m
     assert "--sha256 checks --model's files" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_sha256_that_is_not_one_names_the_option_typed(tmp_path, capsys, which):
+    """``--sha256`` values are checked as the option (not as download_model's Python argument, which the
+    command line's user never typed), before anything is looked for or downloaded."""
+    pins = ["0" * 64, "1" * 64]
+    pins[which] = ["x" * 64, "0" * 63][which]
+    with pytest.raises(SystemExit) as info:
+        main(["elmo", "embed", "--model", "small", "--data-dir", str(tmp_path / "data"), "--download", "--sha256",
+              *pins, "--input", str(tmp_path / "s.txt"), "--out", str(tmp_path / "o.hdf5")])
+    error = capsys.readouterr().err
+    assert info.value.code == 2 and "download_model" not in error
+    assert f"argument --sha256: must be a sha256, 64 hexadecimal digits (as sha256sum prints), got " \
+           f"{pins[which]!r} ({len(pins[which])} characters)" in error
+    assert not (tmp_path / "data").exists()
+
+
 def test_two_processes_under_torchrun_write_one_file_that_one_process_writes(model, tmp_path, monkeypatch):
     source = tmp_path / "sentences.txt"
     source.write_text("\n".join(LINES * 2) + "\n")  # 12 lines: 3 batches of 4, rank 0 takes two

@@ -105,6 +105,50 @@ def test_an_analysis_never_writes_into_a_sweep_or_a_run_folder(tmp_path, capsys)
     assert files.marker(run / "gates")["kind"] == "analysis"
 
 
+def test_restart_removes_the_analyses_of_the_run_before_and_refuses_a_link_in_their_place(tmp_path, outside,
+                                                                                          capsys):
+    """RUN/gates and RUN/lesion analyse the run's weights: a run started over clears them with its own files
+    (what their markers list; a file of the user's in one stays), so that no analysis of the weights before
+    is read as one of the run now. A folder of the user's under such a name stays; a link in the place of
+    one is refused before anything is removed, and what it points to is not touched."""
+    run = tmp_path / "run"
+    assert train(run) == 0
+    assert main(["reproduce", "gates", str(run)]) == 0 and main(["reproduce", "lesion", str(run)]) == 0
+    (run / "gates" / "notes.txt").write_text("mine\n")
+    assert train(run, "--restart") == 0
+    assert not (run / "lesion").exists() and sorted(os.listdir(run / "gates")) == [files.MARKER, "notes.txt"]
+    assert files.marker(run / "gates")["written"] == [] and (run / "gates" / "notes.txt").read_text() == "mine\n"
+    shutil.rmtree(run / "gates")
+    (run / "gates").mkdir()  # a folder of the user's own (no marker of an analysis): not highwaynet's to clear
+    (run / "gates" / "gates.json").write_text("mine\n")
+    (run / "lesion").symlink_to(outside.parent)
+    (outside.parent / files.MARKER).write_text(json.dumps({"kind": "analysis", "id": "x", "written": ["precious.txt"]}))
+    before, elsewhere = snapshot(run), snapshot(outside.parent)
+    capsys.readouterr()
+    assert train(run, "--restart") == 2
+    error = capsys.readouterr().err
+    assert f"{run / 'lesion'} is a symbolic link where an analysis of the run is written (reproduce lesion)" in error
+    assert "remove the link (what it points to is not touched) and run again" in error
+    assert snapshot(run) == before and snapshot(outside.parent) == elsewhere
+    (run / "lesion").unlink()
+    assert train(run, "--restart") == 0
+    assert (run / "gates" / "gates.json").read_text() == "mine\n" and outside.read_text() == "the user's own\n"
+
+
+def test_a_study_cleared_clears_its_runs_analyses_and_removes_the_emptied_runs(tmp_path):
+    """A study started over clears each run it holds as a run started over (a run the new settings no longer
+    train included): its analyses go with it, and the run's folder, empty, is removed."""
+    sweep = tmp_path / "sweep"
+    files.claim(sweep, "sweep")
+    files.write_text(sweep / "sweep.json", "{}")
+    for name in ("highway-2", "highway-2/lr0.1-seed0", "highway-2/lr0.1-seed0/gates"):
+        files.claim(sweep / name, "analysis" if name.endswith("gates") else "run" if "seed" in name else "sweep")
+    files.write_text(sweep / "highway-2" / "lr0.1-seed0" / "model.pt", "weights")
+    files.write_text(sweep / "highway-2" / "lr0.1-seed0" / "gates" / "gates.json", "{}")
+    assert files.clear(sweep) == ["highway-2", "sweep.json"]
+    assert os.listdir(sweep) == [files.MARKER]
+
+
 # -- 2. links -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [".lock", "report.html", "curves.png", "metrics.jsonl"])

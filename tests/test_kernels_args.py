@@ -196,6 +196,15 @@ def test_lstmp_recurrence_refuses_mixed_dtypes_by_name(which, name, path):
         lstmp_recurrence(*args, path=path)
 
 
+def test_lstmp_choose_path_takes_only_the_tensors_that_decide():
+    """Every path runs per-row lengths, so choose_path takes none (it took them, unused): a caller passing
+    them is told, rather than led to think a padded batch changes the choice."""
+    args = _lstmp()
+    assert isinstance(choose_path(*args).path, LSTMPPath)
+    with pytest.raises(TypeError, match="positional argument"):
+        choose_path(*args, torch.tensor([4, 2]))
+
+
 @pytest.mark.parametrize("mixed", ["gates", "h0"])
 def test_lstmp_recurrence_under_autocast_runs_mixed_dtypes_on_the_pytorch_path(mixed):
     """Under CPU autocast a float32 window beside a bfloat16 tensor (gates, as an autocast product makes
@@ -207,7 +216,7 @@ def test_lstmp_recurrence_under_autocast_runs_mixed_dtypes_on_the_pytorch_path(m
     low = list(args)
     low[0 if mixed == "gates" else 3] = low[0 if mixed == "gates" else 3].bfloat16()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        choice = choose_path(*low, lengths=lengths)
+        choice = choose_path(*low)
         got = lstmp_recurrence(*low, lengths, cell_clip=3.0, proj_clip=2.0)
         why = "runs float32 and float64, not bfloat16" if mixed == "gates" else r"mixed dtypes \(bfloat16, float32\)"
         with pytest.raises(RuntimeError, match=rf"the C\+\+ loop cannot run: .*{why}"):

@@ -261,6 +261,30 @@ def test_errors_say_what_to_do():
         GatedResidual(nn.Identity(), 4, kind="rezero", gate_bias=-1.0)
 
 
+@pytest.mark.parametrize("which", range(4))
+def test_the_gates_refuse_integer_tensors_by_name(which):
+    """TransformGate and BranchGate, called by themselves, take floating-point tensors as every layer does:
+    an integer h or x was mixed in as a float, an integer sum returned as integers."""
+    floats = {"h": torch.ones(3), "t_logits": torch.zeros(3), "x": torch.zeros(3), "c_logits": torch.zeros(3)}
+    name = list(floats)[which]
+    args = {**floats, name: floats[name].long()}
+    gate = TransformGate(carry="independent")
+    with pytest.raises(TypeError, match=rf"^TransformGate expects {name} to be a floating-point tensor, got dtype "
+                                        rf"torch.int64$"):
+        gate(**args)
+    if name != "c_logits":
+        del args["c_logits"]
+        with pytest.raises(TypeError, match=rf"^TransformGate expects {name} to be a floating-point tensor"):
+            TransformGate()(**args)
+    branch = {"branch": torch.ones(3), "x": torch.zeros(3), "scale": torch.tensor(0.5)}
+    name = list(branch)[min(which, 2)]
+    with pytest.raises(TypeError, match=rf"^BranchGate expects {name} to be a floating-point tensor, got dtype "
+                                        rf"torch.int64$"):
+        BranchGate()(**{**branch, name: branch[name].long()})
+    assert BranchGate()(**branch).dtype == TransformGate()(**{k: v for k, v in floats.items() if k != "c_logits"}
+                                                            ).dtype == torch.float32
+
+
 def test_extra_arguments_go_to_the_sublayer():
     class Scaled(nn.Module):
         def forward(self, x, scale=1.0):

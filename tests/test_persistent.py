@@ -25,6 +25,7 @@ from conftest import (
 
 from highwaynet.elmo import ProjectedLSTM
 from highwaynet.kernels import explain, persistent
+from highwaynet.kernels import lstmp as lstmp_module
 from highwaynet.kernels.dispatch import Choice
 from highwaynet.kernels.lstmp import LSTMPPath, choose_path, lstmp_recurrence, lstmp_recurrence_reference
 from highwaynet.kernels.persistent import (
@@ -260,22 +261,28 @@ def test_lstmp_recurrence_on_the_cpu_takes_the_cpp_loop_and_says_why(monkeypatch
 def test_the_lstm_kernel_is_refused_where_it_would_compute_another_function(monkeypatch):
     """Within the device's limits (set aside here: as on a GPU, opted in) the kernel still needs a
     projection; a padded batch (rows that end inside the window, or at its start) takes it, as rows
-    all full do."""
+    all full do (the lengths take no part in the choice: every path runs them)."""
     monkeypatch.setattr(persistent, "_refusal", lambda *args: None)
     x_proj, h0, c0, w_h, w_p = inputs = lstmp_inputs(3, 2, 6, 5, torch.float32, device="cpu")
     assert lstmp_refusal(x_proj, h0, c0, w_h, w_p) is None
     no_projection = "no projection (P = C), where it computes one"
     assert lstmp_refusal(x_proj, h0, c0, w_h, None) == no_projection
     args = seam_args(inputs)
-    for lengths in (None, torch.tensor([3, 3]), torch.tensor([3, 1]), torch.tensor([0, 2])):
-        assert choose_path(*args, lengths) == Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights "
-                                                                           "within the GPU's L2 cache")
+    assert choose_path(*args) == Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights within the "
+                                                              "GPU's L2 cache")
+    taken = []  # (the kernel stood in for: each call that reaches it, with its lengths)
+    monkeypatch.setattr(lstmp_module, "_persistent",
+                        lambda *a: taken.append(a[5]) or lstmp_recurrence_reference(*a[:6]))
+    padded = [torch.tensor([3, 3]), torch.tensor([3, 1]), torch.tensor([0, 2])]
+    with torch.no_grad():
+        for lengths in (None, *padded):
+            lstmp_recurrence(*args, lengths)
+    assert len(taken) == 4 and taken[0] is None and all(a is b for a, b in zip(taken[1:], padded, strict=True))
     gates, w_square, _, h_square, c_square = seam_args(lstmp_inputs(3, 2, 6, 6, torch.float32, device="cpu"))
-    assert choose_path(gates, w_square, None, h_square, c_square, torch.tensor([3, 1])) == Choice(
+    assert choose_path(gates, w_square, None, h_square, c_square) == Choice(
         LSTMPPath.CPP, f"a float32 or float64 CPU tensor; not the persistent kernel: {no_projection}")
     monkeypatch.setattr(persistent, "_refusal", lambda *args: "a batch of 200 rows, over its 128")
-    assert choose_path(*args, torch.tensor([3, 1])).why.endswith("not the persistent kernel: a batch of 200 rows, "
-                                                                 "over its 128")
+    assert choose_path(*args).why.endswith("not the persistent kernel: a batch of 200 rows, over its 128")
 
 
 @pytest.mark.parametrize("change, error, match", [

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from highwaynet import cli
 from highwaynet.cli import main
 from highwaynet.data.corpora import load_corpus
 from highwaynet.data.download import DataFile
@@ -121,6 +122,34 @@ def test_cli_train_lm_steps_per_epoch_0_reads_the_whole_text(tmp_path, monkeypat
     with pytest.raises(SystemExit):
         main([*base, "--epochs", "x"])
     assert "--epochs: invalid integer value: 'x'" in capsys.readouterr().err
+
+
+def test_an_lstm_run_records_the_state_dropout_it_applies_and_an_older_folder_goes_on(tmp_path, capsys):
+    """state_dropout is the RHN's: an LSTM or Transformer run records 0, what its model applies, not the
+    default 0.1 it never applied. A run folder that recorded 0.1 (as highwaynet did before) goes on with
+    the same command: its settings read back as 0 too, and its checkpoint agrees with its config.json."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, n in (("train", 1000), ("valid", 200), ("test", 200)):
+        (corpus / f"{name}.txt").write_text(("the cat sat on the mat. " * 50)[:n])
+    command = ["train", "lm", "--corpus", str(corpus), "--hidden", "8", "--heads", "2", "--bptt", "10",
+               "--batch-size", "4", "--steps-per-epoch", "2", "--epochs", "1", "--eval-windows", "1", "--device", "cpu"]
+    for model, recorded in (("lstm", 0.0), ("transformer", 0.0), ("rhn", 0.1)):
+        assert cli.parse([*command, "--model", model])[1].state_dropout == recorded
+    out = tmp_path / "lstm"
+    assert main([*command, "--model", "lstm", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["config"]["state_dropout"] == 0.0
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["state_dropout"] = 0.1  # as an LSTM run folder of highwaynet 0.3 holds it
+    (out / "config.json").write_text(json.dumps(record, indent=2) + "\n")
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
+    checkpoint["identity"]["config"]["state_dropout"] = 0.1
+    torch.save(checkpoint, out / "checkpoint.pt")
+    capsys.readouterr()
+    assert main([*command, "--model", "lstm", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "nothing left to train" in printed.out and printed.err == ""
+    assert main([*command, "--model", "lstm", "--state-dropout", "0.3", "--out", str(out)]) == 0  # (none applied)
 
 
 def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path, capsys):

@@ -133,18 +133,42 @@ def test_a_study_with_other_settings_is_refused_or_goes_on_with_its_own(tmp_path
     assert "# Plain vs highway networks at 2 layers" in (out / "report.md").read_text()
 
 
+def test_a_study_whose_sweep_json_names_an_unknown_setting_is_refused_naming_it(tmp_path, capsys):
+    """sweep.json edited to hold settings this version does not have (at the top, or nested) is not taken
+    as the same study (the comparison reads only the settings both hold): refused, naming the file and
+    each key, with the ways on; the key removed, the study goes on."""
+    out = tmp_path / "study"
+    assert main([*STUDY, "--out", str(out)]) == 0
+    sweep = (out / "sweep.json").read_text()
+    record = json.loads(sweep)
+    record["config"]["widths"] = [8, 16]
+    record["config"]["schedule"] = {"warmup": 5}
+    (out / "sweep.json").write_text(json.dumps(record, indent=2))
+    capsys.readouterr()
+    for extra in ([], ["--resume"]):
+        assert main([*STUDY, "--out", str(out), *extra]) == 2
+        error = capsys.readouterr().err
+        assert f"{out / 'sweep.json'} holds 'widths', 'schedule.warmup', not settings of this study in highwaynet " \
+               in error and "Remove them from the file to go on with the study, or pass another --out" in error
+    (out / "sweep.json").write_text(sweep)
+    assert main([*STUDY, "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"the study in {out} is done")
+
+
 def test_restart_starts_a_study_over_keeping_the_users_files(tmp_path, capsys):
     out = tmp_path / "study"
     assert main([*STUDY, "--out", str(out)]) == 0
     run = out / "highway-2" / "lr0.1-seed0"
     (out / "notes.md").write_text("mine\n")
     (run / "notes.md").write_text("mine too\n")
+    assert main(["reproduce", "gates", str(run)]) == 0  # (an analysis of a run's weights goes with them)
     old = files.marker(run)["id"]
     other = [*STUDY[:11], "1", *STUDY[12:], "--out", str(out)]  # --epochs 1
     assert main([*other, "--restart"]) == 0
     said = capsys.readouterr().out
     assert f"starting the study in {out} over" in said and "done, skipped" not in said
     assert (out / "notes.md").read_text() == "mine\n" and (run / "notes.md").read_text() == "mine too\n"
+    assert not (run / "gates").exists()
     assert files.marker(run)["id"] != old and epochs_of(run) == [1]
     assert json.loads((out / "sweep.json").read_text())["config"]["epochs"] == 1
 

@@ -78,6 +78,15 @@ def _path(text: str) -> str:
 _path.__name__ = "path"
 
 
+def _sha256(text: str) -> str:
+    """A ``--sha256`` value, checked here so that the message names the option typed (not
+    :func:`~highwaynet.elmo.download_model`'s argument, which checks it again for Python callers)."""
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise argparse.ArgumentTypeError(f"must be a sha256, 64 hexadecimal digits (as sha256sum prints), got "
+                                         f"{text!r} ({len(text)} characters)")
+    return text
+
+
 def _seed(text: str) -> int:
     from .config.train import SEED_LIMIT
 
@@ -98,7 +107,8 @@ def _add_run_options(parser: argparse.ArgumentParser, recipe: Recipe) -> None:
     what = "the run" if recipe.resume_help == Recipe.resume_help else "the study"
     run.add_argument("--restart", action="store_true",
                      help=f"start {what} in --out over, removing what highwaynet wrote there (a damaged checkpoint, "
-                          f"say; files of your own stay)")
+                          f"say), the analyses of the weights before included (reproduce gates and lesion: "
+                          f"RUN/gates, RUN/lesion); files of your own stay")
     run.add_argument("--data-dir", type=_path,
                      help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, and where "
                           "packages install them)")
@@ -391,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
                                           "runs/depth-mnist5k/highway-50/lr0.03-seed0")
         p.add_argument("run_dir", type=_path, metavar="RUN_DIR",
                        help="a trained highway mlp run folder (a depth sweep's is OUT/highway-DEPTH/lrLR-seedSEED)")
-        p.add_argument("--out", type=_path, help=f"(default: RUN_DIR/{name})")
+        p.add_argument("--out", type=_path, help=f"(default: RUN_DIR/{name}, which the run started over clears)")
         p.add_argument("--data-dir", type=_path, help="folder with the data files")
         p.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
         p.add_argument("--restart", action="store_true",
@@ -438,7 +448,7 @@ def _add_elmo(commands: Any) -> None:
     model.add_argument("--download", action="store_true",
                        help="download --model's files from their publisher (unchecked, with a warning that gives "
                             "each file's sha256: the publishers give none)")
-    model.add_argument("--sha256", nargs=2, metavar=("OPTIONS", "WEIGHTS"),
+    model.add_argument("--sha256", nargs=2, type=_sha256, metavar=("OPTIONS", "WEIGHTS"),
                        help="check --model's two files against these sha256s (the options file's, then the weight "
                             "file's), found or downloaded")
     embed.add_argument("--input", type=_path, required=True, help="the sentences, one a line (UTF-8)")

@@ -28,7 +28,8 @@ NORMS = ("pre", "post", "none")
 class LMConfig:
     """A language model: embedding, an RHN, an LSTM or a causal Transformer, a decoder tied to the
     embedding. ``hidden`` is the state size of the RHN or the LSTM, or the Transformer's width;
-    ``layers`` its stacked layers (the Transformer's blocks), and ``bptt`` its context."""
+    ``layers`` its stacked layers (the Transformer's blocks), and ``bptt`` its context. ``state_dropout``
+    is the RHN's: for the other models it is 0, what they apply (and what their runs record)."""
 
     corpus: str = setting("tinyshakespeare", help="tinyshakespeare, austen, or a folder with train.txt, valid.txt "
                                                   "and test.txt")
@@ -56,7 +57,8 @@ class LMConfig:
                                                  "blocks have LayerNorms)")
     mlp_hidden: int | None = setting(None, help="the Transformer's MLP hidden width (default: 4 x hidden)", minimum=1)
     input_dropout: float = setting(0.1, help="(variational) dropout on the embeddings", minimum=0.0, below=1.0)
-    state_dropout: float = setting(0.1, help="variational dropout on the RHN's states", minimum=0.0, below=1.0)
+    state_dropout: float = setting(0.1, help="variational dropout on the RHN's states (the LSTM and the Transformer "
+                                             "have none: 0 is recorded for them)", minimum=0.0, below=1.0)
     output_dropout: float = setting(0.1, help="variational dropout on the recurrent layer's outputs; in the "
                                               "Transformer, dropout on its attention and its sublayers' outputs",
                                     minimum=0.0, below=1.0)
@@ -80,6 +82,10 @@ class LMConfig:
             self.steps_per_epoch = None
         if self.input == "chars" and self.level != "word":
             raise ValueError("LMConfig.input 'chars' reads the characters of each word: it needs level 'word'")
+        if self.model != "rhn":
+            # The RHN's alone: the LSTM and the Transformer apply none, so none is what their run records (a
+            # run folder that recorded the default goes on: it is read back through here, as 0 too).
+            self.state_dropout = 0.0
         check_monitor(self.train.monitor, ("loss", "bpc" if self.level == "char" else "ppl"))
         if self.model == "transformer":
             if self.hidden % self.heads:

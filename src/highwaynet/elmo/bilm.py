@@ -189,7 +189,7 @@ class ProjectedLSTM(nn.Module):
         gates = gates.view(steps, batch, -1)
         if lengths is not None and not torch.compiler.is_compiling() and bool((lengths == steps).all()):
             lengths = None  # (every row full: no mask for any path to apply)
-        path = note(self, choose_path(gates, self.weight_hh, self.weight_proj, h0, c0, lengths)).path
+        path = note(self, choose_path(gates, self.weight_hh, self.weight_proj, h0, c0)).path
         out, h, c = lstmp_recurrence(gates, self.weight_hh, self.weight_proj, h0, c0, lengths,
                                      cell_clip=self.cell_clip, proj_clip=self.proj_clip, path=path,
                                      overwrite_gates=True)

@@ -84,6 +84,19 @@ class ELMoOptions:
                 "proj_clip": self.proj_clip, "skip_connections": self.skip_connections}
 
 
+#: The largest value :func:`read_options` takes for each size, with what ELMo's published models hold
+#: (small to original): a value far beyond them (an edited or damaged file) is refused, naming the file and
+#: the key, rather than met as an allocation error deep inside torch. By section: ``(what, bound, ELMo's)``.
+_SIZE_BOUNDS = {"max_characters": ("char_cnn", "'max_characters_per_token'", 10_000, "50"),
+                "filters": ("char_cnn", "the number of 'filters'", 1_000, "7"),
+                "num_filters": ("char_cnn", "the sum of the 'filters' counts", 65_536, "2,048"),
+                "num_highway": ("char_cnn", "'n_highway'", 100, "1 or 2"),
+                "char_dim": ("char_cnn", "'embedding.dim'", 65_536, "16"),
+                "projection_dim": ("lstm", "'projection_dim'", 65_536, "128 to 512"),
+                "cell_dim": ("lstm", "'dim'", 65_536, "1,024 to 4,096"),
+                "num_layers": ("lstm", "'n_layers'", 100, "2")}
+
+
 def _get(section: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
     if key not in section:
         if default is not ...:
@@ -102,7 +115,11 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
 
     Raises:
         FileNotFoundError: there is no such file.
-        ValueError: the file is not JSON, or a key is missing or of the wrong kind (the message names it).
+        ValueError: the file is not JSON, or a key is missing, of the wrong kind or out of bounds (the
+            message names it). The bounds are far above any published model's: ``max_characters_per_token``
+            at most 10,000 (ELMo's is 50), the filters' counts summing to at most 65,536 (ELMo's: 2,048),
+            ``embedding.dim``, ``lstm.dim`` and ``lstm.projection_dim`` at most 65,536, at most 1,000
+            filters, 100 highway layers and 100 LSTM layers.
     """
     if isinstance(options, Mapping):
         raw, name = options, "options"
@@ -159,6 +176,11 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
                        ("projection_dim", opts.projection_dim), ("dim", opts.cell_dim), ("n_layers", opts.num_layers)):
         if value < (0 if key == "n_highway" else 1):
             raise ValueError(f"{name}: {key!r} must be positive, got {value}")
+    for attribute, (section, what, bound, elmo) in _SIZE_BOUNDS.items():
+        value = len(opts.filters) if attribute == "filters" else getattr(opts, attribute)
+        if value > bound:
+            raise ValueError(f"{name} [{section}]: {what} must be at most {bound:,} (ELMo's: {elmo}), got {value:,}: "
+                             f"the options file was edited or is damaged; put back the one that came with the weights")
     for key, clip in (("cell_clip", opts.cell_clip), ("proj_clip", opts.proj_clip)):
         if clip is not None and not (math.isfinite(clip) and clip > 0):
             raise ValueError(f"{where_lstm}: {key!r} must be a positive finite number (or absent: no clipping), got "

@@ -65,10 +65,11 @@ def _mixed_dtypes(*tensors: Tensor | None) -> str | None:
     return None if len(dtypes) == 1 else ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
 
 
-def choose_path(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor,
-                lengths: Tensor | None = None) -> Choice[LSTMPPath]:
-    """The :class:`LSTMPPath` of one recurrence (the arguments as :func:`lstmp_recurrence`'s), and why:
+def choose_path(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0: Tensor, c0: Tensor
+                ) -> Choice[LSTMPPath]:
+    """The :class:`LSTMPPath` of one recurrence (the tensors as :func:`lstmp_recurrence`'s), and why:
     a :class:`~.dispatch.Choice`, for :func:`~highwaynet.kernels.explain` through :func:`~.dispatch.note`.
+    Every path runs per-row ``lengths`` (a padded batch), so they take no part in the choice.
 
     The persistent kernel where it runs exactly (see the module); else, on the CPU, the C++ loop; else
     the PyTorch operations. Under ``torch.compile`` and ``torch.export``, and where a gradient is
@@ -80,7 +81,7 @@ def choose_path(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | None, h0
     if _needs_grad(gates, weight_hh, weight_proj, h0, c0):
         return Choice(LSTMPPath.PYTORCH, "a gradient is needed: the C++ loop and the persistent kernel run forward "
                                          "only")
-    why = lstmp_refusal(gates, h0, c0, weight_hh, weight_proj)  # (lengths: every path runs them)
+    why = lstmp_refusal(gates, h0, c0, weight_hh, weight_proj)
     if why is None:
         return Choice(LSTMPPath.PERSISTENT, "CUDA, products on tensor cores, weights within the GPU's L2 cache")
     if gates.is_cuda:
@@ -189,7 +190,7 @@ def lstmp_recurrence(gates: Tensor, weight_hh: Tensor, weight_proj: Tensor | Non
     """
     _check(gates, weight_hh, weight_proj, h0, c0, lengths, cell_clip, proj_clip, path, overwrite_gates)
     if path is None:
-        path = choose_path(gates, weight_hh, weight_proj, h0, c0, lengths).path
+        path = choose_path(gates, weight_hh, weight_proj, h0, c0).path
     if path is not LSTMPPath.PYTORCH and _needs_grad(gates, weight_hh, weight_proj, h0, c0):
         raise RuntimeError(f"lstmp_recurrence: the {path.value} runs forward only; under torch.no_grad() or with "
                            f"tensors that need no gradient, or with path=None (the PyTorch operations)")

@@ -75,8 +75,8 @@ class TransformGate(Gate):
         carry: ``"coupled"`` (``C = 1 - T``, the highway paper's form) or ``"independent"``.
 
     Shapes:
-        ``h``, ``t_logits``, ``x`` (and ``c_logits``) broadcast together; the output has
-        their broadcast shape.
+        ``h``, ``t_logits``, ``x`` (and ``c_logits``), floating-point tensors, broadcast together;
+        the output has their broadcast shape.
 
     Attributes:
         lesioned: when ``True`` the gate is forced shut (``T = 0``, ``C = 1``) and the layer
@@ -107,6 +107,9 @@ class TransformGate(Gate):
         return t, c
 
     def forward(self, h: Tensor, t_logits: Tensor, x: Tensor, c_logits: Tensor | None = None) -> Tensor:
+        for name, value in (("h", h), ("t_logits", t_logits), ("x", x), ("c_logits", c_logits)):
+            if value is not None:  # (floating point: an integer x would be mixed in as a float, silently)
+                check_tensor(name, value, owner="TransformGate")
         if (c_logits is None) != (self.carry == "coupled"):
             raise ValueError(f"a gate with carry={self.carry!r} "
                              f"{'takes no' if self.carry == 'coupled' else 'needs'} carry logits")
@@ -129,6 +132,10 @@ class BranchGate(Gate):
     network. It is what the gate's observers receive (:func:`highwaynet.analysis.record_gates`), and a
     lesion sets it to 0: ``y = x``, the branch left out.
 
+    Shapes:
+        ``branch``, ``x`` (and ``scale``), floating-point tensors, broadcast together; the output has
+        their broadcast shape.
+
     Example::
 
         >>> gate = BranchGate()
@@ -137,10 +144,10 @@ class BranchGate(Gate):
     """
 
     def forward(self, branch: Tensor, x: Tensor, scale: Tensor | None = None) -> Tensor:
-        check_tensor("branch", branch, kind=None)
-        check_tensor("x", x, kind=None)
+        check_tensor("branch", branch, owner="BranchGate")
+        check_tensor("x", x, owner="BranchGate")
         if scale is not None:
-            check_tensor("scale", scale, kind=None)
+            check_tensor("scale", scale, owner="BranchGate")
             check_broadcast("BranchGate", branch=branch, x=x, scale=scale)
         else:
             check_broadcast("BranchGate", branch=branch, x=x)

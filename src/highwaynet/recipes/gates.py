@@ -54,9 +54,10 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
 
     Writes ``gates.png``, ``gates.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/gates``), a
     folder of its own (:func:`~highwaynet.training.files.claim`: a folder holding other files is refused).
-    Run again, it writes them again; ``restart`` first removes what an earlier analysis wrote there.
+    Run again, it writes them again; ``restart`` first removes what an earlier analysis wrote there. The
+    run started over (``train --restart``) clears the default folder too: it analysed the weights before.
     """
-    out = Path(out) if out else Path(run_dir) / "gates"
+    out = Path(out) if out else Path(run_dir) / "gates"  # (the name training.files' _ANALYSIS_FOLDERS clears)
     _check_analysis_folder(out, "the gates' analysis", "lesion.json", "the lesion study", restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     width = config.width
@@ -86,10 +87,10 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
                   download: bool = False, restart: bool = False) -> dict[str, Any]:
     """Test accuracy with each highway layer lesioned (``T = 0``) in turn.
 
-    Writes ``lesion.png``, ``lesion.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/lesion``), a
-    folder of its own.
+    Writes ``lesion.png``, ``lesion.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/lesion``, which the
+    run started over clears), a folder of its own.
     """
-    out = Path(out) if out else Path(run_dir) / "lesion"
+    out = Path(out) if out else Path(run_dir) / "lesion"  # (the name training.files' _ANALYSIS_FOLDERS clears)
     _check_analysis_folder(out, "the lesion study", "gates.json", "the gates' analysis", restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     x, y = data.test

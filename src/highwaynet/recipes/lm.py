@@ -50,7 +50,7 @@ def build_model(config: LMConfig, vocab: Sequence[str], device: str | torch.devi
             return CharAwareLanguageModel(chars.encode(vocab), len(chars), config.hidden, config.layers,
                                           rnn=config.model, depth=config.depth, encoder=config.char_encoder,
                                           encoder_options=options, input_dropout=config.input_dropout,
-                                          state_dropout=config.state_dropout if config.model == "rhn" else 0.0,
+                                          state_dropout=config.state_dropout,
                                           output_dropout=config.output_dropout)
         if config.model == "rhn":
             return RHNLanguageModel(len(vocab), config.hidden, config.layers, depth=config.depth,

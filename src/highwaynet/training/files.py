@@ -7,8 +7,8 @@ A folder a run, a sweep or an analysis writes into is the user's. Three rules ke
   ``analysis``), an identity, and the name of every file written into it since. A folder holding
   anything else is refused with a message naming what is there; the file system's root and the home
   folder itself are refused outright. Starting a run over (:func:`clear`) removes only the files its
-  marker lists. A run or sweep folder of 0.2, which had no marker, is adopted where it holds only
-  what such a folder holds.
+  marker lists, and those its analyses' markers list (``RUN/gates``, ``RUN/lesion``). A run or sweep
+  folder of 0.2, which had no marker, is adopted where it holds only what such a folder holds.
 - **The marker is input too.** It is read as data and checked (:func:`read_marker`): a JSON object of
   a known kind whose ``written`` lists plain file names (no separator, not ``.`` or ``..``); anything
   else is a damaged marker, which is said to be damaged and never used to find a file. A removal
@@ -60,6 +60,11 @@ _ANALYSIS_FILES = frozenset({"gates.json", "gates.png", "lesion.json", "lesion.p
 #: Folders highwaynet makes in a run folder whose files it does not list one by one (TensorBoard's event
 #: files): removed whole when the run starts over.
 _OPAQUE_FOLDERS = frozenset({"tensorboard"})
+#: The folders a run's analyses write into by default (``reproduce gates RUN`` into ``RUN/gates``, ``reproduce
+#: lesion RUN`` into ``RUN/lesion``: :mod:`highwaynet.recipes.gates`). They describe the run's weights, so a run
+#: started over (:func:`clear`) clears them too, as a sweep's runs (what their markers list): an analysis of the
+#: weights before is not left to be read as one of the run now. A link in their place is refused, never followed.
+_ANALYSIS_FOLDERS = ("gates", "lesion")
 #: The files a command writes before it trains anything: a folder it made holding only these is removed
 #: again where the command is refused (:func:`remove_new_folders`).
 _BEFORE_TRAINING = frozenset({"config.json", "sweep.json", "vocab.json"})
@@ -427,21 +432,22 @@ def _write_marker_at(fd: int, found: dict[str, Any]) -> None:
     os.replace(tmp, MARKER, src_dir_fd=fd, dst_dir_fd=fd)
 
 
-def _clear_folder(parent: int, name: str) -> bool:
-    """Clear the folder ``name`` below ``parent`` as :func:`clear` does (a sweep's run, or a level between a
-    sweep and its runs holding runs), and remove it where nothing else is left; whether it was removed.
-    A folder whose marker is damaged, or one without a marker that holds no folder of highwaynet's, is
-    left as it is."""
+def _clear_folder(parent: int, name: str, where: Path | None = None, kind: str | None = None) -> bool:
+    """Clear the folder ``name`` below ``parent`` (``where``, for messages) as :func:`clear` does (a sweep's
+    run, a level between a sweep and its runs holding runs, or, ``kind="analysis"``, a run's analysis), and
+    remove it where nothing else is left; whether it was removed. A folder whose marker is damaged, one
+    without a marker that holds no folder of highwaynet's, or one not of ``kind``, is left as it is."""
     try:
         fd = _open_folder(name, parent)
     except OSError:
         return False
     try:
         found, problem = _read_marker_at(fd)
-        if problem is not None:
+        if problem is not None or (kind is not None and (found is None or found["kind"] != kind)):
             return False
-        removed, kept = _remove_written(fd, set(found["written"]) if found else set(),
-                                        sweep=found is None or found["kind"] == "sweep")
+        removed, kept = _remove_written(fd, set(found["written"]) if found else set(), where or Path(name),
+                                        sweep=found is None or found["kind"] == "sweep",
+                                        analyses=found is not None and found["kind"] == "run")
         if found is None and not removed:
             return False
         with os.scandir(fd) as entries:
@@ -457,13 +463,26 @@ def _clear_folder(parent: int, name: str) -> bool:
     return True
 
 
-def _remove_written(fd: int, listed: set[str], sweep: bool) -> tuple[list[str], list[str]]:
-    """Remove, in the open folder ``fd``, each regular file named in ``listed`` and each folder of
-    highwaynet's there (a listed one; in a sweep, each of its runs); returns the names removed and those
-    of listed folders partly kept (they hold files of the user's)."""
+def _remove_written(fd: int, listed: set[str], where: Path, sweep: bool, analyses: bool = False
+                    ) -> tuple[list[str], list[str]]:
+    """Remove, in the open folder ``fd`` (``where``, for messages), each regular file named in ``listed`` and
+    each folder of highwaynet's there (a listed one; in a sweep, each of its runs; in a run, ``analyses``,
+    its analyses' folders); returns the names removed and those of listed folders partly kept (they hold
+    files of the user's).
+
+    Raises:
+        LinkInFolder: ``analyses``, and a link stands in the place of an analysis' folder (refused before
+            anything in the folder is removed: an analysis reached through it would outlive the run).
+    """
     removed, kept = [], []
     with os.scandir(fd) as found:
         entries = sorted(found, key=lambda e: e.name)
+    for entry in entries:
+        if analyses and entry.name in _ANALYSIS_FOLDERS and entry.is_symlink():
+            raise LinkInFolder(f"{where / entry.name} is a symbolic link where an analysis of the run is written "
+                               f"(reproduce {entry.name}): starting the run over removes that analysis, of the "
+                               f"weights before, and never through a link; remove the link (what it points to is "
+                               f"not touched) and run again")
     for entry in entries:
         name = entry.name
         if name in _INFRASTRUCTURE or entry.is_symlink():
@@ -472,11 +491,14 @@ def _remove_written(fd: int, listed: set[str], sweep: bool) -> tuple[list[str], 
             if name in listed:
                 os.unlink(name, dir_fd=fd)
                 removed.append(name)
+        elif entry.is_dir(follow_symlinks=False) and analyses and name in _ANALYSIS_FOLDERS and name not in listed:
+            if _clear_folder(fd, name, where / name, kind="analysis"):
+                removed.append(name)
         elif entry.is_dir(follow_symlinks=False) and (name in listed or sweep):
             if name in listed and name in _OPAQUE_FOLDERS:
                 _remove_tree(fd, name)
                 removed.append(name)
-            elif _clear_folder(fd, name):
+            elif _clear_folder(fd, name, where / name):
                 removed.append(name)
             elif name in listed:
                 kept.append(name)
@@ -485,16 +507,19 @@ def _remove_written(fd: int, listed: set[str], sweep: bool) -> tuple[list[str], 
 
 def clear(folder: str | Path) -> list[str]:
     """Remove what ``folder``'s marker lists as written (each regular file; each folder highwaynet made
-    there, as a sweep's runs, cleared the same way and removed once empty), and give the folder a new
-    identity (a run started over is another run); returns the names removed. What the user added to the
-    folder stays, links included; a folder whose marker is damaged or missing is left as it is."""
+    there, as a sweep's runs, cleared the same way and removed once empty; a run's analyses, ``RUN/gates``
+    and ``RUN/lesion``, cleared likewise), and give the folder a new identity (a run started over is another
+    run); returns the names removed. What the user added to the folder stays, links included (a link in
+    the place of a run's analysis is refused: :class:`LinkInFolder`); a folder whose marker is damaged or
+    missing is left as it is."""
     folder = Path(folder)
     found = marker(folder)
     if found is None:
         return []
     fd = _open_folder(folder)
     try:
-        removed, kept = _remove_written(fd, set(found["written"]), sweep=found["kind"] == "sweep")
+        removed, kept = _remove_written(fd, set(found["written"]), folder, sweep=found["kind"] == "sweep",
+                                        analyses=found["kind"] == "run")
     finally:
         os.close(fd)
     _write_marker(folder, _new_marker(found["kind"], kept))
@@ -509,7 +534,7 @@ def remove_written(folder: str | Path, names: set[str] | frozenset[str]) -> list
         return []
     fd = _open_folder(Path(folder))
     try:
-        return _remove_written(fd, set(names) & set(found["written"]) - _OPAQUE_FOLDERS, sweep=False)[0]
+        return _remove_written(fd, set(names) & set(found["written"]) - _OPAQUE_FOLDERS, Path(folder), sweep=False)[0]
     finally:
         os.close(fd)
 

@@ -473,6 +473,8 @@ def start_sweep(out: str | Path, recipe: str, config: C, *, resume: bool = False
                          "them")
     files.check_claimable(out, "sweep")
     record = _read_sweep_record(out, recipe)
+    if record is not None and not (restart or report_only):
+        _check_known_settings(out / "sweep.json", record, config)
     entries = set(os.listdir(out)) - {files.MARKER, files.MARKER + ".tmp", ".lock", "sweep.json"} \
         if out.is_dir() else set()
     names = list(_walk_names(out)) if entries else []
@@ -532,6 +534,23 @@ def _read_sweep_record(out: Path, recipe: str) -> dict[str, Any] | None:
     if saved.get("recipe") != recipe:
         raise ValueError(f"{out} holds a study of {saved.get('recipe')!r}, not of {recipe!r}: pass another --out")
     return cast("dict[str, Any]", saved["config"])
+
+
+def _check_known_settings(path: Path, saved: dict[str, Any], asked: Any) -> None:
+    """Refuse a study's saved settings that name one this version does not have (a hand edit, or a file
+    of another version): compared on the settings both hold, the study would be taken as the same while
+    its file says otherwise. A run's ``config.json`` is refused alike (:func:`saved_config`); a setting a
+    later version removes must be dropped where the record is read (none has been removed so far)."""
+    known = flat_settings(_asked_dict(asked))
+    unknown = [key for key in flat_settings(saved) if key not in known]
+    if unknown:
+        from .. import __version__
+
+        one = len(unknown) == 1
+        raise ValueError(f"{path} holds {', '.join(map(repr, unknown))}, {'not a setting' if one else 'not settings'} "
+                         f"of this study in highwaynet {__version__}: the file was edited by hand, or written by "
+                         f"another version. Remove {'it' if one else 'them'} from the file to go on with the study, "
+                         f"or pass another --out (--restart starts the study there over)")
 
 
 def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Path, dict[str, Any]], Any]

@@ -248,7 +248,8 @@ class Trainer:
 
         ``resume`` is the older spelling of going on (fit goes on either way; with ``resume`` a folder
         without a checkpoint yet is said to start from scratch). ``restart`` starts the run over,
-        removing what it wrote into the folder (its own files only). ``max_time`` (seconds) stops
+        removing what it wrote into the folder (its own files only, and the analyses of its weights in
+        ``RUN/gates`` and ``RUN/lesion``). ``max_time`` (seconds) stops
         after the first epoch at which the epochs' summed time reaches it, to compare models trained
         for the same time (such a run depends on the machine's speed). Returns the metrics of every
         epoch (those of earlier sessions included when going on). With ``config.ema`` the model then
