@@ -481,7 +481,8 @@ def _compiled(record: dict[str, Any]) -> str:
 
 def performance() -> Path:
     """``_generated/performance.md``: a section per benchmark (:data:`BENCHMARK_SECTIONS`), in it a table per
-    ``benchmarks/*.json`` under a heading of its own, each with a sentence on what it says."""
+    ``benchmarks/*.json`` under a heading of its own, each with a sentence on what it says; and
+    ``_generated/compiled.md``, the Triton kernels compiled for GPUs (:func:`_compiled`)."""
     out = GENERATED / "performance.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -498,11 +499,13 @@ def performance() -> Path:
                                                                 named=headings[_heading(record, section)] > 1)
                              for name, record in records]
     titles = dict(BENCHMARK_SECTIONS)
-    compiled = BENCHMARKS / "triton_compile.json"
     out.write_text("\n".join(f"## {titles.get(section, section)}\n\n" + "\n".join(tables)
                              for section, tables in sorted(sections.items(), key=lambda item: [
-                                 p for p, _ in BENCHMARK_SECTIONS].index(item[0]) if item[0] in titles else 99))
-                   + ("\n" + _compiled(json.loads(compiled.read_text())) if compiled.is_file() else ""))
+                                 p for p, _ in BENCHMARK_SECTIONS].index(item[0]) if item[0] in titles else 99)))
+    compiled = BENCHMARKS / "triton_compile.json"
+    (GENERATED / "compiled.md").write_text(_compiled(json.loads(compiled.read_text())) if compiled.is_file() else
+                                           "## Triton kernels compiled for GPUs\n\n*No record is stored yet "
+                                           "(`python benchmarks/triton_compile.py` makes it).*\n")
     return out
 
 
