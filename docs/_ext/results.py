@@ -340,9 +340,10 @@ def _interpretation(section: str, record: dict[str, Any]) -> str:
 
     try:
         if section == "import_time":
+            layers = ratio("from highwaynet import * (the layers)", "import torch")
             return (f"`import highwaynet` takes {ms['import highwaynet']:.0f} ms (it imports no PyTorch); the layers "
-                    f"add {ratio('from highwaynet import * (the layers)', 'import torch') - 1:.0%} to "
-                    f"`import torch`'s {ms['import torch']:.0f} ms; the command's help answers in "
+                    f"(`from highwaynet import *`) take {layers:.2f}× `import torch`'s {ms['import torch']:.0f} ms; "
+                    f"the command's help answers in "
                     f"{ms['highwaynet --help']:.0f} ms.")
         if section == "elmo":
             text = (f"highwaynet's LSTM takes {ratio('ours', 'floor (products alone)'):.2f}× the time of its matrix "
