@@ -12,6 +12,10 @@ run after each is checked against AllenNLP's algorithm (to 1e-4; 2e-3 with ``--t
                       the products alone, as ours does them: the input products for the whole window in
                       one product, then per step the recurrent product and the projection; on a GPU
                       also replayed as one CUDA graph
+  floor, MKL packed weights
+                      on an x86 CPU with MKL: the same products with the recurrent and projection
+                      weights in MKL's packed layout (``torch.ops.mkl._mkl_linear``, packed once before
+                      the timing; the same values): what that layout would save
   ours                ``ProjectedLSTM`` as it chooses (``kernels.lstmp.choose_path``): the products as in
                       the floor, the loop in C++ on the CPU; on a GPU the persistent kernel where opted in
                       (``HIGHWAYNET_PERSISTENT=1``) and within its limits, else PyTorch operations
@@ -115,6 +119,36 @@ def products_alone(lstm: ProjectedLSTM, x: torch.Tensor) -> torch.Tensor:
     return state
 
 
+def packed_products_alone(lstm: ProjectedLSTM, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """The floor with the recurrent and projection weights in MKL's packed layout (packed once, for
+    the batch's row count, before the timing; the same values): what that layout would take off the
+    products each step, the part of ours that the C++ loop cannot shorten."""
+    batch = x.shape[0]
+    packed_hh = torch.ops.mkl._mkl_reorder_linear_weight(lstm.weight_hh.detach(), batch)
+    packed_proj = torch.ops.mkl._mkl_reorder_linear_weight(lstm.weight_proj.detach(), batch)
+    for weight, packed in ((lstm.weight_hh, packed_hh), (lstm.weight_proj, packed_proj)):  # (the same products)
+        probe = torch.randn(batch, weight.shape[1])
+        torch.testing.assert_close(torch.ops.mkl._mkl_linear(probe, packed, weight, None, batch), probe @ weight.t(),
+                                   rtol=0, atol=1e-5)
+
+    def run() -> torch.Tensor:
+        steps = x.shape[1]
+        gates = torch.addmm(lstm.bias, x.transpose(0, 1).reshape(steps * batch, -1), lstm.weight_ih.t())
+        gates = gates.view(steps, batch, -1)
+        state, m = x.new_zeros(batch, lstm.hidden_size), x.new_zeros(batch, lstm.cell_size)
+        for t in range(steps):
+            gates[t] += torch.ops.mkl._mkl_linear(state, packed_hh, lstm.weight_hh, None, batch)
+            state = torch.ops.mkl._mkl_linear(m, packed_proj, lstm.weight_proj, None, batch)
+        return state
+    return run
+
+
+def mkl_packs(x: torch.Tensor) -> bool:
+    """Whether this PyTorch's MKL packed products run ``x`` (float32 on an x86 CPU with MKL)."""
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and torch.backends.mkl.is_available()
+            and hasattr(torch.ops.mkl, "_mkl_linear"))
+
+
 @contextlib.contextmanager
 def on_path(path: LSTMPPath, tiles: Tiles | None = None) -> Iterator[None]:
     """Every ``ProjectedLSTM`` forward inside on ``path`` (as ``path=`` forces it on
@@ -161,6 +195,8 @@ def lstm_rows(lstm: ProjectedLSTM, x: torch.Tensor, tiles: list[Tiles]) -> dict[
         return run
 
     rows: dict[str, Callable[[], object]] = {"floor (products alone)": lambda: products_alone(lstm, x),
+                                             **({"floor, MKL packed weights": packed_products_alone(lstm, x)}
+                                                if mkl_packs(x) else {}),
                                              "ours": lambda: lstm(x)[0],
                                              "ours, PyTorch operations": forced(LSTMPPath.PYTORCH)}
     if triton_available(x):
@@ -222,7 +258,7 @@ def main() -> None:
         reference = rows[PER_STEP]()
         for name, run in rows.items():
             got = run()
-            if name != "floor (products alone)":
+            if not name.startswith("floor"):
                 torch.testing.assert_close(got, reference, rtol=0, atol=tol, msg=lambda m, name=name: f"{name}: {m}")
         if device.type == "cpu" and dtype in (torch.float32, torch.float64):
             assert lstmp_cpu.unavailable(x) is None, "the C++ loop is not built"

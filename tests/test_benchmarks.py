@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import interpreter_runs_micro_steps, process_timeout
 
 from highwaynet.training.trainer import _FUSED_ON_CPU
@@ -60,7 +61,8 @@ SCRIPTS = [
     ("elmo.py", ["--projection", "8", "--cells", "16", "--filters", "tiny", "--batch", "2", "--tokens", "5",
                  "--repeats", "1", "--whole"],
      {"floor (products alone)", "ours", "ours, PyTorch operations", "AllenNLP per-step", "biLM: ours",
-      "biLM: AllenNLP per-step LSTMs"}),
+      "biLM: AllenNLP per-step LSTMs"} | ({"floor, MKL packed weights"} if torch.backends.mkl.is_available()
+                                          else set())),
     ("import_time.py", ["--repeats", "1"], {"import torch", "import highwaynet", "highwaynet --help"}),
     ("optimizer_step.py", ["--vocab", "50", "--repeats", "1"],
      {f"{model}: {what}, {impl}" for model in ("sentences", "depth", "lm") for what in ("update", "training step")
