@@ -33,7 +33,7 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "notes", "results/*.py", "gallery/*.ipynb", "gallery/*.py", "gallery/*.zip",
                     "gallery/*.json", "gallery/*.md5", "gallery/*.codeobj.json", "_generated/*/*.md",
-                    "_generated/performance.md"]
+                    "_generated/performance.md", "_generated/compiled.md"]
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 
