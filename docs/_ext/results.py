@@ -459,10 +459,12 @@ def _compiled(record: dict[str, Any]) -> str:
              f"{len(broken)} beyond a limit, {len(spilled)} spilling to local memory**"
              + (f" ({', '.join(spilled)})" if spilled else "") + ". "
              + (f"A persistent kernel's program, which must stay resident with every other, takes at most "
-                f"{max(k['registers'] * 32 * k['warps'] for k in persistent):,} of an SM's 65,536 registers. "
+                f"{max(-(-k['registers'] // 8) * 8 * 32 * k['warps'] for k in persistent):,} of an SM's 65,536 "
+                f"registers (allocated 256 a warp). "
                 if persistent else "")
-             + "A GPU run times them; this says they compile, fit and do not spill. Each cell: the most registers "
-               "a thread and shared memory a block, over the kernel's tiles.", ""]
+             + "A GPU run times them; this says whether they compile, fit and spill (a kernel's local memory a "
+               "thread: ptxas's spills). Each cell: the most registers a thread and shared memory a block, over the "
+               "kernel's tiles and launches, and the most bytes spilled where any.", ""]
     for arch, limits in record["limits"].items():
         rows = []
         for name, what in record["what"].items():
@@ -470,7 +472,9 @@ def _compiled(record: dict[str, Any]) -> str:
             for precision in precisions:
                 mine = [k for k in kernels if k["kernel"] == name and str(k["arch"]) == arch
                         and k["precision"] == precision]
+                spill = max((k["spilled"] for k in mine), default=0)
                 cells.append(f"{max(k['registers'] for k in mine)}, {max(k['shared'] for k in mine) / 1024:.0f} KB"
+                             + (f", {spill} B spilled" if spill else "")
                              + (" (over a limit)" if any(k["problems"] for k in mine) else "") if mine else "")
             rows.append([what, *cells])
         lines += [f"### {limits['gpu']}: at most {limits['shared_per_block'] // 1024} KB of shared memory a block", "",
