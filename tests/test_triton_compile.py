@@ -173,3 +173,6 @@ def test_performance_page_shows_what_the_compiled_kernels_need(monkeypatch):
     record["kernels"].append(kernel("_lstmp_forward_kernel", "float32", 255, 1024, warps=8))
     # (an SM allocates registers 256 a warp: 255 a thread take 256, and 8 warps the whole SM)
     assert "at most 65,536 of an SM's 65,536 registers" in results._compiled(record)
+    record["kernels"].append(kernel("_gate_forward_kernel", "bfloat16", 40, 0, spilled=8))  # (counted as kernels)
+    assert "**6 kernels, 1 beyond a limit, 2 spilling to local memory** (_gate_forward_kernel)" in \
+        results._compiled(record)

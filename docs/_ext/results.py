@@ -449,14 +449,15 @@ def _compiled(record: dict[str, Any]) -> str:
     order = ["float32", "tf32", "bfloat16"]
     precisions = sorted({k["precision"] for k in kernels}, key=lambda p: (order.index(p) if p in order else 9, p))
     broken = [k for k in kernels if k["problems"]]
-    spilled = sorted({k["kernel"] for k in kernels if k["spilled"]})
+    spilling = [k for k in kernels if k["spilled"]]
+    spilled = sorted({k["kernel"] for k in spilling})
     persistent = [k for k in kernels if k["kernel"].startswith(("_rhn_", "_lstmp_"))]
     lines = ["## Triton kernels compiled for GPUs, on a machine without one", "",
              f"Each Triton kernel compiled through its own launch code (`{record['command']}`; "
              f"{_made_by(record)}, Triton {record['triton']}) for each GPU below, at the shapes the benchmarks "
              f"time (the RHN at the PTB shape, ELMo's LSTM, the dense layer), with every tile the autotuner tries and "
              f"the persistent kernels' default and other tiles: **{len(kernels)} kernels, "
-             f"{len(broken)} beyond a limit, {len(spilled)} spilling to local memory**"
+             f"{len(broken)} beyond a limit, {len(spilling)} spilling to local memory**"
              + (f" ({', '.join(spilled)})" if spilled else "") + ". "
              + (f"A persistent kernel's program, which must stay resident with every other, takes at most "
                 f"{max(-(-k['registers'] // 8) * 8 * 32 * k['warps'] for k in persistent):,} of an SM's 65,536 "
@@ -478,7 +479,7 @@ def _compiled(record: dict[str, Any]) -> str:
                              + (" (over a limit)" if any(k["problems"] for k in mine) else "") if mine else "")
             rows.append([what, *cells])
         lines += [f"### {limits['gpu']}: at most {limits['shared_per_block'] // 1024} KB of shared memory a block", "",
-                  markdown_table(["kernel", *(f"{p}: registers, shared" for p in precisions)], rows), ""]
+                  markdown_table(["kernel", *(f"{p}: registers, shared (spilled)" for p in precisions)], rows), ""]
     lines.append("From `benchmarks/triton_compile.json`.")
     return "\n".join(lines) + "\n"
 
