@@ -405,6 +405,28 @@ def test_an_absurd_size_in_an_options_file_is_named_not_allocated(tmp_path, sect
     assert elmo_files.read_options(opts).num_filters == 2048
 
 
+@pytest.mark.parametrize("changes", [
+    {"lstm": {"dim": 65_536, "projection_dim": 65_536}, "char_cnn": {"filters": [[1, 65_536]]}},  # (each in bounds)
+    {"char_cnn": {"filters": [[10_000, 65_536]], "max_characters_per_token": 10_000, "embedding": {"dim": 65_536}}},
+])
+def test_sizes_each_within_bounds_but_absurd_together_are_refused_before_allocating(changes):
+    """The bounds of each size allow trillions of parameters together: the sizes' parameter count is
+    bounded too, refused naming it (it was an allocation error inside torch, or a machine's memory)."""
+    opts = options()
+    for section, values in changes.items():
+        opts[section].update(values)
+    with pytest.raises(ValueError, match=r"^options: its sizes make a biLM of [\d,]+ parameters, beyond the "
+                                         r"4,294,967,296 read_options takes"):
+        ELMoBiLM.from_options(opts)
+
+
+@pytest.mark.parametrize("sizes", [{}, {"highway": 0, "layers": 3, "cells": 24, "char_dim": 5, "skip": False}])
+def test_the_options_parameter_count_is_the_models(sizes):
+    opts = options(**sizes)
+    model = ELMoBiLM.from_options(opts, device="meta")
+    assert elmo_files.read_options(opts).num_parameters == sum(p.numel() for p in model.parameters())
+
+
 def test_a_weight_file_of_strings_is_named_as_damaged(tmp_path):
     options_file, weights_file, _ = write_model(tmp_path, options())
     with h5py.File(weights_file, "a") as f:

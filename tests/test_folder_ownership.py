@@ -149,6 +149,26 @@ def test_a_study_cleared_clears_its_runs_analyses_and_removes_the_emptied_runs(t
     assert os.listdir(sweep) == [files.MARKER]
 
 
+def test_a_study_with_a_link_in_a_later_runs_analysis_is_refused_before_any_run_is_removed(tmp_path, outside):
+    """A study started over is refused where any of its runs has a link in the place of an analysis, before
+    anything is removed: its runs in an earlier order were removed first, and a user who then kept the study
+    had lost them."""
+    sweep = tmp_path / "sweep"
+    files.claim(sweep, "sweep")
+    files.write_text(sweep / "sweep.json", "{}")
+    for name in ("highway-1", "highway-1/lr0.1-seed0", "highway-2", "highway-2/lr0.1-seed0"):
+        files.claim(sweep / name, "run" if "seed" in name else "sweep")
+    for level in ("highway-1", "highway-2"):
+        files.write_text(sweep / level / "lr0.1-seed0" / "model.pt", "weights")
+    (sweep / "highway-2" / "lr0.1-seed0" / "gates").symlink_to(outside.parent)
+    before, elsewhere = snapshot(sweep), snapshot(outside.parent)
+    with pytest.raises(files.LinkInFolder, match="highway-2/lr0.1-seed0/gates is a symbolic link"):
+        files.clear(sweep)
+    assert snapshot(sweep) == before and snapshot(outside.parent) == elsewhere
+    (sweep / "highway-2" / "lr0.1-seed0" / "gates").unlink()
+    assert files.clear(sweep) == ["highway-1", "highway-2", "sweep.json"]
+
+
 # -- 2. links -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [".lock", "report.html", "curves.png", "metrics.jsonl"])

@@ -22,6 +22,10 @@ TOOLS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 pytestmark = [
     pytest.mark.skipif(not (TOOLS / "cuobjdump").is_file(), reason="this Triton has no CUDA tools (cuobjdump)"),
     pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="compiles: not under the interpreter"),
+    # (benchmarks/triton_compile.py sets the driver Triton compiles for; older Triton kept it otherwise)
+    pytest.mark.skipif(not hasattr(triton.runtime.driver, "_active"),
+                       reason=f"Triton {triton.__version__} keeps its driver otherwise than the compile harness "
+                              f"sets it (no triton.runtime.driver._active): pip install -U triton"),
 ]
 KERNELS = {"_gate_forward_kernel", "_gate_backward_kernel", "_forward_kernel", "_backward_kernel",
            "_rhn_forward_kernel", "_rhn_backward_kernel", "_lstmp_forward_kernel"}
@@ -53,10 +57,11 @@ def compiler(monkeypatch):
     return importlib.import_module("triton_compile")
 
 
-def test_a_kernel_beyond_the_gpus_shared_memory_or_not_compiling_is_reported(compiler):
+def test_a_kernel_beyond_the_gpus_shared_memory_spilling_or_not_compiling_is_reported(compiler):
     """The checks themselves: a product whose tiles need more shared memory than an H100 block may
-    have, and a kernel that does not compile (a range of 12: Triton's are powers of two), are each
-    reported, not passed over."""
+    have, one held to 32 registers a thread (ptxas spills the rest to the stack frame, which cuobjdump
+    reports as STACK, not LOCAL), and a kernel that does not compile (a range of 12: Triton's are powers
+    of two), are each reported, not passed over."""
     import torch
     import triton.language as tl
 
@@ -76,16 +81,70 @@ def test_a_kernel_beyond_the_gpus_shared_memory_or_not_compiling_is_reported(com
     for case, block, block_k, stages in (("fits", 64, 32, 2), ("too big", 256, 256, 4), ("not compiling", 12, 16, 1)):
         with compiler.compiling_for(90, case, record):
             product[(1,)](a, a, a, 1024, BLOCK=block, BLOCK_K=block_k, num_stages=stages)
+
+    @triton.jit
+    def scan(x_ptr, y_ptr, BLOCK: tl.constexpr):  # (a 64 x 64 tile in one warp: 128 values a thread, all live)
+        rows, cols = tl.arange(0, BLOCK)[:, None], tl.arange(0, BLOCK)[None, :]
+        x = tl.load(x_ptr + rows * BLOCK + cols)
+        tl.store(y_ptr + rows * BLOCK + cols, tl.cumsum(x, axis=1) * tl.flip(x, 1))
+
+    for case, registers in (("scan", None), ("spilling", 32)):
+        with compiler.compiling_for(90, case, record):
+            scan[(1,)](a, a, BLOCK=64, num_warps=1, maxnreg=registers)
     with compiler.compiling_for(80, "fits, on an A100", record):  # (after sm_90: each its own target)
         product[(1,)](a, a, a, 1024, BLOCK=64, BLOCK_K=32, num_stages=2)
     found = {entry.case: entry for entry in record}
     assert not found["fits, on an A100"].problems and found["fits, on an A100"].arch == 80
     assert not found["fits"].problems and found["fits"].registers > 0 and found["fits"].shared > 0
+    assert found["scan"].spilled == 0 and not found["spilling"].problems
+    assert found["spilling"].registers <= 32 and found["spilling"].spilled > 0, found["spilling"]
     assert found["too big"].shared > compiler.LIMITS[90]["shared_per_block"]
     assert any("shared memory" in p for p in found["too big"].problems), found["too big"]
     assert any("does not compile" in p for p in found["not compiling"].problems), found["not compiling"]
     assert triton.runtime.driver._active is None or not isinstance(triton.runtime.driver._active,
                                                                     compiler._CompileOnly)
+
+
+def test_the_micro_steps_are_compiled_as_the_rhn_launches_them(compiler):
+    """Triton compiles a kernel anew for each specialisation (an integer's divisibility by 16, the
+    constexprs): the quick run's micro-step case compiles every kernel that the RHN's one-kernel path
+    launches over a longer window (a training step's, with its dropout mask, and an evaluation's,
+    without), weights and states padded as the layer pads them; not kernels of other strides."""
+    import importlib
+
+    import torch
+    from triton.runtime.jit import JITFunction
+
+    recurrence = importlib.import_module("highwaynet.kernels.rhn_recurrence")
+    compiled: dict[str, set[str]] = {"case": set(), "layer": set()}
+
+    def collect(into, launch):
+        with compiler.compiling_for(90, into, []):
+            inner = JITFunction.run
+
+            def run(self, *args, **kwargs):
+                kernel = inner(self, *args, **kwargs)
+                if kernel is not None:
+                    compiled[into].add(kernel.hash)
+                return kernel
+            JITFunction.run = run
+            launch()
+
+    case = next(launch for name, _, launch in compiler.cases(quick=True) if name.startswith("micro-step bfloat16"))
+    collect("case", case)
+
+    def layer():
+        steps, batch, hidden, depth, dtype = 4, 20, 830, 3, torch.bfloat16
+        for mask in (torch.ones(batch, hidden, dtype=dtype), None):
+            weights = [torch.randn(2 * hidden, hidden, dtype=dtype) for _ in range(depth)]
+            biases = [torch.randn(2 * hidden, dtype=dtype) for _ in range(depth)]
+            _, z, inputs = recurrence._forward("one kernel", torch.randn(steps, batch, 2 * hidden, dtype=dtype),
+                                               torch.randn(batch, hidden, dtype=dtype), mask, weights, biases)
+            recurrence._backward("one kernel", torch.randn(steps, batch, hidden, dtype=dtype), z, inputs, mask,
+                                 weights)
+    collect("layer", layer)
+    assert compiled["layer"] and compiled["layer"] <= compiled["case"], (
+        len(compiled["layer"] - compiled["case"]), len(compiled["layer"]))
 
 
 def test_performance_page_shows_what_the_compiled_kernels_need(monkeypatch):
@@ -108,6 +167,12 @@ def test_performance_page_shows_what_the_compiled_kernels_need(monkeypatch):
                           kernel("_gate_forward_kernel", "bfloat16", 40, 0, spilled=16)]}
     text = results._compiled(record)
     assert "| persistent LSTM | 200, 300 KB (over a limit) | 255, 24 KB |" in text, text
-    assert "| gate |  | 40, 0 KB |" in text, text
+    assert "| gate |  | 40, 0 KB, 16 B spilled |" in text, text
     assert "**4 kernels, 1 beyond a limit, 1 spilling to local memory** (_gate_forward_kernel)" in text
     assert "at most 32,768 of an SM's 65,536 registers" in text  # (128 registers x 256 threads)
+    record["kernels"].append(kernel("_lstmp_forward_kernel", "float32", 255, 1024, warps=8))
+    # (an SM allocates registers 256 a warp: 255 a thread take 256, and 8 warps the whole SM)
+    assert "at most 65,536 of an SM's 65,536 registers" in results._compiled(record)
+    record["kernels"].append(kernel("_gate_forward_kernel", "bfloat16", 40, 0, spilled=8))  # (counted as kernels)
+    assert "**6 kernels, 1 beyond a limit, 2 spilling to local memory** (_gate_forward_kernel)" in \
+        results._compiled(record)

@@ -453,20 +453,23 @@ def _compiled(record: dict[str, Any]) -> str:
     order = ["float32", "tf32", "bfloat16"]
     precisions = sorted({k["precision"] for k in kernels}, key=lambda p: (order.index(p) if p in order else 9, p))
     broken = [k for k in kernels if k["problems"]]
-    spilled = sorted({k["kernel"] for k in kernels if k["spilled"]})
+    spilling = [k for k in kernels if k["spilled"]]
+    spilled = sorted({k["kernel"] for k in spilling})
     persistent = [k for k in kernels if k["kernel"].startswith(("_rhn_", "_lstmp_"))]
     lines = ["## Triton kernels compiled for GPUs, on a machine without one", "",
              f"Each Triton kernel compiled through its own launch code (`{record['command']}`; "
              f"{_made_by(record)}, Triton {record['triton']}) for each GPU below, at the shapes the benchmarks "
              f"time (the RHN at the PTB shape, ELMo's LSTM, the dense layer), with every tile the autotuner tries and "
              f"the persistent kernels' default and other tiles: **{len(kernels)} kernels, "
-             f"{len(broken)} beyond a limit, {len(spilled)} spilling to local memory**"
+             f"{len(broken)} beyond a limit, {len(spilling)} spilling to local memory**"
              + (f" ({', '.join(spilled)})" if spilled else "") + ". "
              + (f"A persistent kernel's program, which must stay resident with every other, takes at most "
-                f"{max(k['registers'] * 32 * k['warps'] for k in persistent):,} of an SM's 65,536 registers. "
+                f"{max(-(-k['registers'] // 8) * 8 * 32 * k['warps'] for k in persistent):,} of an SM's 65,536 "
+                f"registers (allocated 256 a warp). "
                 if persistent else "")
-             + "A GPU run times them; this says they compile, fit and do not spill. Each cell: the most registers "
-               "a thread and shared memory a block, over the kernel's tiles.", ""]
+             + "A GPU run times them; this says whether they compile, fit and spill (a kernel's local memory a "
+               "thread: ptxas's spills). Each cell: the most registers a thread and shared memory a block, over the "
+               "kernel's tiles and launches, and the most bytes spilled where any.", ""]
     for arch, limits in record["limits"].items():
         rows = []
         for name, what in record["what"].items():
@@ -474,11 +477,13 @@ def _compiled(record: dict[str, Any]) -> str:
             for precision in precisions:
                 mine = [k for k in kernels if k["kernel"] == name and str(k["arch"]) == arch
                         and k["precision"] == precision]
+                spill = max((k["spilled"] for k in mine), default=0)
                 cells.append(f"{max(k['registers'] for k in mine)}, {max(k['shared'] for k in mine) / 1024:.0f} KB"
+                             + (f", {spill} B spilled" if spill else "")
                              + (" (over a limit)" if any(k["problems"] for k in mine) else "") if mine else "")
             rows.append([what, *cells])
         lines += [f"### {limits['gpu']}: at most {limits['shared_per_block'] // 1024} KB of shared memory a block", "",
-                  markdown_table(["kernel", *(f"{p}: registers, shared" for p in precisions)], rows), ""]
+                  markdown_table(["kernel", *(f"{p}: registers, shared (spilled)" for p in precisions)], rows), ""]
     lines.append("From `benchmarks/triton_compile.json`.")
     return "\n".join(lines) + "\n"
 

@@ -77,6 +77,16 @@ class ELMoOptions:
     def num_filters(self) -> int:
         return sum(n for _, n in self.filters)
 
+    @property
+    def num_parameters(self) -> int:
+        """The parameters of the biLM these sizes make (:class:`~highwaynet.elmo.ELMoBiLM`): the character
+        embedding, the convolutions, the highway layers, the projection and both directions' LSTMs."""
+        cnn = sum(n * (self.char_dim * w + 1) for w, n in self.filters)
+        highway = self.num_highway * 2 * self.num_filters * (self.num_filters + 1)
+        cells, proj = 4 * self.cell_dim, self.projection_dim
+        lstm = 2 * self.num_layers * (2 * cells * proj + cells + proj * self.cell_dim)
+        return NUM_IDS * self.char_dim + cnn + highway + (self.num_filters + 1) * proj + lstm
+
     def settings(self) -> dict[str, Any]:
         """The keyword settings of :class:`~highwaynet.elmo.ELMoBiLM` these options give."""
         return {"filters": self.filters, "num_highway": self.num_highway, "char_dim": self.char_dim,
@@ -95,6 +105,9 @@ _SIZE_BOUNDS = {"max_characters": ("char_cnn", "'max_characters_per_token'", 10_
                 "projection_dim": ("lstm", "'projection_dim'", 65_536, "128 to 512"),
                 "cell_dim": ("lstm", "'dim'", 65_536, "1,024 to 4,096"),
                 "num_layers": ("lstm", "'n_layers'", 100, "2")}
+#: The most parameters :func:`read_options` takes, all sizes together (each within its bound above can still
+#: make trillions: ``dim`` and ``projection_dim`` of 65,536 each): about 46 times the original ELMo's 93.6 M.
+_PARAMETER_BOUND = 2**32
 
 
 def _get(section: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -119,7 +132,8 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
             message names it). The bounds are far above any published model's: ``max_characters_per_token``
             at most 10,000 (ELMo's is 50), the filters' counts summing to at most 65,536 (ELMo's: 2,048),
             ``embedding.dim``, ``lstm.dim`` and ``lstm.projection_dim`` at most 65,536, at most 1,000
-            filters, 100 highway layers and 100 LSTM layers.
+            filters, 100 highway layers and 100 LSTM layers, and all together at most 2**32 parameters
+            (:attr:`ELMoOptions.num_parameters`; the original ELMo's: 93.6 million).
     """
     if isinstance(options, Mapping):
         raw, name = options, "options"
@@ -181,6 +195,10 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
         if value > bound:
             raise ValueError(f"{name} [{section}]: {what} must be at most {bound:,} (ELMo's: {elmo}), got {value:,}: "
                              f"the options file was edited or is damaged; put back the one that came with the weights")
+    if opts.num_parameters > _PARAMETER_BOUND:
+        raise ValueError(f"{name}: its sizes make a biLM of {opts.num_parameters:,} parameters, beyond the "
+                         f"{_PARAMETER_BOUND:,} read_options takes (the original ELMo's: 93.6 million): the options "
+                         f"file was edited or is damaged; put back the one that came with the weights")
     for key, clip in (("cell_clip", opts.cell_clip), ("proj_clip", opts.proj_clip)):
         if clip is not None and not (math.isfinite(clip) and clip > 0):
             raise ValueError(f"{where_lstm}: {key!r} must be a positive finite number (or absent: no clipping), got "

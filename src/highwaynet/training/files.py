@@ -432,11 +432,13 @@ def _write_marker_at(fd: int, found: dict[str, Any]) -> None:
     os.replace(tmp, MARKER, src_dir_fd=fd, dst_dir_fd=fd)
 
 
-def _clear_folder(parent: int, name: str, where: Path | None = None, kind: str | None = None) -> bool:
+def _clear_folder(parent: int, name: str, where: Path | None = None, kind: str | None = None,
+                  dry: bool = False) -> bool:
     """Clear the folder ``name`` below ``parent`` (``where``, for messages) as :func:`clear` does (a sweep's
     run, a level between a sweep and its runs holding runs, or, ``kind="analysis"``, a run's analysis), and
     remove it where nothing else is left; whether it was removed. A folder whose marker is damaged, one
-    without a marker that holds no folder of highwaynet's, or one not of ``kind``, is left as it is."""
+    without a marker that holds no folder of highwaynet's, or one not of ``kind``, is left as it is.
+    ``dry``: remove nothing, only raise what clearing it would (:func:`_remove_written`)."""
     try:
         fd = _open_folder(name, parent)
     except OSError:
@@ -447,8 +449,8 @@ def _clear_folder(parent: int, name: str, where: Path | None = None, kind: str |
             return False
         removed, kept = _remove_written(fd, set(found["written"]) if found else set(), where or Path(name),
                                         sweep=found is None or found["kind"] == "sweep",
-                                        analyses=found is not None and found["kind"] == "run")
-        if found is None and not removed:
+                                        analyses=found is not None and found["kind"] == "run", dry=dry)
+        if dry or (found is None and not removed):
             return False
         with os.scandir(fd) as entries:
             left = [e.name for e in entries if not (e.name in _INFRASTRUCTURE and e.is_file(follow_symlinks=False))]
@@ -463,12 +465,13 @@ def _clear_folder(parent: int, name: str, where: Path | None = None, kind: str |
     return True
 
 
-def _remove_written(fd: int, listed: set[str], where: Path, sweep: bool, analyses: bool = False
-                    ) -> tuple[list[str], list[str]]:
+def _remove_written(fd: int, listed: set[str], where: Path, sweep: bool, analyses: bool = False,
+                    dry: bool = False) -> tuple[list[str], list[str]]:
     """Remove, in the open folder ``fd`` (``where``, for messages), each regular file named in ``listed`` and
     each folder of highwaynet's there (a listed one; in a sweep, each of its runs; in a run, ``analyses``,
     its analyses' folders); returns the names removed and those of listed folders partly kept (they hold
-    files of the user's).
+    files of the user's). ``dry``: remove nothing, only walk the folders that clearing would, raising
+    what it would raise (so that :func:`clear` refuses before it removes anything, a study's runs too).
 
     Raises:
         LinkInFolder: ``analyses``, and a link stands in the place of an analysis' folder (refused before
@@ -486,6 +489,12 @@ def _remove_written(fd: int, listed: set[str], where: Path, sweep: bool, analyse
     for entry in entries:
         name = entry.name
         if name in _INFRASTRUCTURE or entry.is_symlink():
+            continue
+        if dry:  # (only the folders whose own clearing checks for links: a sweep's levels and runs)
+            if entry.is_dir(follow_symlinks=False) and (name in listed or sweep) and not (
+                    name in listed and name in _OPAQUE_FOLDERS) and not (
+                    analyses and name in _ANALYSIS_FOLDERS and name not in listed):
+                _clear_folder(fd, name, where / name, dry=True)
             continue
         if entry.is_file(follow_symlinks=False):
             if name in listed:
@@ -518,8 +527,9 @@ def clear(folder: str | Path) -> list[str]:
         return []
     fd = _open_folder(folder)
     try:
-        removed, kept = _remove_written(fd, set(found["written"]), folder, sweep=found["kind"] == "sweep",
-                                        analyses=found["kind"] == "run")
+        for dry in (True, False):  # (what it would refuse, before anything is removed)
+            removed, kept = _remove_written(fd, set(found["written"]), folder, sweep=found["kind"] == "sweep",
+                                            analyses=found["kind"] == "run", dry=dry)
     finally:
         os.close(fd)
     _write_marker(folder, _new_marker(found["kind"], kept))
