@@ -106,11 +106,18 @@ def allennlp_per_step(lstm: ProjectedLSTM, x: torch.Tensor) -> torch.Tensor:
     return output
 
 
+def input_gates(lstm: ProjectedLSTM, x: torch.Tensor) -> torch.Tensor:
+    """The input products of the whole window ``x`` ``(B, T, P)`` as one product, ``(T, B, 4C)``, as ours does
+    them (the floors' first part)."""
+    batch, steps, _ = x.shape
+    return torch.addmm(lstm.bias, x.transpose(0, 1).reshape(steps * batch, -1), lstm.weight_ih.t()).view(
+        steps, batch, -1)
+
+
 def products_alone(lstm: ProjectedLSTM, x: torch.Tensor) -> torch.Tensor:
     """The matrix products of ``lstm``'s forward as ours does them, nothing between them."""
     batch, steps, _ = x.shape
-    gates = torch.addmm(lstm.bias, x.transpose(0, 1).reshape(steps * batch, -1), lstm.weight_ih.t())
-    gates = gates.view(steps, batch, -1)
+    gates = input_gates(lstm, x)
     state, m = x.new_zeros(batch, lstm.hidden_size), x.new_zeros(batch, lstm.cell_size)
     hh_t, proj_t = lstm.weight_hh.t(), lstm.weight_proj.t()
     for t in range(steps):
@@ -132,11 +139,9 @@ def packed_products_alone(lstm: ProjectedLSTM, x: torch.Tensor) -> Callable[[], 
                                    rtol=0, atol=1e-5)
 
     def run() -> torch.Tensor:
-        steps = x.shape[1]
-        gates = torch.addmm(lstm.bias, x.transpose(0, 1).reshape(steps * batch, -1), lstm.weight_ih.t())
-        gates = gates.view(steps, batch, -1)
+        gates = input_gates(lstm, x)
         state, m = x.new_zeros(batch, lstm.hidden_size), x.new_zeros(batch, lstm.cell_size)
-        for t in range(steps):
+        for t in range(x.shape[1]):
             gates[t] += torch.ops.mkl._mkl_linear(state, packed_hh, lstm.weight_hh, None, batch)
             state = torch.ops.mkl._mkl_linear(m, packed_proj, lstm.weight_proj, None, batch)
         return state
