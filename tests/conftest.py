@@ -11,6 +11,26 @@ from highwaynet.nn import DeepNormSum, FixedGate, GRUGate, HighwayGate, LayerSca
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+# -- running in parallel (``pytest -n auto``, pytest-xdist) ------------------------------------------------
+#: The processes running tests in parallel (1 without ``-n``): each takes its share of the cores, since
+#: torch would otherwise give every process a thread per core and they would fight over them.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
+
+
+@pytest.hookimpl(optionalhook=True)  # (pytest-xdist's hook: unknown where it is not installed)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: a process per core, at most 8, and at most one per 3 GB of memory (a worker
+    training a model, with the subprocesses some tests start, takes about that at its peak)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 0
+    by_memory = max(1, int(memory // 3e9)) if memory else cores
+    return max(1, min(cores, 8, by_memory))
+
 
 @pytest.fixture
 def shared_data() -> Path:
@@ -75,7 +95,8 @@ def run_triton_tests_under_the_interpreter(path: str, request: pytest.FixtureReq
     import sys
 
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "triton", path],
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "-m", "triton", path],
                          env=env, capture_output=True, text=True, timeout=process_timeout(seconds))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     summary = run.stdout.strip().splitlines()[-1]
@@ -92,26 +113,37 @@ def run_triton_tests_under_the_interpreter(path: str, request: pytest.FixtureReq
 
 def process_timeout(seconds: float) -> float:
     """A time limit for a test's subprocess that does ``seconds`` of work on a 4-core machine: scaled
-    up on fewer cores (a busy 2-core machine took ten times a quiet run's time), and by
+    up on fewer cores (a busy 2-core machine took ten times a quiet run's time) and for the other tests
+    running beside it (``-n``), and by
     ``$HIGHWAYNET_TEST_TIMEOUT_SCALE``. It only stops a process that hangs; speed is for benchmarks."""
-    return seconds * max(1.0, 8 / (os.cpu_count() or 1)) * float(os.environ.get("HIGHWAYNET_TEST_TIMEOUT_SCALE", "1"))
+    scale = float(os.environ.get("HIGHWAYNET_TEST_TIMEOUT_SCALE", "1"))
+    return seconds * max(1.0, 8 * WORKERS / (os.cpu_count() or 1)) * scale
 
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
-    """The documentation site, built once per test session as ``sphinx-build -W`` builds it (a warning
-    fails the build), gallery run included; the TREC example runs where ../shared/data is."""
+    """The documentation site, built once per test run as ``sphinx-build -W`` builds it (a warning
+    fails the build), gallery run included; the TREC example runs where ../shared/data is. Under ``-n``
+    the first process to ask builds it and the others wait for it and read it."""
     pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]'")
     import subprocess
     import sys
 
-    out = tmp_path_factory.mktemp("site") / "html"
-    env = {**os.environ, "HIGHWAYNET_DATA": str(SHARED_DATA / "sentence") if SHARED_DATA.is_dir()
-           else str(tmp_path_factory.mktemp("no-data"))}
-    build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", str(out)],
-                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
-                           timeout=process_timeout(900))
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if WORKERS > 1:  # (each worker's base is a folder of the run's own)
+        shared = shared.parent
+    out, done = shared / "site" / "html", shared / "site" / "built"
+    with FileLock(str(shared / "site.lock")):
+        if not done.is_file():
+            env = {**os.environ, "HIGHWAYNET_DATA": str(SHARED_DATA / "sentence") if SHARED_DATA.is_dir()
+                   else str(tmp_path_factory.mktemp("no-data"))}
+            build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
+                                    str(out)], cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True,
+                                   text=True, timeout=process_timeout(900))
+            assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
+            done.write_text("")
     return out
 
 
@@ -139,6 +171,21 @@ def pytest_collection_modifyitems(config, items):
         for item in elsewhere:
             counts[item.path] = counts.get(item.path, 0) + 1
         config.stash[triton_elsewhere] = counts
+
+
+def pytest_sessionfinish(session):
+    # Under -n the runners run in the workers: each hands its counts and reports to the main process.
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["triton_elsewhere"] = {str(k): v for k, v in session.config.stash.get(triton_elsewhere, {}).items()}
+        output["triton_report"] = {str(k): v for k, v in session.config.stash.get(triton_report, {}).items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):  # (pytest-xdist's hook, in the main process: a worker has finished)
+    output = getattr(node, "workeroutput", {})
+    for key, name in ((triton_elsewhere, "triton_elsewhere"), (triton_report, "triton_report")):
+        node.config.stash.setdefault(key, {}).update({Path(k): v for k, v in output.get(name, {}).items()})
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -146,11 +146,14 @@ def test_legible_raises_small_text_of_a_wide_figure():
     assert _smallest_text_shown(fig, 120) == pytest.approx(report.SMALLEST_TEXT)
 
 
-def test_the_docs_name_the_version_of_every_stored_result(monkeypatch):
+def test_the_docs_name_the_version_of_every_stored_result(monkeypatch, tmp_path):
     """Every stored result carries the version that produced it; the results pages and the README's table
     print it."""
     monkeypatch.syspath_prepend(str(RESULTS.parent / "_ext"))
     import results
+
+    # (written under tmp: the docs' own _generated is the site build's, which may run beside this test)
+    monkeypatch.setattr(results, "GENERATED", tmp_path / "generated")
 
     try:
         for name, record in STORED.items():
@@ -168,12 +171,15 @@ def test_the_docs_name_the_version_of_every_stored_result(monkeypatch):
         sys.modules.pop("results", None)
 
 
-def test_the_performance_page_gives_each_table_a_heading_full_headers_and_a_reading(monkeypatch):
+def test_the_performance_page_gives_each_table_a_heading_full_headers_and_a_reading(monkeypatch, tmp_path):
     """Each benchmark table sits under a heading of its own (its machine and precision), its ratio column
     names in full the row it divides by (0.3's said '× forward:'), and a sentence under it says what
     its numbers show."""
     monkeypatch.syspath_prepend(str(RESULTS.parent / "_ext"))
     import results
+
+    # (written under tmp: the docs' own _generated is the site build's, which may run beside this test)
+    monkeypatch.setattr(results, "GENERATED", tmp_path / "generated")
 
     try:
         blocks = results.performance().read_text().split("\n### ")[1:]
