@@ -24,13 +24,14 @@ checks:
 
 What it does not compile: shapes whose sizes (or strides) differ from these in their divisibility by
 16 (each such kernel compiles anew on the GPU: the one-kernel backward's last gate, say, reads padded
-states), float16, and exact-float32 micro-steps (the layers take cuBLAS and the gate kernels there).
+states), float16, and exact-float32 micro-steps and persistent kernels (products on tensor cores only:
+in exact float32 the layers take cuBLAS and the gate kernels).
 
 Prints a table and writes JSON; exits 1 if a kernel failed to compile or broke a limit.
 
     python benchmarks/triton_compile.py [--arch 80 90] [--quick] [--json benchmarks/triton_compile.json]
 
-``--quick``: float32 and bfloat16 at the default tiles, the launches of a training run (what
+``--quick``: TF32 and bfloat16 at the default tiles, the launches of a training run (what
 tests/test_triton_compile.py runs).
 Not under ``TRITON_INTERPRET=1`` (the interpreter has no compiler).
 """
@@ -103,6 +104,10 @@ class Compiled:
     registers: int = 0
     shared: int = 0
     spilled: int = 0
+    #: a persistent kernel (its programs must all be resident at once), and the registers of an SM one
+    #: program is allocated (:func:`allocated_registers`)
+    persistent: bool = False
+    allocated: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -155,7 +160,7 @@ def compiling_for(arch: int, case: str, record: list[Compiled], precision: str =
 
     def run(self, *args, grid, warmup, **kwargs):
         constants = {k: v for k, v in kwargs.items() if k.isupper() or k in ("num_warps", "num_stages")}
-        entry = Compiled(self.fn.__name__, case, precision, arch, constants)
+        entry = Compiled(self.fn.__name__, case, precision, arch, constants, persistent=self.fn.__name__ in PERSISTENT)
         record.append(entry)
         try:
             kernel = original_run(self, *args, grid=grid, warmup=True, **kwargs)
@@ -172,12 +177,12 @@ def compiling_for(arch: int, case: str, record: list[Compiled], precision: str =
         entry.warps, entry.stages = kernel.metadata.num_warps, kernel.metadata.num_stages
         entry.registers, entry.spilled = used.get("REG", 0), used.get("STACK", 0) + used.get("LOCAL", 0)
         entry.shared = kernel.metadata.shared + used.get("SHARED", 0)
+        entry.allocated = allocated_registers(entry.registers, entry.warps)
         limits = LIMITS.get(arch)
         if limits and entry.shared > limits["shared_per_block"]:
             entry.problems.append(f"shared memory {entry.shared} B > {limits['shared_per_block']} B a block")
         threads = entry.warps * 32
-        if limits and entry.kernel in PERSISTENT and allocated_registers(entry.registers, entry.warps) > limits[
-                "registers_per_sm"]:
+        if limits and entry.persistent and entry.allocated > limits["registers_per_sm"]:
             entry.problems.append(f"{entry.registers} registers x {threads} threads (allocated 256 a warp) > an SM's "
                                   f"{limits['registers_per_sm']}: a program cannot be resident")
         return kernel
@@ -209,8 +214,9 @@ def precision(name: str) -> Iterator[torch.dtype]:
 
 def cases(quick: bool) -> Iterator[tuple[str, str, Callable[[], object]]]:
     """Each kernel launch to compile, named: the layers' shapes and launches, each precision, the tiles a
-    GPU tries. ``quick``: float32 and bfloat16, the default tiles, and what a training run launches."""
-    precisions = ("float32", "bfloat16") if quick else ("float32", "tf32", "bfloat16")
+    GPU tries. ``quick``: TF32 and bfloat16, the default tiles, and what a training run launches (the gate
+    kernels of exact float32 are TF32's: they have no products)."""
+    precisions = ("tf32", "bfloat16") if quick else ("float32", "tf32", "bfloat16")
     masks = (True, False)  # (a dropout mask in training, none in evaluation)
     for name in precisions:
         # The dense layer's gate at the GPU benchmark's shape (16384 rows, 1024 wide: the backward's row
@@ -245,8 +251,9 @@ def cases(quick: bool) -> Iterator[tuple[str, str, Callable[[], object]]]:
             yield f"micro-step {name}, PTB, {path}", name, micro_steps
 
         # The persistent kernels: the RHN at the PTB shape (depth 10, hidden 830, 35 x 20) with and without
-        # a mask (and, in full, the independent carry's three parts), ELMo's LSTM with and without lengths
-        for tiles in ([None] if quick else [None, *BENCH_TILES]):
+        # a mask (and, in full, the independent carry's three parts), ELMo's LSTM with and without lengths.
+        # On tensor cores only, as the micro-steps (persistent.dtype_refusal).
+        for tiles in ([None] if quick else [None, *BENCH_TILES]) if name != "float32" else ():
             label = "default tiles" if tiles is None else "tiles {}x{}x{}x{}".format(*tiles)
 
             def rhn(name=name, tiles=tiles):
@@ -279,7 +286,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", type=int, nargs="+", default=[80, 90],
                         help="compute capabilities to compile for, as 80 (A100) or 90 (H100)")
-    parser.add_argument("--quick", action="store_true", help="float32 and bfloat16 at the default tiles, what a "
+    parser.add_argument("--quick", action="store_true", help="TF32 and bfloat16 at the default tiles, what a "
                                                              "training run launches")
     parser.add_argument("--json", default="benchmarks/triton_compile.json")
     args = parser.parse_args()

@@ -186,6 +186,22 @@ def test_cpp_loop_matches_the_pytorch_loop(dtype, atol, projection, cells):
     assert fast[2].abs().max() == 0.3 and (fast[0].abs().max() == 0.1 or not projection)  # (both clip)
 
 
+def test_explain_does_not_advance_a_stateful_biLM(tmp_path):
+    """The states a stateful biLM carries are those of the user's last call after explain() as before it:
+    the next call gives what it gives without explain() between."""
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    ids = batch_to_ids(BATCHES[1])
+    outputs = []
+    for look in (False, True):
+        bilm = ELMoBiLM.from_files(options_file, weights_file, stateful=True)
+        with torch.no_grad():
+            bilm(ids)
+            if look:
+                assert explain(bilm, ids)
+            outputs.append(torch.stack(bilm(ids)[0]))
+    assert torch.equal(*outputs)
+
+
 def test_the_biLM_runs_the_cpp_loop_without_gradients_and_pytorch_with(tmp_path):
     options_file, weights_file, _ = write_model(tmp_path, options())
     bilm = ELMoBiLM.from_files(options_file, weights_file, stateful=False)

@@ -414,6 +414,20 @@ def test_rhn_recurrence_operators_pass_opcheck(path, hidden, masked):
     torch.library.opcheck(backward, (path, torch.randn_like(out), saved_a, saved_b, mask, weights))
 
 
+def test_explain_leaves_the_buffers_and_the_random_generators_as_they_were():
+    """explain() runs the model once: a batch norm's running statistics and the random draws of the
+    user's next call (dropout's) are those they would be without it, and the buffer is the same tensor."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Dropout(0.5), Highway(8, 1))
+    x = torch.randn(16, 8)
+    mean, var, seen = (net[1].running_mean, net[1].running_var.clone(), net[1].num_batches_tracked.clone())
+    before = mean.clone()
+    state = torch.get_rng_state()
+    assert [d.layer for d in explain(net, x)] == ["3"]
+    assert net[1].running_mean is mean and torch.equal(mean, before) and torch.equal(net[1].running_var, var)
+    assert torch.equal(net[1].num_batches_tracked, seen) and torch.equal(torch.get_rng_state(), state)
+
+
 @triton_kernels
 def test_highway_is_unfused_when_observed():
     net = Highway(8, 2).to(DEVICE)

@@ -44,7 +44,10 @@ def test_every_kernel_compiles_for_an_h100_within_its_limits(tmp_path):
     assert all(k["arch"] == 90 and not k["problems"] and k["registers"] > 0 for k in kernels), [
         k for k in kernels if k["problems"] or not k["registers"]]
     # both precisions of the quick run, and the autotuner's every candidate tile of the micro-step kernels
-    assert {k["precision"] for k in kernels} == {"float32", "bfloat16"}
+    assert {k["precision"] for k in kernels} == {"tf32", "bfloat16"}
+    # each persistent kernel marked as one, with the registers of an SM its program is allocated
+    assert all(k["persistent"] == k["kernel"].startswith(("_rhn_", "_lstmp_")) for k in kernels)
+    assert all(k["allocated"] == -(-k["registers"] // 8) * 8 * 32 * k["warps"] for k in kernels)
     assert set(record["what"]) == KERNELS
     tuned = {(k["case"], tuple(sorted(k["constants"].items()))) for k in kernels if k["kernel"] == "_forward_kernel"}
     assert len(tuned) >= 2 * 7, len(tuned)
@@ -105,6 +108,16 @@ def test_a_kernel_beyond_the_gpus_shared_memory_spilling_or_not_compiling_is_rep
                                                                     compiler._CompileOnly)
 
 
+def test_registers_are_allocated_256_a_warp_and_exact_float32_compiles_no_products(compiler):
+    """An SM allocates registers 256 a warp (8 a thread): 255 a thread in 8 warps take all 65,536, 250
+    take 256 a thread. Exact float32 compiles only the gate kernels: the layers take neither the
+    micro-steps nor the persistent kernels there (products on tensor cores only), so none is counted."""
+    assert compiler.allocated_registers(255, 8) == 65536 and compiler.allocated_registers(128, 8) == 32768
+    assert compiler.allocated_registers(250, 4) == 256 * 32 * 4
+    assert {name.split(" ")[0] for name, precision, _ in compiler.cases(quick=False) if precision == "float32"} == {
+        "gate"}
+
+
 def test_the_micro_steps_are_compiled_as_the_rhn_launches_them(compiler):
     """Triton compiles a kernel anew for each specialisation (an integer's divisibility by 16, the
     constexprs): the quick run's micro-step case compiles every kernel that the RHN's one-kernel path
@@ -155,7 +168,8 @@ def test_performance_page_shows_what_the_compiled_kernels_need(monkeypatch):
 
     def kernel(name, precision, registers, shared, problems=(), spilled=0, warps=4):
         return {"kernel": name, "case": "c", "precision": precision, "arch": 90, "constants": {}, "warps": warps,
-                "stages": 1, "registers": registers, "shared": shared, "spilled": spilled, "problems": list(problems)}
+                "stages": 1, "registers": registers, "shared": shared, "spilled": spilled, "problems": list(problems),
+                "persistent": name.startswith("_lstmp_"), "allocated": -(-registers // 8) * 8 * 32 * warps}
 
     record = {"command": "python benchmarks/triton_compile.py", "triton": "3.9.0", "highwaynet": "0.4.0",
               "commit": "abc", "date": "2026-11-28",

@@ -455,7 +455,7 @@ def _compiled(record: dict[str, Any]) -> str:
     broken = [k for k in kernels if k["problems"]]
     spilling = [k for k in kernels if k["spilled"]]
     spilled = sorted({k["kernel"] for k in spilling})
-    persistent = [k for k in kernels if k["kernel"].startswith(("_rhn_", "_lstmp_"))]
+    persistent = [k for k in kernels if k["persistent"]]
     lines = ["## Triton kernels compiled for GPUs, on a machine without one", "",
              f"Each Triton kernel compiled through its own launch code (`{record['command']}`; "
              f"{_made_by(record)}, Triton {record['triton']}) for each GPU below, at the shapes the benchmarks "
@@ -464,7 +464,7 @@ def _compiled(record: dict[str, Any]) -> str:
              f"{len(broken)} beyond a limit, {len(spilling)} spilling to local memory**"
              + (f" ({', '.join(spilled)})" if spilled else "") + ". "
              + (f"A persistent kernel's program, which must stay resident with every other, takes at most "
-                f"{max(-(-k['registers'] // 8) * 8 * 32 * k['warps'] for k in persistent):,} of an SM's 65,536 "
+                f"{max(k['allocated'] for k in persistent):,} of an SM's 65,536 "
                 f"registers (allocated 256 a warp). "
                 if persistent else "")
              + "A GPU run times them; this says whether they compile, fit and spill (a kernel's local memory a "

@@ -73,6 +73,15 @@ def _recording() -> Iterator[list[tuple[nn.Module, Choice[Any]]]]:
         _recorded = previous
 
 
+def _tensors(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[torch.Tensor]:
+    """The model's parameters and buffers and the tensors among the call's arguments (their devices)."""
+    yield from model.parameters()
+    yield from model.buffers()
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            yield value
+
+
 def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
     """Run ``model(*args, **kwargs)`` once without gradients and report each fused-capable layer's path.
 
@@ -81,11 +90,27 @@ def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
     itself. Layers without a fast path (convolutions, the highway LSTM) do not appear. The path
     depends on the input (its device and dtype), the layer's settings, and on what is active
     around the call (``torch.func`` transforms, gate recording, ONNX export), as the reasons say.
+
+    The call leaves no trace: the model's buffers (a batch norm's running statistics, the states a
+    stateful :class:`~highwaynet.elmo.ELMoBiLM` carries) and the random generators (dropout's draws)
+    are as they were before it (at the cost of a copy of the buffers while it runs).
     """
     check_module("model", model)
     names = {id(module): name for name, module in model.named_modules()}
-    with _recording() as recorded, torch.no_grad():
-        model(*args, **kwargs)
+    kept = [(module, name, buffer, buffer.clone()) for module in model.modules()
+            for name, buffer in module._buffers.items() if buffer is not None]
+    devices = sorted({t.device.index or 0 for t in _tensors(model, args, kwargs) if t.device.type == "cuda"})
+    try:
+        with _recording() as recorded, torch.no_grad(), torch.random.fork_rng(devices=devices):
+            model(*args, **kwargs)
+    finally:
+        with torch.no_grad():
+            for module, name, buffer, before in kept:
+                # The same tensor back (others may hold it), its values too where the call wrote them in
+                # place (an inference tensor, made under torch.inference_mode, cannot have been).
+                if not buffer.is_inference() and not torch.equal(buffer, before):
+                    buffer.copy_(before)
+                module._buffers[name] = buffer
     decisions = []
     for layer, choice in recorded:
         decision = Decision(names.get(id(layer), type(layer).__name__), str(choice.path.value), choice.why)

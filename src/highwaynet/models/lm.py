@@ -276,10 +276,11 @@ def sample_tokens(model: nn.Module, prompt: Tensor, length: int, temperature: fl
             if temperature == 0:
                 token = logits[-1, 0].argmax().view(1).cpu()
             else:
-                probs = torch.softmax(logits[-1, 0].float() / temperature, dim=-1)
-                if probs.isnan().any():  # (a temperature so small that the logits overflow: shifted, in float64)
-                    last = logits[-1, 0].double()
-                    probs = torch.softmax((last - last.max()) / temperature, dim=-1)
+                # Shifted before the division, in float64: a temperature so small that the logits over
+                # it overflow would give inf - inf in softmax's own shift (NaN probabilities), and one
+                # below float32's range would be 0 in float32.
+                last = logits[-1, 0].double()
+                probs = torch.softmax((last - last.max()) / temperature, dim=-1)
                 token = torch.multinomial(probs.cpu(), 1, generator=generator)
             yield int(token)
             with torch.no_grad():
