@@ -469,7 +469,9 @@ def _compiled(record: dict[str, Any]) -> str:
                 if persistent else "")
              + "A GPU run times them; this says whether they compile, fit and spill (a kernel's local memory a "
                "thread: ptxas's spills). Each cell: the most registers a thread and shared memory a block, over the "
-               "kernel's tiles and launches, and the most bytes spilled where any.", ""]
+               "kernel's tiles and launches, and the most bytes spilled where any; empty where the layers do not "
+               "launch the kernel in that precision (in exact float32 they take cuBLAS's products and the gate "
+               "kernels).", ""]
     for arch, limits in record["limits"].items():
         rows = []
         for name, what in record["what"].items():
