@@ -15,18 +15,23 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 #: The processes running tests in parallel (1 without ``-n``): each takes its share of the cores, since
 #: torch would otherwise give every process a thread per core and they would fight over them.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+#: The cores this process may run on (those of its CPU affinity, where the system says).
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 if WORKERS > 1:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
+    torch.set_num_threads(max(1, CORES // WORKERS))
     # and the processes the tests start (the site build, torchrun, the interpreter runs): a process with
     # a thread per core beside the workers made the site build take 3.6 times as long
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
 
 
 @pytest.hookimpl(optionalhook=True)  # (pytest-xdist's hook: unknown where it is not installed)
-def pytest_xdist_auto_num_workers(config) -> int:
+def pytest_xdist_auto_num_workers(config) -> int | None:
     """``-n auto``: a process per core, at most 8, and at most one per 3 GB of memory (a worker
-    training a model, with the subprocesses some tests start, takes about that at its peak)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    training a model, with the subprocesses some tests start, takes about that at its peak).
+    ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` decides where set, as pytest-xdist documents (its own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # (pytest-xdist's own hook answers)
+    cores = CORES
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -124,30 +129,55 @@ def process_timeout(seconds: float) -> float:
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
+def site(tmp_path_factory, request) -> Path:
     """The documentation site, built once per test run as ``sphinx-build -W`` builds it (a warning
     fails the build), gallery run included; the TREC example runs where ../shared/data is. Under ``-n``
-    the first process to ask builds it and the others wait for it and read it."""
+    the first process to ask builds it and the others wait for it and read it (or its failure)."""
     pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]'")
     import subprocess
     import sys
 
+    # Under -n each worker's base is a folder of the run's own (a pytest started by a test, which inherits
+    # PYTEST_XDIST_WORKER_COUNT but is no worker, keeps to its own base).
+    shared = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):
+        shared = shared.parent
+    out = shared / "site" / "html"
+
+    def build() -> str | None:
+        env = {**os.environ, "HIGHWAYNET_DATA": str(SHARED_DATA / "sentence") if SHARED_DATA.is_dir()
+               else str(tmp_path_factory.mktemp("no-data"))}
+        try:
+            run = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
+                                  str(out)], cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True,
+                                 text=True, timeout=process_timeout(900))
+        except subprocess.TimeoutExpired as timeout:
+            return f"sphinx-build ran past {timeout.timeout:.0f} s"
+        return None if run.returncode == 0 else run.stdout[-3000:] + run.stderr[-6000:]
+
+    build_once(shared / "site", build)
+    return out
+
+
+def build_once(folder: Path, build) -> None:
+    """Run ``build`` (None where it succeeded, else what went wrong) once for every test process that
+    shares ``folder``, under a file lock: the first builds, the others wait and take its outcome. A failure
+    is kept too: each later process fails with its message at once, not building again (for as long as
+    the build takes, one process after another, and into the failed build's output, where an incremental
+    build would not repeat the warnings that failed it)."""
     from filelock import FileLock
 
-    shared = tmp_path_factory.getbasetemp()
-    if WORKERS > 1:  # (each worker's base is a folder of the run's own)
-        shared = shared.parent
-    out, done = shared / "site" / "html", shared / "site" / "built"
-    with FileLock(str(shared / "site.lock")):
+    folder.mkdir(parents=True, exist_ok=True)
+    done, failed = folder / "built", folder / "failed"
+    with FileLock(str(folder / "lock")):
+        if failed.is_file():
+            pytest.fail(f"the build failed (in the test process that ran it):\n{failed.read_text()}", pytrace=False)
         if not done.is_file():
-            env = {**os.environ, "HIGHWAYNET_DATA": str(SHARED_DATA / "sentence") if SHARED_DATA.is_dir()
-                   else str(tmp_path_factory.mktemp("no-data"))}
-            build = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
-                                    str(out)], cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True,
-                                   text=True, timeout=process_timeout(900))
-            assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
+            problem = build()
+            if problem is not None:
+                failed.write_text(problem)
+                pytest.fail(problem, pytrace=False)
             done.write_text("")
-    return out
 
 
 # -- the Triton kernels' tests, counted where they run --------------------------------------------------

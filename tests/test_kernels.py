@@ -428,6 +428,48 @@ def test_explain_leaves_the_buffers_and_the_random_generators_as_they_were():
     assert torch.equal(net[1].num_batches_tracked, seen) and torch.equal(torch.get_rng_state(), state)
 
 
+
+class _Remembers(torch.nn.Module):
+    """A highway layer that keeps its last input's mean in a buffer registered as None, and a count of its
+    calls in a buffer it registers on its first."""
+
+    def __init__(self):
+        super().__init__()
+        self.highway = Highway(8, 1)
+        self.register_buffer("last_mean", None)
+
+    def forward(self, x):
+        self.last_mean = x.mean(0)
+        if "calls" not in self._buffers:
+            self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+        return self.highway(x)
+
+
+def test_explain_leaves_no_buffer_it_set_or_added():
+    """A buffer the call sets from None is None again after explain(), and one the call registers is gone."""
+    net = _Remembers()
+    assert [d.layer for d in explain(net, torch.randn(4, 8))] == ["highway"]
+    assert net.last_mean is None and "calls" not in dict(net.named_buffers())
+
+
+def test_explain_under_inference_mode_restores_inference_buffers():
+    """A model made under torch.inference_mode has inference tensors for buffers, which a call under
+    inference_mode may write in place: explain() called there restores them too."""
+    with torch.inference_mode():
+        net = torch.nn.Sequential(torch.nn.BatchNorm1d(8), Highway(8, 1))
+        mean, seen = net[0].running_mean.clone(), net[0].num_batches_tracked.clone()
+        assert [d.layer for d in explain(net, torch.randn(16, 8))] == ["1"]
+        assert torch.equal(net[0].running_mean, mean) and torch.equal(net[0].num_batches_tracked, seen)
+
+
+def test_explain_runs_a_model_on_meta():
+    """A model on the meta device (no memory: what path would a large model take?) is explained as any
+    other; its buffers have no values to restore."""
+    net = torch.nn.Sequential(torch.nn.BatchNorm1d(8), Highway(8, 1)).to("meta")
+    decisions = explain(net, torch.randn(16, 8, device="meta"))
+    assert [d.layer for d in decisions] == ["1"] and net[0].running_mean.is_meta
+
+
 @triton_kernels
 def test_highway_is_unfused_when_observed():
     net = Highway(8, 2).to(DEVICE)

@@ -97,20 +97,29 @@ def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
     """
     check_module("model", model)
     names = {id(module): name for name, module in model.named_modules()}
-    kept = [(module, name, buffer, buffer.clone()) for module in model.modules()
-            for name, buffer in module._buffers.items() if buffer is not None]
+    # Each module's buffers as they are (None included), and a copy of their values (none on meta: no values).
+    kept = [(module, dict(module._buffers), set(module._non_persistent_buffers_set),
+             {name: b.clone() for name, b in module._buffers.items() if b is not None and not b.is_meta})
+            for module in model.modules()]
     devices = sorted({t.device.index or 0 for t in _tensors(model, args, kwargs) if t.device.type == "cuda"})
     try:
         with _recording() as recorded, torch.no_grad(), torch.random.fork_rng(devices=devices):
             model(*args, **kwargs)
     finally:
         with torch.no_grad():
-            for module, name, buffer, before in kept:
-                # The same tensor back (others may hold it), its values too where the call wrote them in
-                # place (an inference tensor, made under torch.inference_mode, cannot have been).
-                if not buffer.is_inference() and not torch.equal(buffer, before):
-                    buffer.copy_(before)
-                module._buffers[name] = buffer
+            for module, buffers, non_persistent, values in kept:
+                # The same tensors back (others may hold them), their values too where the call wrote them
+                # in place (an inference tensor, made under torch.inference_mode, only under it); a buffer
+                # the call set from None or registered is gone.
+                for name, before in values.items():
+                    buffer = buffers[name]
+                    with torch.inference_mode(buffer.is_inference()):
+                        if not torch.equal(buffer, before):
+                            buffer.copy_(before)
+                module._buffers.clear()
+                module._buffers.update(buffers)
+                module._non_persistent_buffers_set.clear()
+                module._non_persistent_buffers_set.update(non_persistent)
     decisions = []
     for layer, choice in recorded:
         decision = Decision(names.get(id(layer), type(layer).__name__), str(choice.path.value), choice.why)
