@@ -452,6 +452,29 @@ def test_explain_leaves_no_buffer_it_set_or_added():
     assert net.last_mean is None and "calls" not in dict(net.named_buffers())
 
 
+class _Grows(torch.nn.Module):
+    """A highway layer that keeps every row it has seen in a buffer it resizes in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.highway = Highway(8, 1)
+        self.register_buffer("seen", torch.zeros(0, 8))
+
+    def forward(self, x):
+        rows = self.seen.shape[0]
+        self.seen.resize_(rows + x.shape[0], 8)[rows:] = x
+        return self.highway(x)
+
+
+def test_explain_restores_a_buffer_resized_in_place():
+    net = _Grows()
+    first = torch.randn(3, 8)
+    net(first)
+    seen = net.seen
+    assert [d.layer for d in explain(net, torch.randn(4, 8))] == ["highway"]
+    assert net.seen is seen and torch.equal(net.seen, first)
+
+
 def test_explain_under_inference_mode_restores_inference_buffers():
     """A model made under torch.inference_mode has inference tensors for buffers, which a call under
     inference_mode may write in place: explain() called there restores them too."""

@@ -190,3 +190,6 @@ def test_performance_page_shows_what_the_compiled_kernels_need(monkeypatch):
     record["kernels"].append(kernel("_gate_forward_kernel", "bfloat16", 40, 0, spilled=8))  # (counted as kernels)
     assert "**6 kernels, 1 beyond a limit, 2 spilling to local memory** (_gate_forward_kernel)" in \
         results._compiled(record)
+    del record["kernels"][0]["allocated"]  # (a record written before the script wrote it)
+    with pytest.raises(ValueError, match="rerun python benchmarks/triton_compile.py"):
+        results._compiled(record)

@@ -450,6 +450,10 @@ def _compiled(record: dict[str, Any]) -> str:
     from highwaynet.report import markdown_table
 
     kernels = record["kernels"]
+    old = [k["kernel"] for k in kernels if not {"persistent", "allocated"} <= k.keys()]
+    if old:
+        raise ValueError(f"benchmarks/triton_compile.json has kernels without 'persistent' and 'allocated' "
+                         f"({old[0]}, ...), a record from before 0.4.0: rerun python benchmarks/triton_compile.py")
     order = ["float32", "tf32", "bfloat16"]
     precisions = sorted({k["precision"] for k in kernels}, key=lambda p: (order.index(p) if p in order else 9, p))
     broken = [k for k in kernels if k["problems"]]

@@ -91,9 +91,10 @@ def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
     depends on the input (its device and dtype), the layer's settings, and on what is active
     around the call (``torch.func`` transforms, gate recording, ONNX export), as the reasons say.
 
-    The call leaves no trace: the model's buffers (a batch norm's running statistics, the states a
-    stateful :class:`~highwaynet.elmo.ELMoBiLM` carries) and the random generators (dropout's draws)
-    are as they were before it (at the cost of a copy of the buffers while it runs).
+    The model's buffers (a batch norm's running statistics, the states a stateful
+    :class:`~highwaynet.elmo.ELMoBiLM` carries) and the random generators (dropout's draws) are as
+    they were before the call, at the cost of a copy of the buffers while it runs; what a module keeps
+    outside its buffers (a lazy module's first call, which makes its parameters) is not put back.
     """
     check_module("model", model)
     names = {id(module): name for name, module in model.named_modules()}
@@ -114,7 +115,9 @@ def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
                 for name, before in values.items():
                     buffer = buffers[name]
                     with torch.inference_mode(buffer.is_inference()):
-                        if not torch.equal(buffer, before):
+                        if buffer.shape != before.shape:  # (resized in place: the copy's storage taken over)
+                            buffer.set_(before)
+                        elif not torch.equal(buffer, before):
                             buffer.copy_(before)
                 module._buffers.clear()
                 module._buffers.update(buffers)

@@ -278,10 +278,11 @@ def sample_tokens(model: nn.Module, prompt: Tensor, length: int, temperature: fl
             else:
                 # Shifted before the division, in float64: a temperature so small that the logits over
                 # it overflow would give inf - inf in softmax's own shift (NaN probabilities), and one
-                # below float32's range would be 0 in float32.
-                last = logits[-1, 0].double()
+                # below float32's range would be 0 in float32. On the CPU, where the draw is made (MPS
+                # has no float64).
+                last = logits[-1, 0].to("cpu", torch.float64)
                 probs = torch.softmax((last - last.max()) / temperature, dim=-1)
-                token = torch.multinomial(probs.cpu(), 1, generator=generator)
+                token = torch.multinomial(probs, 1, generator=generator)
             yield int(token)
             with torch.no_grad():
                 logits, state = model(token.to(device).view(1, 1), state)
