@@ -128,56 +128,96 @@ def process_timeout(seconds: float) -> float:
     return seconds * max(1.0, 8 * WORKERS / (os.cpu_count() or 1)) * scale
 
 
-@pytest.fixture(scope="session")
-def site(tmp_path_factory, request) -> Path:
-    """The documentation site, built once per test run as ``sphinx-build -W`` builds it (a warning
-    fails the build), gallery run included; the TREC example runs where ../shared/data is. Under ``-n``
-    the first process to ask builds it and the others wait for it and read it (or its failure)."""
-    pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]'")
+def _site_folder(config: pytest.Config) -> Path:
+    """Where the site is built: under -n, a folder the run's workers share (each worker's base is a folder
+    of the run's own; a pytest started by a test, which inherits PYTEST_XDIST_WORKER_COUNT but is no
+    worker, keeps to its own base)."""
+    shared = config._tmp_path_factory.getbasetemp()  # (tmp_path_factory's, before any fixture asks for it)
+    return (shared.parent if hasattr(config, "workerinput") else shared) / "site"
+
+
+#: The site build's process while it runs (stopped if the session ends first), and the thread that waits on it.
+_sphinx: dict[str, object] = {}
+
+
+def _build_site(config: pytest.Config) -> str | None:
+    """Build the site into ``_site_folder(config) / "html"`` as ``sphinx-build -W`` does: None, or what went wrong."""
     import subprocess
     import sys
+    import tempfile
 
-    # Under -n each worker's base is a folder of the run's own (a pytest started by a test, which inherits
-    # PYTEST_XDIST_WORKER_COUNT but is no worker, keeps to its own base).
-    shared = tmp_path_factory.getbasetemp()
-    if hasattr(request.config, "workerinput"):
-        shared = shared.parent
-    out = shared / "site" / "html"
-
-    def build() -> str | None:
-        env = {**os.environ, "HIGHWAYNET_DATA": str(SHARED_DATA / "sentence") if SHARED_DATA.is_dir()
-               else str(tmp_path_factory.mktemp("no-data"))}
-        try:
-            run = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
-                                  str(out)], cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True,
-                                 text=True, timeout=process_timeout(900))
-        except subprocess.TimeoutExpired as timeout:
-            return f"sphinx-build ran past {timeout.timeout:.0f} s"
-        return None if run.returncode == 0 else run.stdout[-3000:] + run.stderr[-6000:]
-
-    build_once(shared / "site", build)
-    return out
+    data = str(SHARED_DATA / "sentence") if SHARED_DATA.is_dir() else tempfile.mkdtemp(prefix="no-data-")
+    process = subprocess.Popen([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs",
+                                str(_site_folder(config) / "html")], cwd=Path(__file__).resolve().parents[1],
+                               env={**os.environ, "HIGHWAYNET_DATA": data}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    _sphinx["process"] = process
+    try:
+        out, err = process.communicate(timeout=process_timeout(900))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return f"sphinx-build ran past {process_timeout(900):.0f} s"
+    return None if process.returncode == 0 else out[-3000:] + err[-6000:]
 
 
-def build_once(folder: Path, build) -> None:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The site build is the suite's longest step: it starts once the tests are collected, where any of them
+    # reads the site, in a thread that waits on its process, so that it runs beside the tests rather than in
+    # front of the first that reads it (the one process of a serial run included).
+    if session.config.option.collectonly or importlib.util.find_spec("sphinx") is None:
+        return
+    if any("site" in getattr(item, "fixturenames", ()) for item in session.items):
+        import threading
+
+        folder = _site_folder(session.config)
+        thread = threading.Thread(target=settle_once, args=(folder, lambda: _build_site(session.config)), daemon=True)
+        _sphinx["thread"] = thread
+        thread.start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    process = _sphinx.get("process")
+    if process is not None and process.poll() is None:  # (the session ended first: interrupted, -x)
+        process.kill()
+
+
+@pytest.fixture(scope="session")
+def site(request) -> Path:
+    """The documentation site, built once per test run as ``sphinx-build -W`` builds it (a warning
+    fails the build), gallery run included; the TREC example runs where ../shared/data is. The build
+    starts when the tests are collected (:func:`pytest_collection_finish`); under ``-n`` the first
+    process builds it and the others read it (or its failure)."""
+    pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]'")
+    thread = _sphinx.get("thread")
+    if thread is not None:
+        thread.join()
+    folder = _site_folder(request.config)
+    problem = settle_once(folder, lambda: _build_site(request.config))
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+    return folder / "html"
+
+
+def settle_once(folder: Path, build) -> str | None:
     """Run ``build`` (None where it succeeded, else what went wrong) once for every test process that
     shares ``folder``, under a file lock: the first builds, the others wait and take its outcome. A failure
-    is kept too: each later process fails with its message at once, not building again (for as long as
-    the build takes, one process after another, and into the failed build's output, where an incremental
-    build would not repeat the warnings that failed it)."""
+    is kept too: each later process takes its message at once, not building again (for as long as the
+    build takes, one process after another, and into the failed build's output, where an incremental
+    build would not repeat the warnings that failed it). Returns the outcome."""
     from filelock import FileLock
 
     folder.mkdir(parents=True, exist_ok=True)
     done, failed = folder / "built", folder / "failed"
     with FileLock(str(folder / "lock")):
         if failed.is_file():
-            pytest.fail(f"the build failed (in the test process that ran it):\n{failed.read_text()}", pytrace=False)
+            return f"the build failed (in the test process that ran it):\n{failed.read_text()}"
         if not done.is_file():
             problem = build()
             if problem is not None:
                 failed.write_text(problem)
-                pytest.fail(problem, pytrace=False)
+                return problem
             done.write_text("")
+    return None
 
 
 # -- the Triton kernels' tests, counted where they run --------------------------------------------------
