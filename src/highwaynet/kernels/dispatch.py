@@ -114,9 +114,10 @@ def explain(model: nn.Module, *args: Any, **kwargs: Any) -> list[Decision]:
                 # the call set from None or registered is gone.
                 for name, before in values.items():
                     buffer = buffers[name]
+                    assert buffer is not None  # (values holds the buffers that were tensors)
                     with torch.inference_mode(buffer.is_inference()):
-                        if buffer.shape != before.shape:  # (resized in place: the copy's storage taken over)
-                            buffer.set_(before)
+                        if buffer.shape != before.shape:  # (resized in place)
+                            buffer.resize_(before.shape).copy_(before)
                         elif not torch.equal(buffer, before):
                             buffer.copy_(before)
                 module._buffers.clear()
