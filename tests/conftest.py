@@ -161,10 +161,12 @@ def _build_site(config: pytest.Config) -> str | None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    # The site build is the suite's longest step: it starts once the tests are collected, where any of them
-    # reads the site, in a thread that waits on its process, so that it runs beside the tests rather than in
-    # front of the first that reads it (the one process of a serial run included).
-    if session.config.option.collectonly or importlib.util.find_spec("sphinx") is None:
+    # Under -n the site build, the suite's longest step, starts once the tests are collected, where any of
+    # them reads the site, in a thread that waits on its process, so that it runs beside the tests rather
+    # than in front of the first that reads it. Not in a serial run: there torch's threads take every core,
+    # and a build beside them would fight them for the cores (as a build with a thread per core beside the
+    # workers did, at 3.6 times its time alone).
+    if WORKERS == 1 or session.config.option.collectonly or importlib.util.find_spec("sphinx") is None:
         return
     if any("site" in getattr(item, "fixturenames", ()) for item in session.items):
         import threading
@@ -184,9 +186,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def site(request) -> Path:
     """The documentation site, built once per test run as ``sphinx-build -W`` builds it (a warning
-    fails the build), gallery run included; the TREC example runs where ../shared/data is. The build
-    starts when the tests are collected (:func:`pytest_collection_finish`); under ``-n`` the first
-    process builds it and the others read it (or its failure)."""
+    fails the build), gallery run included; the TREC example runs where ../shared/data is. Under ``-n``
+    the build starts when the tests are collected (:func:`pytest_collection_finish`), and one process
+    builds it for all, the others reading it (or its failure)."""
     pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]'")
     thread = _sphinx.get("thread")
     if thread is not None:
