@@ -24,20 +24,38 @@ if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
 
 
+#: Where a container's memory limit is (cgroup v2, then v1).
+CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+
+
+def memory_bytes(limits: tuple[Path, ...] = CGROUP_MEMORY_LIMITS) -> int | None:
+    """The memory this process may use: the machine's, or its container's limit where that is less
+    (a CI runner is often a container on a larger host). None where neither can be read."""
+    try:
+        found = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
+    except (ValueError, OSError, AttributeError):
+        found = []
+    for path in limits:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # ("max": no limit)
+            found.append(int(text))
+    return min(found) if found else None
+
+
 @pytest.hookimpl(optionalhook=True)  # (pytest-xdist's hook: unknown where it is not installed)
 def pytest_xdist_auto_num_workers(config) -> int | None:
-    """``-n auto``: a process per core, at most 8, and at most one per 3 GB of memory (a worker
-    training a model, with the subprocesses some tests start, takes about that at its peak).
-    ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` decides where set, as pytest-xdist documents (its own hook reads it)."""
+    """``-n auto``: a process per core, at most 8, and at most one per 3 GB of the memory this process
+    may use (a worker was seen at about 0.85 GB, and a torchrun test adds two processes of about 0.45 GB:
+    3 GB leaves room). ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` decides where set, as pytest-xdist documents
+    (its own hook reads it)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # (pytest-xdist's own hook answers)
-    cores = CORES
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        memory = 0
-    by_memory = max(1, int(memory // 3e9)) if memory else cores
-    return max(1, min(cores, 8, by_memory))
+    memory = memory_bytes()
+    by_memory = max(1, int(memory // 3e9)) if memory else CORES
+    return max(1, min(CORES, 8, by_memory))
 
 
 @pytest.fixture

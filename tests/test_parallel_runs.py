@@ -1,7 +1,7 @@
 """The suite's own machinery for running in parallel (``pytest -n auto``, tests/conftest.py): how many
 processes ``-n auto`` starts, and the site built once for all of them."""
 
-from conftest import pytest_xdist_auto_num_workers, settle_once
+from conftest import memory_bytes, pytest_xdist_auto_num_workers, settle_once
 
 
 def test_auto_workers_follow_pytest_xdists_variable_where_set(monkeypatch):
@@ -27,3 +27,18 @@ def test_a_failed_site_build_is_every_test_process_failure_at_once(tmp_path):
     for _ in range(2):
         assert settle_once(tmp_path / "built", lambda: builds.append("passing")) is None
     assert builds == ["failing", "passing"]
+
+
+def test_the_memory_is_a_containers_limit_where_that_is_less(tmp_path):
+    """-n auto counts a worker per 3 GB of the memory this process may use: a container's limit (cgroup
+    v2's memory.max, v1's limit_in_bytes) where it is less than the machine's, the machine's where the
+    limit is "max" or larger, or unreadable."""
+    machine = memory_bytes(())
+    assert machine and machine > 2**20
+    v2, v1 = tmp_path / "memory.max", tmp_path / "limit_in_bytes"
+    v2.write_text("max\n")
+    v1.write_text(f"{2**30}\n")
+    assert memory_bytes((v2,)) == machine and memory_bytes((tmp_path / "none",)) == machine
+    assert memory_bytes((v2, v1)) == 2**30
+    v1.write_text(f"{machine * 4}\n")
+    assert memory_bytes((v1,)) == machine
