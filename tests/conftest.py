@@ -143,7 +143,7 @@ def process_timeout(seconds: float) -> float:
     running beside it (``-n``), and by
     ``$HIGHWAYNET_TEST_TIMEOUT_SCALE``. It only stops a process that hangs; speed is for benchmarks."""
     scale = float(os.environ.get("HIGHWAYNET_TEST_TIMEOUT_SCALE", "1"))
-    return seconds * max(1.0, 8 * WORKERS / (os.cpu_count() or 1)) * scale
+    return seconds * max(1.0, 8 * WORKERS / CORES) * scale
 
 
 def _site_folder(config: pytest.Config) -> Path:
