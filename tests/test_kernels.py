@@ -428,7 +428,6 @@ def test_explain_leaves_the_buffers_and_the_random_generators_as_they_were():
     assert torch.equal(net[1].num_batches_tracked, seen) and torch.equal(torch.get_rng_state(), state)
 
 
-
 class _Remembers(torch.nn.Module):
     """A highway layer that keeps its last input's mean in a buffer registered as None, and a count of its
     calls in a buffer it registers on its first."""

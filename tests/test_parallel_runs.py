@@ -1,7 +1,8 @@
 """The suite's own machinery for running in parallel (``pytest -n auto``, tests/conftest.py): how many
 processes ``-n auto`` starts, and the site built once for all of them."""
 
-from conftest import memory_bytes, pytest_xdist_auto_num_workers, settle_once
+import conftest
+from conftest import CORES, memory_bytes, pytest_xdist_auto_num_workers, settle_once
 
 
 def test_auto_workers_follow_pytest_xdists_variable_where_set(monkeypatch):
@@ -11,6 +12,10 @@ def test_auto_workers_follow_pytest_xdists_variable_where_set(monkeypatch):
     assert pytest_xdist_auto_num_workers(None) is None
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS")
     assert 1 <= pytest_xdist_auto_num_workers(None) <= 8
+    # a process per core, at most 8, at most one per 3 GB (and one where the memory is less)
+    for memory, workers in ((2e9, 1), (7e9, min(CORES, 2)), (1e12, min(CORES, 8)), (None, min(CORES, 8))):
+        monkeypatch.setattr(conftest, "memory_bytes", lambda memory=memory: memory)
+        assert pytest_xdist_auto_num_workers(None) == workers, memory
 
 
 def test_a_failed_site_build_is_every_test_process_failure_at_once(tmp_path):
