@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
+from highwaynet import Highway
 from highwaynet.functional import get_activation, highway_combine, highway_combine_independent
 
 
@@ -48,3 +50,15 @@ def test_unknown_activation_lists_choices():
         get_activation("swishy")
     with pytest.raises(TypeError, match="got int"):
         get_activation(3)
+
+
+def test_an_activation_given_as_a_module_class_is_refused_by_name():
+    # (a class is callable: nn.ReLU(h) made a module with inplace=h, and the layer's forward then failed
+    # inside torch, "Boolean value of Tensor with more than one value is ambiguous")
+    with pytest.raises(TypeError, match=r"activation must be .*got the class ReLU: pass an instance, ReLU\(\)"):
+        get_activation(nn.ReLU)
+    with pytest.raises(TypeError, match="activation .*class Tanh"):
+        Highway(4, activation=nn.Tanh)
+    net = Highway(4, activation=nn.ReLU())  # an instance is taken as it is
+    x = torch.randn(2, 4)
+    assert torch.equal(net(x), net.gates[0](torch.relu(net.layers[0](x)[:, :4]), net.layers[0](x)[:, 4:], x))
