@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 from conftest import check_packed_output_order
@@ -191,3 +192,13 @@ def test_unpacked_lstm_gives_the_packed_outputs_and_final_states(bidirectional, 
     unpacked = block(x, lengths, state)
     for a, b in zip((unpacked[0], *unpacked[1]), (packed[0], *packed[1]), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_sizes_given_as_numpy_integers_make_the_layer_they_name():
+    # (check_size takes a NumPy integer, as every layer does; the LSTM was made from the unchecked value,
+    # and nn.LSTM refused it from inside torch: "input_size should be of type int, got: int64")
+    stack = HighwayLSTM(np.int64(8), np.int64(4), np.int64(2), batch_first=True)
+    block = HighwayLSTMBlock(np.int32(8), np.int64(3), bidirectional=False)
+    assert type(stack.blocks[0].lstm.input_size) is int and block.lstm.hidden_size == 3
+    assert stack(torch.randn(2, 5, 8))[0].shape == (2, 5, 8)
+    assert block(torch.randn(2, 5, 8))[0].shape == (2, 5, 3)

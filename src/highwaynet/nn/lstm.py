@@ -141,17 +141,19 @@ class HighwayLSTMBlock(nn.Module):
         self.resize_kind = check_choice("resize", resize, RESIZE_KINDS)
         self.dropout_p = check_probability("dropout", dropout)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.output_size = hidden_size * (2 if bidirectional else 1)
+        self.output_size = self.hidden_size * (2 if bidirectional else 1)
         self.highway = check_flag("highway", highway)
         self.gate_bias = check_gate_bias(gate_bias, dtype)
         factory = check_factory(device, dtype)
-        self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True, bidirectional=bidirectional, **factory)
+        # (the checked sizes, Python ints: nn.LSTM refuses a NumPy integer, which check_size takes)
+        self.lstm = nn.LSTM(self.input_size, self.hidden_size, batch_first=True, bidirectional=self.bidirectional,
+                            **factory)
         if highway:
-            self.transform = nn.Linear(input_size, self.output_size, **factory)
+            self.transform = nn.Linear(self.input_size, self.output_size, **factory)
             # Only the bias here, not reset_parameters(): drawing the weights again would change
             # the initial weights every seed has given so far.
             nn.init.constant_(self.transform.bias, gate_bias)
-            self.resize = make_resize(resize, input_size, self.output_size, **factory)
+            self.resize = make_resize(resize, self.input_size, self.output_size, **factory)
             self.gate = TransformGate()
 
     def reset_parameters(self) -> None:
