@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -64,6 +65,20 @@ def test_lesion_takes_one_layer_by_index_or_name():
         with lesion(net, one) as names:
             assert [net.gates[i].lesioned for i in range(3)] == [i in lesioned for i in range(3)]
             assert names == [f"gates.{i}" for i in lesioned]
+
+
+def test_lesion_takes_numpy_indices_as_gate_records_values_does():
+    # (the gates a user picks from recorded means, np.argsort(means)[:2], are NumPy integers: lesion
+    # refused them, "layers must be gate indices (int) or names (str)", where GateRecord.values takes them)
+    net = Highway(4, 3)
+    for layers, lesioned in ((np.array([2, 0]), [0, 2]), (np.int64(1), [1]), (np.int32(-1), [2])):
+        with lesion(net, layers) as names:
+            assert [net.gates[i].lesioned for i in range(3)] == [i in lesioned for i in range(3)]
+            assert names == [f"gates.{i}" for i in lesioned]
+    with pytest.raises(IndexError, match="gate index 3 out of range"), lesion(net, np.array([3])):
+        pass
+    with pytest.raises(TypeError, match="layers must be gate indices"), lesion(net, [np.float64(1.0)]):
+        pass
 
 
 def test_lesion_restores_after_exception():

@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -171,7 +172,7 @@ def gate_means(model: nn.Module) -> Iterator[dict[str, float]]:
 
 def _select(gates: list[tuple[str, Gate]], layers: object) -> list[Gate]:
     """The gates ``layers`` names: a gate index or name, or an iterable of them."""
-    if isinstance(layers, (int, str)) and not isinstance(layers, bool):
+    if isinstance(layers, (numbers.Integral, str)) and not isinstance(layers, bool):
         layers = [layers]
     if isinstance(layers, (bytes, Tensor)) or not isinstance(layers, Iterable):
         raise TypeError(f"layers must be a gate index (int), a gate name (str) or a list of them, "
@@ -183,10 +184,11 @@ def _select(gates: list[tuple[str, Gate]], layers: object) -> list[Gate]:
             if layer not in by_name:
                 raise ValueError(f"layers: no gate named {layer!r}; the model's gates are: {list(by_name)}")
             chosen.append(by_name[layer])
-        elif isinstance(layer, int) and not isinstance(layer, bool):
-            if not -len(gates) <= layer < len(gates):
-                raise IndexError(f"layers: gate index {layer} out of range: the model has {len(gates)} gates")
-            chosen.append(gates[layer][1])
+        elif isinstance(layer, numbers.Integral) and not isinstance(layer, bool):  # (a NumPy integer too)
+            index = check_int("layers", layer)
+            if not -len(gates) <= index < len(gates):
+                raise IndexError(f"layers: gate index {index} out of range: the model has {len(gates)} gates")
+            chosen.append(gates[index][1])
         else:
             raise TypeError(f"layers must be gate indices (int) or names (str), got {describe(layer)}")
     return chosen
