@@ -113,8 +113,9 @@ def get_activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Te
             known = ", ".join(sorted(ACTIVATIONS))
             raise ValueError(f"unknown activation {activation!r}; expected one of: {known}, "
                              f"or a callable") from None
-    if isinstance(activation, type) and issubclass(activation, torch.nn.Module):
-        # (a class is callable too, but calling it makes a module, nn.ReLU(x) one with inplace=x)
+    # (a class is callable too, but calling it makes a module, nn.ReLU(x) one with inplace=x)
+    module_class = isinstance(activation, type) and issubclass(activation, torch.nn.Module)
+    if module_class:
         raise TypeError(f"activation must be a name, a callable or a module, got the class {activation.__name__}: "
                         f"pass an instance, {activation.__name__}()")
     if callable(activation):
