@@ -1,3 +1,5 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -79,6 +81,23 @@ def test_lesion_takes_numpy_indices_as_gate_records_values_does():
         pass
     with pytest.raises(TypeError, match="layers must be gate indices"), lesion(net, [np.float64(1.0)]):
         pass
+
+
+def test_a_copy_of_the_model_made_while_recording_records_nothing(tmp_path):
+    # (keeping the best model, or saving a checkpoint, inside record_gates: the copy's gates carried the
+    # recording's observers, and its every forward, after the block too, failed with a KeyError;
+    # torch.save of the model failed to pickle them)
+    net = Highway(4, 2)
+    x = torch.randn(3, 4)
+    with record_gates(net) as rec, gate_means(net) as means:
+        copy_ = copy.deepcopy(net)
+        torch.save(net, tmp_path / "net.pt")
+        net(x)
+        assert torch.equal(copy_(x), net(x))
+    assert [len(v) for v in rec.transform.values()] == [2, 2] and sorted(means) == ["gates.0", "gates.1"]
+    loaded = torch.load(tmp_path / "net.pt", weights_only=False)
+    assert torch.equal(loaded(x), net(x)) and torch.equal(copy_(x), net(x))
+    assert all(g.is_plain for m in (net, copy_, loaded) for g in m.gates)
 
 
 def test_lesion_restores_after_exception():

@@ -20,6 +20,7 @@ to take a fused fast path: :attr:`TransformGate.is_plain` tells them when that i
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -57,6 +58,12 @@ class Gate(nn.Module):
         """Call ``fn(gate, T, C)`` on each forward pass; returns a function that detaches it."""
         self._observers.append(fn)
         return lambda: self._observers.remove(fn)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The observers are a recording's (record_gates, gate_means) of this gate alone, and end with it: a
+        # copy made while one runs (copy.deepcopy, torch.save of the model) starts without them. (Copied,
+        # they kept calling into that recording after it ended, and a closure cannot be pickled.)
+        return {**super().__getstate__(), "_observers": []}
 
     def _observe(self, t: Tensor, c: Tensor | None = None) -> None:
         for observe in self._observers:
