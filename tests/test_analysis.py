@@ -83,6 +83,30 @@ def test_lesion_takes_numpy_indices_as_gate_records_values_does():
         pass
 
 
+def test_mean_per_gate_over_calls_on_inputs_of_other_shapes():
+    # (batches of sentences of other lengths, images of other sizes: mean_per_gate concatenated every call's
+    # values first, and failed inside torch.cat, "Sizes of tensors must match except in dimension 0")
+    torch.manual_seed(0)
+    net, conv = Highway(4, 2), HighwayConv2d(3, 3)
+    x, y, images = torch.randn(2, 5, 4), torch.randn(3, 7, 4), (torch.randn(1, 3, 8, 8), torch.randn(2, 3, 5, 6))
+    with record_gates(net) as record, gate_means(net) as means, record_gates(conv) as conv_record:
+        net(x)
+        net(y)
+        for image in images:
+            conv(image)
+    for i, name in enumerate(record.names):
+        calls = record.transform[name]
+        expected = torch.cat([calls[0].flatten(), calls[1].flatten()]).mean()
+        torch.testing.assert_close(record.mean_per_gate()[i], expected)
+        assert means[name] == pytest.approx(expected.item(), abs=1e-6)
+    torch.testing.assert_close(conv_record.mean_per_gate()[0],
+                               torch.cat([c.flatten() for c in conv_record.transform["gate"]]).mean())
+    # values() concatenates the calls, which these do not: it says so, and where each call's values are
+    with pytest.raises(ValueError, match=r"gate 'gates.0' ran on inputs of other shapes, giving values of shapes "
+                                         r"\(N, 5, 4\) and \(N, 7, 4\).*record.transform\['gates.0'\]"):
+        record.values(0)
+
+
 def test_a_copy_of_the_model_made_while_recording_records_nothing(tmp_path):
     # (keeping the best model, or saving a checkpoint, inside record_gates: the copy's gates carried the
     # recording's observers, and its every forward, after the block too, failed with a KeyError;

@@ -61,7 +61,18 @@ class GateRecord:
 
     def values(self, gate: int | str) -> Tensor:
         """All ``T`` values of one gate (its index in :attr:`names`, or its name), its calls concatenated
-        along the first dimension."""
+        along the first dimension (calls on inputs of other shapes, sequences of other lengths say, do
+        not concatenate: :attr:`transform` holds each call's)."""
+        name, calls = self._calls(gate)
+        shapes = sorted({", ".join(["N", *map(str, c.shape[1:])]) for c in calls if c.dim()})
+        if len(shapes) > 1:
+            raise ValueError(f"gate {name!r} ran on inputs of other shapes, giving values of shapes ({shapes[0]}) and "
+                             f"({shapes[1]}), which do not concatenate: take record.transform[{name!r}], its values "
+                             f"call by call")
+        return torch.cat([c if c.dim() else c.reshape(1) for c in calls])
+
+    def _calls(self, gate: int | str) -> tuple[str, list[Tensor]]:
+        """The name of one gate (its index in :attr:`names`, or its name) and the ``T`` of each of its calls."""
         if isinstance(gate, str):
             if gate not in self.transform:
                 raise ValueError(f"gate must be one of the recorded gates' names {self.names}, got {gate!r}")
@@ -74,7 +85,7 @@ class GateRecord:
         calls = self.transform[name]
         if not calls:
             raise RuntimeError(f"gate {name!r} was not called while recording")
-        return torch.cat([c if c.dim() else c.reshape(1) for c in calls])
+        return name, calls
 
     def mean_per_gate(self) -> Tensor:
         """Mean transform-gate activity of each gate over everything recorded, shape ``(num_gates,)``.
@@ -85,12 +96,16 @@ class GateRecord:
         """
         if not self.names:  # (a model without gates: no mean, rather than torch.stack's error)
             return torch.zeros(0)
-        values = [self.values(n) for n in self.names]
-        empty = [n for n, v in zip(self.names, values, strict=True) if v.numel() == 0]
+        # (call by call, not over values(): calls on inputs of other shapes do not concatenate)
+        calls = [self._calls(n)[1] for n in self.names]
+        counts = [sum(c.numel() for c in gate_calls) for gate_calls in calls]
+        empty = [n for n, count in zip(self.names, counts, strict=True) if count == 0]
         if empty:
             raise ValueError(f"gates {empty} saw no values while recording (only empty batches ran): "
                              f"they have no mean; record a batch of at least one example")
-        return torch.stack([v.float().mean() for v in values])
+        # (summed in float64, as gate_means does: a float32 sum over many calls drifts)
+        return torch.stack([torch.stack([c.double().sum() for c in gate_calls]).sum() / count
+                            for gate_calls, count in zip(calls, counts, strict=True)]).float()
 
     def clear(self) -> None:
         for name in self.names:
