@@ -13,7 +13,18 @@ from torch import nn
 from highwaynet import _checks
 from highwaynet.analysis import lesion, record_gates
 from highwaynet.models import CausalTransformer, LSTMLanguageModel
-from highwaynet.nn import RHN, CharCNNHighway, CharVocab, GatedResidual, Highway, HighwayLSTM, HighwayLSTMBlock
+from highwaynet.nn import (
+    RHN,
+    CharCNNHighway,
+    CharVocab,
+    GatedResidual,
+    Highway,
+    HighwayConv2d,
+    HighwayGate,
+    HighwayLSTM,
+    HighwayLSTMBlock,
+    RHNCell,
+)
 
 # -- issue 56's cases ------------------------------------------------------------------------------
 
@@ -205,6 +216,30 @@ def test_check_input_and_state_leave_autocast_its_dtypes():
         _checks.check_state("L", "state", torch.zeros(2, 3), (2, 3), torch.zeros(1, dtype=torch.bfloat16))
     with pytest.raises(TypeError, match="L expects x to be a floating-point tensor, got dtype torch.int64"):
         _checks.check_input("L", "x", torch.zeros(2, 3, dtype=torch.long), weight)
+
+
+@pytest.mark.parametrize("make, call", [
+    (lambda: Highway(3), lambda m, x: m(x[0])),
+    (lambda: HighwayConv2d(3, 3), lambda m, x: m(x[None])),
+    (lambda: RHN(3, 4), lambda m, x: m(x)),
+    (lambda: RHNCell(3, 4), lambda m, x: m(x[0])),
+    (lambda: HighwayLSTM(3, 4), lambda m, x: m(x)),
+    (lambda: HighwayGate(3), lambda m, x: m(x, x)),
+], ids=["Highway", "HighwayConv2d", "RHN", "RHNCell", "HighwayLSTM", "HighwayGate"])
+def test_a_float64_input_under_autocast_is_refused_by_name(make, call):
+    # (autocast casts float32, not float64: float64 data, NumPy's default, under autocast passed the check,
+    # and the product failed inside torch, "mat1 and mat2 must have the same dtype")
+    model, x = make(), torch.randn(4, 2, 3, dtype=torch.float64)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(
+            TypeError, match=r"expects (x|input|branch) of dtype torch.float32, the parameters' dtype, got "
+                             r"torch.float64 \(.*autocast, which casts float32 but not float64\)"):
+        call(model, x)
+
+
+def test_a_float64_state_under_autocast_is_refused_by_name():
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(
+            TypeError, match="RHN expects state of the input's dtype torch.float32, got torch.float64"):
+        RHN(3, 5)(torch.randn(4, 2, 3), torch.zeros(1, 2, 5, dtype=torch.float64))
 
 
 def test_check_lengths_takes_a_list_and_reads_no_values_while_traced():

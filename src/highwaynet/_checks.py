@@ -269,16 +269,17 @@ def first_parameter(module: nn.Module, *, matrices: bool = False) -> Tensor | No
 
 def check_input(owner: str, name: str, value: object, like: Tensor | None) -> Tensor:
     """A floating-point tensor on ``like``'s device and of its dtype (``like``: the layer's first
-    weight), as the layer's matrix products need; under autocast, any floating-point dtype. (``like``
-    None: any floating-point tensor, for a layer that cannot reach its weight while compiled.)"""
+    weight), as the layer's matrix products need; under autocast, any dtype that autocast casts (not
+    float64: :func:`dtypes_meet`). (``like`` None: any floating-point tensor, for a layer that cannot
+    reach its weight while compiled.)"""
     x = check_tensor(name, value, owner=owner)
     if like is None:
         return x
     if x.device != like.device and like.device.type != "meta":
         raise ValueError(f"{owner} expects {name} on {like.device}, where its parameters are, got {x.device}")
-    if x.dtype != like.dtype and not autocasting(x.device.type):
+    if not dtypes_meet(x.dtype, like.dtype, x.device.type):
         raise TypeError(f"{owner} expects {name} of dtype {like.dtype}, the parameters' dtype, got {x.dtype} "
-                        f"(convert one to the other, or run under torch.autocast)")
+                        f"(convert one to the other, or run under torch.autocast, which casts float32 but not float64)")
     return x
 
 
@@ -286,14 +287,14 @@ def check_state(owner: str, name: str, value: object, shape: tuple[int, ...], li
                 layout: str | None = None) -> Tensor:
     """A recurrent state of ``shape`` (``layout`` says it in words, ``(num_layers, B, hidden_size)``),
     on the input ``like``'s device and of its dtype, as ``nn.LSTM`` checks its ``(h_0, c_0)``: never
-    cast silently. Under autocast, any floating-point dtype."""
+    cast silently. Under autocast, any that autocast casts (not float64)."""
     state = check_tensor(name, value, owner=owner)
     if tuple(state.shape) != tuple(shape):
         what = f"{layout} = {tuple(shape)}" if layout else f"{tuple(shape)}"
         raise ValueError(f"{owner} expects {name} of shape {what}, got {tuple(state.shape)}")
     if state.device != like.device:
         raise ValueError(f"{owner} expects {name} on the input's device {like.device}, got {state.device}")
-    if state.dtype != like.dtype and not autocasting(like.device.type):
+    if not dtypes_meet(state.dtype, like.dtype, like.device.type):
         raise TypeError(f"{owner} expects {name} of the input's dtype {like.dtype}, got {state.dtype} "
                         f"(as nn.LSTM, a state is not cast)")
     return state
