@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 from conftest import cuda
+from torch import nn
 
-from highwaynet.nn import Highway
+from highwaynet.nn import Highway, HighwayConv1d, RHNCell
 
 NP_ACT = {
     "relu": lambda z: np.maximum(z, 0),
@@ -164,3 +165,24 @@ def test_cuda_matches_cpu():
     net = Highway(32, 4)
     x = torch.randn(16, 32)
     torch.testing.assert_close(net.cuda()(x.cuda()).cpu(), net.cpu()(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda activation: Highway(4, 2, activation=activation), (3, 4)),
+    (lambda activation: Highway(4, carry="independent", activation=activation), (3, 4)),
+    (lambda activation: HighwayConv1d(4, 3, activation=activation), (2, 4, 5)),
+    (lambda activation: RHNCell(4, 4, depth=2, activation=activation), (3, 4)),
+], ids=["Highway", "independent carry", "HighwayConv1d", "RHNCell"])
+def test_an_in_place_activation_gives_the_outputs_and_gradients_of_its_function(make, shape):
+    # (nn.ReLU(inplace=True), as CNN code writes it: the layers split [H | T] with chunk, whose views autograd
+    # refuses to let an in-place function write, "Output 0 of Split is a view and is being modified inplace")
+    torch.manual_seed(0)
+    in_place = make(nn.ReLU(inplace=True)).double()
+    plain = make("relu").double()
+    plain.load_state_dict(in_place.state_dict())
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+    outputs = [layer(x) for layer in (in_place, plain)]
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=0)
+    grads = [torch.autograd.grad(y.square().sum(), [x, *layer.parameters()])
+             for y, layer in zip(outputs, (in_place, plain), strict=True)]
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)

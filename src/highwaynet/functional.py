@@ -87,7 +87,15 @@ def split_halves(z: Tensor, parts: int = 2, dim: int = -1) -> tuple[Tensor, ...]
         raise ValueError(f"dim must be in [{-z.dim()}, {z.dim()}) for z of shape {tuple(z.shape)}, got {dim}")
     if z.shape[dim] % parts:
         raise ValueError(f"cannot split a size-{z.shape[dim]} dimension into {parts} equal parts")
-    return z.chunk(parts, dim=dim)
+    return split_parts(z, parts, dim)
+
+
+def split_parts(z: Tensor, parts: int, dim: int = -1) -> tuple[Tensor, ...]:
+    """:func:`split_halves` unchecked, for the layers' forward: ``z``'s equal parts, each a view of its
+    own (``narrow``), which an in-place activation (``nn.ReLU(inplace=True)``) may write; autograd
+    refuses that on ``chunk``'s views (the outputs of one function that returns several)."""
+    size = z.shape[dim] // parts
+    return tuple(z.narrow(dim, i * size, size) for i in range(parts))
 
 
 def _identity(x: Tensor) -> Tensor:

@@ -17,7 +17,7 @@ from .._checks import (
     check_probability,
     check_size,
 )
-from ..functional import get_activation
+from ..functional import get_activation, split_parts
 from ._signature import settings_repr
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
@@ -88,10 +88,10 @@ class _HighwayConvNd(nn.Module):
         z = self.conv(x if self._pad is None else F.pad(x, self._pad))
         channel_dim = -self._spatial - 1
         if self.carry == "coupled":
-            h, t = z.chunk(2, dim=channel_dim)
+            h, t = split_parts(z, 2, channel_dim)
             c = None
         else:
-            h, t, c = z.chunk(3, dim=channel_dim)
+            h, t, c = split_parts(z, 3, channel_dim)
         return self.gate(self.dropout(self.activation(h)), t, x, c)
 
     def extra_repr(self) -> str:

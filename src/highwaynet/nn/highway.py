@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_factory, check_flag, check_gate_bias, check_input, check_probability, check_size
-from ..functional import get_activation
+from ..functional import get_activation, split_parts
 from ..kernels.activations import Activation, activation_code
 from ..kernels.dense_highway import DensePath, choose_path, highway_layer
 from ..kernels.dispatch import note
@@ -143,10 +143,10 @@ class Highway(nn.Module):
         for proj, gate in zip(self._projections(), self.gates, strict=True):
             z = proj(x)
             if self.carry == "coupled":
-                h, t = z.chunk(2, dim=-1)
+                h, t = split_parts(z, 2)
                 c = None
             else:
-                h, t, c = z.chunk(3, dim=-1)
+                h, t, c = split_parts(z, 3)
             x = gate(self.dropout(self.activation(h)), t, x, c)
         return x
 

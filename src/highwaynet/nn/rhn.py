@@ -18,7 +18,7 @@ from .._checks import (
     check_size,
     check_state,
 )
-from ..functional import get_activation
+from ..functional import get_activation, split_parts
 from ..kernels.dispatch import note
 from ..kernels.rhn_recurrence import choose_path, rhn_recurrence
 from ._signature import settings_repr
@@ -134,7 +134,7 @@ class RHNCell(nn.Module):
             z = proj(s if state_mask is None else s * state_mask)
             if d == 0:
                 z = z + x_proj
-            parts = z.chunk(self.parts, dim=-1)
+            parts = split_parts(z, self.parts)
             s = gate(self.activation(parts[0]), parts[1], s, parts[2] if self.parts == 3 else None)
         return s
 
