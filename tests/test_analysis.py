@@ -124,6 +124,32 @@ def test_a_copy_of_the_model_made_while_recording_records_nothing(tmp_path):
     assert all(g.is_plain for m in (net, copy_, loaded) for g in m.gates)
 
 
+def _replica(module):
+    """What nn.DataParallel's replicate() makes of each module (its parameters left in place rather than
+    broadcast to another device): a shallow copy, which shares the gates' observers."""
+    replica = module._replicate_for_data_parallel()
+    replica._parameters = dict(module._parameters)
+    for name, child in module._modules.items():
+        replica._modules[name] = _replica(child)
+    return replica
+
+
+def test_the_replicas_of_nn_data_parallel_record_under_their_gates_names():
+    # (the observers looked their gate up by id: a replica's gates, which share them, failed with a KeyError,
+    # so that record_gates and gate_means broke an nn.DataParallel model on two or more GPUs)
+    torch.manual_seed(0)
+    net = Highway(4, 2)
+    x = torch.randn(3, 4)
+    with record_gates(net) as record, gate_means(net) as means:
+        _replica(net)(x[:2])
+        _replica(net)(x[2:])
+    with record_gates(net) as whole:
+        net(x)
+    for name in record.names:
+        torch.testing.assert_close(record.values(name), whole.values(name))
+        assert means[name] == pytest.approx(whole.values(name).mean().item(), abs=1e-6)
+
+
 def test_lesion_restores_after_exception():
     net = Highway(4, 2)
     with pytest.raises(RuntimeError, match="boom"), lesion(net, [0]):

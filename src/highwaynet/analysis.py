@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_device, check_int, check_module, describe
-from .nn.gate import Gate
+from .nn.gate import Gate, GateObserver
 
 __all__ = ["GateRecord", "gate_means", "gate_modules", "lesion", "record_gates"]
 
@@ -144,8 +144,12 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
 def _observing(gates: list[tuple[str, Gate]], observe: Callable[[str, Tensor, Tensor | None], None]
                ) -> Iterator[None]:
     """``observe(name, t, c)`` on every forward pass of each of ``gates`` while the block runs."""
-    name_of = {id(g): name for name, g in gates}
-    detach = [g.add_observer(lambda gate, t, c: observe(name_of[id(gate)], t, c)) for _, g in gates]
+    # Each observer knows its gate's name, rather than looking the gate up: nn.DataParallel's replicas of a
+    # gate share its observers (a shallow copy), and record under its name.
+    def observer(name: str) -> GateObserver:
+        return lambda gate, t, c: observe(name, t, c)
+
+    detach = [g.add_observer(observer(name)) for name, g in gates]
     try:
         yield
     finally:
