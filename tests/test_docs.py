@@ -100,3 +100,18 @@ def test_readme_is_a_guide_of_at_most_200_lines_whose_links_resolve():
 @pytest.mark.parametrize("name", ["CHANGELOG.md"])
 def test_changelog_names_this_version(name):
     assert f"## {highwaynet.__version__}" in (ROOT / name).read_text()
+
+
+def test_pages_quote_the_transformer_study_s_sizes_as_stored():
+    # The study's page and the residual guide say by hand how large its models are ("29,316 to 806,016
+    # parameters"): the smallest and largest of its stored rows (ReZero without LayerNorms is the smallest).
+    record = ROOT / "docs" / "results" / "transformer-depth-tinyshakespeare.json"
+    if not record.exists():
+        pytest.skip("the study's result is not stored")
+    sizes = [row["parameters"] for row in json.loads(record.read_text())["result"]["rows"]]
+    stored = f"{min(sizes):,} to {max(sizes):,} parameters"
+    for page in ("docs/results/transformer.md", "docs/guide/residual.md"):
+        text = " ".join((ROOT / page).read_text().split())
+        quoted = [" ".join(m) for m in re.findall(r"(\d[\d,]{4,}) (to) (\d[\d,]{4,}) (parameters)", text)]
+        assert quoted, f"{page} no longer quotes the study's sizes: update this test"
+        assert all(q == stored for q in quoted), f"{page} says {quoted}, the stored study {stored}"

@@ -10,7 +10,7 @@ kept it off a faster one::
 
     >>> for decision in explain(RHN(8, 16, depth=3), torch.randn(5, 2, 8)):
     ...     print(decision)                                          # doctest: +SKIP
-    cells.0: C++ loops, halves (no Triton or no CUDA tensor: ...)
+    cells.0: C++ loops (no Triton for these tensors: ...)
 """
 
 from __future__ import annotations

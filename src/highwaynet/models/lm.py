@@ -117,6 +117,10 @@ class LSTMLanguageModel(_LanguageModel):
 
     ``state_dropout`` has no counterpart in ``nn.LSTM``'s fused kernel and is not offered.
 
+    Shape:
+        ``(T, B)`` token ids, state ``(h, c)`` each ``(num_layers, B, hidden_size)`` -> logits
+        ``(T, B, vocab_size)``, state.
+
     Example::
 
         >>> logits, (h, c) = LSTMLanguageModel(65, 128, num_layers=2)(torch.randint(65, (35, 8)))

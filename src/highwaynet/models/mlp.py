@@ -81,6 +81,9 @@ class PlainMLP(nn.Module):
     Initialised as ``nn.Linear`` is, like :class:`HighwayMLP`, so that the two differ only in the
     highway gating. The default width, 71, is the highway paper's: about the parameters of a highway
     MLP 50 wide.
+
+    Shape:
+        ``(N, *)`` with ``prod(*) == in_features`` -> ``(N, num_classes)``.
     """
 
     def __init__(self, in_features: int, num_classes: int, depth: int, width: int = 71, *,

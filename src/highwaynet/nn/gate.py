@@ -81,7 +81,7 @@ class TransformGate(Gate):
     Args:
         carry: ``"coupled"`` (``C = 1 - T``, the highway paper's form) or ``"independent"``.
 
-    Shapes:
+    Shape:
         ``h``, ``t_logits``, ``x`` (and ``c_logits``), floating-point tensors, broadcast together;
         the output has their broadcast shape.
 
@@ -139,7 +139,7 @@ class BranchGate(Gate):
     network. It is what the gate's observers receive (:func:`highwaynet.analysis.record_gates`), and a
     lesion sets it to 0: ``y = x``, the branch left out.
 
-    Shapes:
+    Shape:
         ``branch``, ``x`` (and ``scale``), floating-point tensors, broadcast together; the output has
         their broadcast shape.
 

@@ -124,6 +124,11 @@ class HighwayLSTMBlock(nn.Module):
         resize: ``nn.Identity``, :class:`~highwaynet.nn.Projection` or :class:`~highwaynet.nn.ZeroPad`.
         gate: the :class:`TransformGate` (recorded and lesioned like every highway layer).
 
+    Shape:
+        ``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` (None: every sequence ``T`` long), ``state``
+        ``(h_0, c_0)`` each ``(directions, B, hidden_size)`` or None -> ``(B, T, out)`` (zero past each
+        length, ``out = directions · hidden_size``) and ``(h_n, c_n)``.
+
     Example::
 
         >>> block = HighwayLSTMBlock(300, 150)          # BiLSTM: 2 · 150 wide out

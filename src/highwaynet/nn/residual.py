@@ -112,6 +112,10 @@ class Sum(_Combine):
     r"""The plain residual connection: :math:`y = x + f`. Its :class:`~highwaynet.nn.BranchGate`
     records 1 and, lesioned, leaves the branch out (:math:`y = x`).
 
+    Shape:
+        ``combine(f, x)``: the branch's output ``f`` and the stream ``x``, floating-point tensors of
+        shapes that broadcast; the output has their broadcast shape.
+
     Example::
 
         >>> Sum()(torch.ones(3), torch.zeros(3))
@@ -133,6 +137,10 @@ class FixedGate(_Combine):
 
     Args:
         bias: :math:`b`. Default −2 (:math:`t = 0.12`).
+
+    Shape:
+        ``combine(f, x)``: the branch's output ``f`` and the stream ``x``, floating-point tensors of
+        shapes that broadcast; the output has their broadcast shape.
 
     Example::
 
@@ -158,6 +166,10 @@ class ReZero(_Combine):
 
     Args:
         init: :math:`\alpha`'s initial value. Default 0.
+
+    Shape:
+        ``combine(f, x)``: the branch's output ``f`` and the stream ``x``, floating-point tensors of
+        shapes that broadcast; the output has their broadcast shape.
 
     Example::
 
@@ -192,6 +204,10 @@ class LayerScale(_Combine):
         dim: the stream's width (channels are its last dimension).
         init: :math:`\varepsilon`, the initial value. Default 1e-5; the paper's by depth is
             :func:`layerscale_init`.
+
+    Shape:
+        ``combine(f, x)``: the branch's output ``f`` and the stream ``x``, both ``(..., dim)``; the
+        output has their shape.
 
     Example::
 
@@ -229,6 +245,10 @@ class DeepNormSum(_Combine):
     Args:
         alpha: :math:`\alpha` (:func:`deepnorm_alpha` of the depth, for a decoder).
 
+    Shape:
+        ``combine(f, x)``: the branch's output ``f`` and the stream ``x``, floating-point tensors of
+        shapes that broadcast; the output has their broadcast shape.
+
     Example::
 
         >>> DeepNormSum(alpha=2.0)(torch.ones(2), torch.ones(2))
@@ -258,6 +278,10 @@ class HighwayGate(_Combine):
 
     Initialised as ``nn.Linear`` is (:math:`W_T \sim U(\pm 1/\sqrt{\text{fan-in}})`), :math:`b_T =`
     ``bias``.
+
+    Shape:
+        ``combine(f, x)``: the branch's output ``f`` and the stream ``x``, both ``(..., dim)``; the
+        output has their shape.
 
     Example::
 
@@ -305,6 +329,10 @@ class GRUGate(_Combine):
         device, dtype: where and in what type the parameters are made.
 
     Initialised as ``nn.Linear`` is (:math:`U(\pm 1/\sqrt{\text{dim}})`), :math:`b_z =` ``bias``.
+
+    Shape:
+        ``combine(f, x)``: the branch's output ``f`` and the stream ``x``, both ``(..., dim)``; the
+        output has their shape.
 
     Example::
 
