@@ -547,6 +547,12 @@ class Trainer:
                                     f"{START_OVER}") from error
         self.epoch, self.best, self.steps = state["epoch"], state["best"], state.get("steps", 0)
         self.history = read_metrics(self.run_dir)[: self.epoch]
+        # (the metrics line of an epoch is written before its checkpoint: fewer lines is a file cut short or edited,
+        # which the rewrite below would make for good)
+        if [m["epoch"] for m in self.history] != list(range(1, self.epoch + 1)):
+            raise ValueError(f"{self.run_dir / 'metrics.jsonl'} holds the metrics of epochs "
+                             f"{[m['epoch'] for m in self.history]}, not of the {self.epoch} epochs {path} holds: "
+                             f"it was cut short or edited; put back the file the run wrote, or {START_OVER}")
         self.seconds = self.earlier_seconds = state.get("seconds", sum(m["time"] for m in self.history))
         if self._out is not None:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold; in one
