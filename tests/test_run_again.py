@@ -94,6 +94,14 @@ def test_trainer_fit_again_goes_on_and_restart_starts_over(tmp_path):
     assert [m["epoch"] for m in trainer(1, lr=0.5).fit(restart=True)] == [1]
     assert [json.loads(line)["epoch"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1]
 
+    # The same Trainer again with restart: its model is trained, so it cannot start over, and the run stays.
+    fitted = trainer(1, lr=0.5)
+    fitted.fit()
+    before = {name: (tmp_path / name).read_bytes() for name in ("metrics.jsonl", "checkpoint.pt", "model.pt")}
+    with pytest.raises(ValueError, match=r"has been trained since .* make a new Trainer with a new model"):
+        fitted.fit(restart=True)
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+
 
 # -- reproduce -----------------------------------------------------------------------------------
 

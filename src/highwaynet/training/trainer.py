@@ -35,6 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
+from .._checks import check_finite, check_flag, check_module, check_path, describe
 from .._versions import release
 from ..analysis import gate_means
 from ..config import TrainConfig
@@ -159,6 +160,15 @@ class Trainer:
 
     def __init__(self, model: nn.Module, task: Task, config: TrainConfig, run_dir: str | Path | None = None,
                  log: Callable[[str], None] | None = None, progress: bool = True, gate_means: bool = False) -> None:
+        check_module("model", model)
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {describe(config)}")
+        if not all(callable(getattr(task, name, None)) for name in ("batches", "step", "summarize")):
+            raise TypeError(f"task must be a Task (with batches, step and summarize), got {describe(task)}")
+        if log is not None and not callable(log):
+            raise TypeError(f"log must be a function taking a line (or None), got {describe(log)}")
+        progress, gate_means = check_flag("progress", progress), check_flag("gate_means", gate_means)
+        run_dir = check_path("run_dir", run_dir) if run_dir is not None else None
         self.config = config
         self._gate_means = gate_means
         self.task = task
@@ -263,8 +273,16 @@ class Trainer:
                 settings, or does not fit this model (``restart=True`` starts over).
             ~highwaynet.training.files.FolderNotOurs: the run folder holds files highwaynet did not write.
         """
+        resume, restart = check_flag("resume", resume), check_flag("restart", restart)
+        if max_time is not None and check_finite("max_time", max_time) < 0:
+            raise ValueError(f"max_time must be at least 0 (seconds), or None, got {max_time}")
         if resume and restart:
             raise ValueError("fit: resume goes on with the run in the folder and restart starts it over: pass one")
+        if restart and (self.epoch or self.steps):  # (before anything is removed: the run there stays)
+            raise ValueError(f"fit(restart=True) starts the run over from the model's first weights, and this "
+                             f"Trainer's model has been trained since (or loaded from the checkpoint of epoch "
+                             f"{self.epoch}): to start over, make a new Trainer with a new model and call its "
+                             f"fit(restart=True)")
         with hold_run_dir(self._out, log=self.log):
             self._identity = None  # (the folder's identity as the lock found it: a restart gives it a new one)
             if restart and self._out is not None:
