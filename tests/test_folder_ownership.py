@@ -289,6 +289,18 @@ def test_a_sentence_set_of_one_class_is_refused(tmp_path, capsys):
     assert "holds one class only" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("train, missing", [
+    (b"0 good\n2 bad\n", "[0, 2] ([1] missing)"),
+    (b"0 good\n20000000 bad\n1 fine\n", "[0, 1, 20000000] ([2, 3, 4, 5, 6, ...] missing)"),
+])
+def test_labels_that_are_not_0_to_k_name_the_first_missing_ones_only(tmp_path, capsys, train, missing):
+    data = sentence_set(tmp_path / "gaps", train, b"0 a film\n")
+    assert main(["reproduce", "sentences", "--task", str(data), "--layers", "1", "--epochs", "1", "--device", "cpu",
+                 "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err  # (a label mistyped as 20000000 listed every number below it, or ran out of memory)
+    assert f"labels must be 0..K-1; the training data has {missing}" in error and len(error) < 300
+
+
 def test_sentence_files_are_utf8_text_with_the_bad_byte_named(tmp_path):
     from highwaynet.data.sentences import read_labelled
 
