@@ -275,6 +275,14 @@ def test_repeated_values_in_a_sweep_are_refused(tmp_path, capsys):
     assert not (tmp_path / "s").exists()
 
 
+def test_a_cnns_channels_may_repeat_a_value():
+    from highwaynet.cli import parse
+    from highwaynet.config import CNNConfig
+
+    assert parse(["train", "cnn", "--channels", "16,16,32"])[1].channels == [16, 16, 32]  # (not a sweep's list)
+    assert CNNConfig(channels=[8, 8]).channels == [8, 8]
+
+
 def sentence_set(folder: Path, train: bytes, test: bytes) -> Path:
     folder.mkdir()
     (folder / "train").write_bytes(train)
