@@ -217,6 +217,13 @@ def test_a_second_command_writing_the_same_file_is_refused_and_changes_nothing(m
     assert not parts.exists()
 
 
+def test_an_output_below_a_file_says_so(model, tmp_path, capsys):
+    (tmp_path / "file").write_text("mine")
+    assert embed(model, tmp_path, out="file/vectors.hdf5") == 2  # (it said "[Errno 20] Not a directory")
+    assert f"vectors.hdf5 cannot be written: {tmp_path / 'file'} is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
+
+
 def test_a_folder_given_for_a_file_is_named_as_a_folder(model, tmp_path, capsys):
     source = tmp_path / "s.txt"
     source.write_text("a b\n")

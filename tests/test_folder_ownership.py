@@ -269,6 +269,19 @@ def test_what_names_something_is_checked_before_a_folder_is_made(tmp_path, capsy
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("out, message", [
+    ("file/run", "file/run cannot be made: {tmp}/file is a file, not a folder; pass a folder for a run"),
+    ("file/a/b", "file/a/b cannot be made: {tmp}/file is a file, not a folder"),
+    ("dangling", "dangling is a symbolic link to {tmp}/nowhere, which does not exist"),
+])
+def test_a_run_folder_that_cannot_be_made_says_why(tmp_path, capsys, out, message):
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert main([*TRAIN, "--out", str(tmp_path / out)]) == 2  # (it said "[Errno 20] Not a directory", "[Errno 17]")
+    assert message.format(tmp=tmp_path) in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine" and not (tmp_path / "nowhere").exists()
+
+
 def test_repeated_values_in_a_sweep_are_refused(tmp_path, capsys):
     assert main(["reproduce", "depth", "--data", "digits", "--lrs", "0.1,0.1", "--out", str(tmp_path / "s")]) == 2
     assert "--lrs lists 0.1 more than once" in capsys.readouterr().err

@@ -320,6 +320,9 @@ def _lock_parts(out: Path, parts: Path) -> int | None:
     at the same time is refused, naming the process that writes it."""
     if parts.is_symlink() or (parts.exists() and not parts.is_dir()):
         raise FileExistsError(f"{parts} is in the way (not a folder this command made); remove it")
+    above = next(p for p in parts.parents if p.exists() or p.is_symlink())
+    if not above.is_dir():
+        raise FileExistsError(f"{out} cannot be written: {above} is a file, not a folder; pass another --out")
     parts.mkdir(parents=True, exist_ok=True)
     return take_lock(parts / _LOCK, lambda holder: FileExistsError(
         f"{out} is being written by {holder} (it holds {parts / _LOCK}): wait for that command to end, or pass "
