@@ -547,30 +547,25 @@ class Trainer:
                                          f"own files; remove the link, or {START_OVER}")
         state = read_checkpoint(path, previous)
         notes = check_identity(state.get("identity"), self._run_identity(), path)
-        fit_state("the model", path, lambda: self.model.load_state_dict(state["model"]))
-        fit_state("the optimiser", path,
-                  lambda: self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"])))
-        fit_state("the learning-rate schedule", path, lambda: self.scheduler.load_state_dict(state["scheduler"]))
-        ema = self.ema
-        if ema is not None:
-            if "ema" not in state:
-                raise CheckpointMismatch(f"{path} holds no average of the weights: its run was started without ema, "
-                                         f"and resumes only without it")
-            fit_state("the average of the weights (ema)", path, lambda: ema.load_state_dict(state["ema"]))
-        try:
-            notes += restore_rng_state(state["rng"], self.device, self.rank, self.config.seed + state["epoch"])
-        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as error:
-            raise CorruptCheckpoint(f"{path}'s random generator states are not what highwaynet saves "
-                                    f"({type(error).__name__}: {error}): it was edited or damaged. To go on, "
-                                    f"{START_OVER}") from error
-        self.epoch, self.best, self.steps = state["epoch"], state["best"], state.get("steps", 0)
-        self.history = read_metrics(self.run_dir)[: self.epoch]
+        history = read_metrics(self.run_dir)[: state["epoch"]]
         # (the metrics line of an epoch is written before its checkpoint: fewer lines is a file cut short or edited,
         # which the rewrite below would make for good)
-        if [m["epoch"] for m in self.history] != list(range(1, self.epoch + 1)):
+        if [m["epoch"] for m in history] != list(range(1, state["epoch"] + 1)):
             raise ValueError(f"{self.run_dir / 'metrics.jsonl'} holds the metrics of epochs "
-                             f"{[m['epoch'] for m in self.history]}, not of the {self.epoch} epochs {path} holds: "
+                             f"{[m['epoch'] for m in history]}, not of the {state['epoch']} epochs {path} holds: "
                              f"it was cut short or edited; put back the file the run wrote, or {START_OVER}")
+        # A load that fails part-way leaves the model as it was, not part this checkpoint's: fit(restart=True), the
+        # way on the error names, starts from its first weights.
+        parts = [part for part in (self.model, self.optimizer, self.scheduler, self.ema) if part is not None]
+        before = [_copy_on_cpu(part.state_dict()) for part in parts]
+        try:
+            notes += self._load_state(state, path)
+        except BaseException:
+            for part, saved in zip(parts, before, strict=True):
+                part.load_state_dict(saved)
+            raise
+        self.epoch, self.best, self.steps = state["epoch"], state["best"], state.get("steps", 0)
+        self.history = history
         self.seconds = self.earlier_seconds = state.get("seconds", sum(m["time"] for m in self.history))
         if self._out is not None:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold; in one
@@ -587,6 +582,37 @@ class Trainer:
             self.log(f"note: {note}")
         return True
 
+
+    def _load_state(self, state: dict[str, Any], path: Path) -> list[str]:
+        """Load a checkpoint's states into the model, optimiser, schedule, average and generators; the notes
+        on the generators (:meth:`load_checkpoint`)."""
+        fit_state("the model", path, lambda: self.model.load_state_dict(state["model"]))
+        fit_state("the optimiser", path,
+                  lambda: self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"])))
+        fit_state("the learning-rate schedule", path, lambda: self.scheduler.load_state_dict(state["scheduler"]))
+        ema = self.ema
+        if ema is not None:
+            if "ema" not in state:
+                raise CheckpointMismatch(f"{path} holds no average of the weights: its run was started without ema, "
+                                         f"and resumes only without it")
+            fit_state("the average of the weights (ema)", path, lambda: ema.load_state_dict(state["ema"]))
+        try:
+            return restore_rng_state(state["rng"], self.device, self.rank, self.config.seed + state["epoch"])
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as error:
+            raise CorruptCheckpoint(f"{path}'s random generator states are not what highwaynet saves "
+                                    f"({type(error).__name__}: {error}): it was edited or damaged. To go on, "
+                                    f"{START_OVER}") from error
+
+
+def _copy_on_cpu(value: Any) -> Any:
+    """A copy of a state dict, its tensors on the CPU (a copy to put back, costing no GPU memory)."""
+    if isinstance(value, Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: _copy_on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy_on_cpu(v) for v in value)
+    return value
 
 # How an optimiser runs its update, which belongs to the machine that resumes, not to the checkpoint.
 _UPDATE_KEYS = ("fused", "foreach", "capturable")
