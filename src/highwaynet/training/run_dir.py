@@ -42,7 +42,8 @@ from .progress import SweepProgress
 __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
            "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir",
            "load_best_weights", "load_run_config", "mean_std", "open_run", "plan_run", "prepare_run_dir", "read_json",
-           "read_metrics", "read_results", "run_once", "saved_config", "settings_differ", "start_sweep", "write_text"]
+           "read_metrics", "read_results", "release_lock", "run_once", "saved_config", "settings_differ", "start_sweep",
+           "take_lock", "write_text"]
 
 
 def environment() -> dict[str, Any]:
