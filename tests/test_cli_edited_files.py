@@ -101,6 +101,18 @@ def test_a_metrics_line_without_a_metric_is_named_not_a_traceback(trained, tmp_p
     assert lacks in error if lacks != "lr" else "an epoch's numbers" in error
 
 
+@pytest.mark.parametrize("keep", [1, 2])  # (2: the last line cut short, as a kill leaves it, but a line too few)
+def test_a_metrics_file_cut_short_is_named_not_rewritten_without_its_epochs(trained, tmp_path, capsys, keep):
+    out = copy_run(trained, tmp_path)
+    data = (out / "metrics.jsonl").read_bytes()
+    cut = data[:data.index(b"\n") + 1] if keep == 1 else data[:-20]
+    (out / "metrics.jsonl").write_bytes(cut)
+    assert main([*TRAIN, "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "metrics.jsonl holds the metrics of epochs [1], not of the 2 epochs" in error and "--restart" in error
+    assert (out / "metrics.jsonl").read_bytes() == cut  # (not rewritten: the epochs it lacks are not lost for good)
+
+
 @pytest.mark.parametrize("device", ["garbage", 5, ""])
 def test_a_checkpoint_naming_no_device_is_damaged(trained, tmp_path, device):
     path = tmp_path / "checkpoint.pt"

@@ -74,6 +74,23 @@ def test_batchify_and_bptt_windows():
     assert torch.equal(a[0][0], list(task.batches("train", 0))[0][0])
 
 
+@pytest.mark.parametrize("arguments, error, message", [
+    ({"batch_size": 0}, ValueError, "batch_size must be positive, got 0"),
+    ({"bptt": "10"}, TypeError, "bptt must be an int"),
+    ({"eval_batch_size": 2.0}, TypeError, "eval_batch_size must be an int"),
+    ({"seed": None}, TypeError, "seed must be an int"),
+    ({"steps_per_epoch": 0}, ValueError, "steps_per_epoch must be positive"),
+    ({"eval_windows": -1}, ValueError, "eval_windows must be positive"),
+    ({"carry_state": "no"}, TypeError, "carry_state must be a bool"),
+])
+def test_language_model_task_arguments_are_checked_by_name(arguments, error, message):
+    class Tiny:
+        name, level, train, valid, test = "tiny", "char", torch.arange(1000), torch.arange(200), torch.arange(200)
+
+    with pytest.raises(error, match=message):
+        LanguageModelTask(Tiny(), **{"batch_size": 4, "bptt": 10, "eval_batch_size": 2, **arguments})
+
+
 def _ngram_reference(train: list[int], scored: list[int], order: int, k: float, vocab: list[str]) -> float:
     """Add-k n-gram cross-entropy (nats per token) written out: counts of (context, token) on ``train``,
     each position of ``scored`` from its order-th token on (token ids: an unknown character is one)."""

@@ -111,6 +111,29 @@ def test_truncated_idx_file(tmp_path):
         images.read_idx(path)
 
 
+def _idx(path: Path, array) -> None:
+    dims = b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    path.write_bytes(bytes([0, 0, 8, array.ndim]) + dims + array.astype("uint8").tobytes())
+
+
+@pytest.mark.parametrize("packed", [(), ("train-labels-idx1-ubyte",)])  # (none gzipped, or one of the four)
+def test_mnist_reads_its_idx_files_gzipped_or_not(tmp_path, packed):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for name, array in (("train-images-idx3-ubyte", rng.integers(0, 256, (30, 28, 28))),
+                        ("train-labels-idx1-ubyte", np.arange(30) % 10),
+                        ("t10k-images-idx3-ubyte", rng.integers(0, 256, (10, 28, 28))),
+                        ("t10k-labels-idx1-ubyte", np.arange(10))):
+        _idx(tmp_path / name, array)  # (as unpacked from the published .gz files)
+        if name in packed:
+            (tmp_path / f"{name}.gz").write_bytes(gzip.compress((tmp_path / name).read_bytes()))
+            (tmp_path / name).unlink()
+    data = images.load_mnist(tmp_path, val_size=5)
+    assert (len(data.train[1]), len(data.val[1]), len(data.test[1])) == (25, 5, 10)
+    assert torch.equal(data.test[1], torch.arange(10))
+
+
 def test_unknown_data_set():
     with pytest.raises(ValueError, match="unknown image data set 'cifar'.*mnist5k"):
         load_image_data("cifar")

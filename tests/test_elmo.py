@@ -384,6 +384,21 @@ def test_bad_options_files_say_what_is_wrong(tmp_path, text, words):
         elmo_files.read_options(path)
 
 
+def test_an_options_file_of_the_wrong_kind_says_so(tmp_path):
+    weights = write_model(tmp_path, options())[1]
+    with pytest.raises(ValueError, match=r"weights.hdf5 is not an ELMo options file: it is an HDF5 file \(a "
+                                         r"weights.hdf5\? --options takes options.json"):  # (the two swapped)
+        elmo_files.read_options(weights)
+    path = tmp_path / "latin1.json"
+    path.write_bytes('{"lstm": "é"}'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.json is not an ELMo options file: not JSON text \(.* is not "
+                                         r"UTF-8 text: byte 10"):
+        elmo_files.read_options(path)
+    path.write_text(json.dumps({**options(), "lstm": {**options()["lstm"], "cell_clip": "3"}}))
+    with pytest.raises(ValueError, match=r"'cell_clip' must be int or float, got '3'"):  # (not "(<class 'int'>, ...")
+        elmo_files.read_options(path)
+
+
 def test_an_options_file_with_a_clip_that_is_not_a_positive_number_is_named(tmp_path):
     for clip in (float("nan"), -1.0, 0):
         path = tmp_path / "options.json"

@@ -2,6 +2,7 @@
 and two processes under torchrun writing one file."""
 
 import hashlib
+import os
 import re
 import warnings
 from pathlib import Path
@@ -18,6 +19,7 @@ from highwaynet.data.download import UncheckedDownloadWarning
 from highwaynet.elmo import ELMoBiLM, batch_to_ids
 from highwaynet.elmo import files as elmo_files
 from highwaynet.elmo.mix import remove_sentence_boundaries
+from highwaynet.training.run_dir import release_lock, take_lock
 
 WORKER = Path(__file__).with_name("elmo_embed_worker.py")
 LINES = ["The cat sat on the mat .", "A dog .", "Colorless green ideas sleep furiously", "x",
@@ -190,6 +192,36 @@ def test_the_pieces_folder_keeps_the_users_files_and_a_damaged_settings_file_ask
     assert (parts / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in parts.iterdir()) == ["notes.txt"]
     assert "holds files that are not this command's (notes.txt)" in capsys.readouterr().out
+
+
+def test_a_second_command_writing_the_same_file_is_refused_and_changes_nothing(model, tmp_path, capsys):
+    out, parts = tmp_path / "vectors.hdf5", tmp_path / "vectors.hdf5.parts"
+
+    def refused(*extra):
+        parts.mkdir(exist_ok=True)
+        held = take_lock(parts / ".lock", FileExistsError)  # (as a command writing vectors.hdf5 holds it)
+        try:
+            assert embed(model, tmp_path, *extra) == 2
+        finally:
+            release_lock(held)
+        assert f"{out} is being written by process {os.getpid()}" in capsys.readouterr().err
+
+    refused()  # (the same command twice at once: the second embeds nothing)
+    assert not out.exists() and [p.name for p in parts.iterdir()] == [".lock"]
+    assert embed(model, tmp_path) == 0  # (once it is released)
+    before = out.read_bytes()
+    refused("--restart")  # (removing nothing the other writes or wrote)
+    assert out.read_bytes() == before
+    assert embed(model, tmp_path, "--restart") == 0
+    _holds_the_vectors(model, out)
+    assert not parts.exists()
+
+
+def test_an_output_below_a_file_says_so(model, tmp_path, capsys):
+    (tmp_path / "file").write_text("mine")
+    assert embed(model, tmp_path, out="file/vectors.hdf5") == 2  # (it said "[Errno 20] Not a directory")
+    assert f"vectors.hdf5 cannot be written: {tmp_path / 'file'} is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
 
 
 def test_a_folder_given_for_a_file_is_named_as_a_folder(model, tmp_path, capsys):

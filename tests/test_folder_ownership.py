@@ -269,10 +269,31 @@ def test_what_names_something_is_checked_before_a_folder_is_made(tmp_path, capsy
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("out, message", [
+    ("file/run", "file/run cannot be made: {tmp}/file is a file, not a folder; pass a folder for a run"),
+    ("file/a/b", "file/a/b cannot be made: {tmp}/file is a file, not a folder"),
+    ("dangling", "dangling is a symbolic link to {tmp}/nowhere, which does not exist"),
+])
+def test_a_run_folder_that_cannot_be_made_says_why(tmp_path, capsys, out, message):
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert main([*TRAIN, "--out", str(tmp_path / out)]) == 2  # (it said "[Errno 20] Not a directory", "[Errno 17]")
+    assert message.format(tmp=tmp_path) in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine" and not (tmp_path / "nowhere").exists()
+
+
 def test_repeated_values_in_a_sweep_are_refused(tmp_path, capsys):
     assert main(["reproduce", "depth", "--data", "digits", "--lrs", "0.1,0.1", "--out", str(tmp_path / "s")]) == 2
     assert "--lrs lists 0.1 more than once" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_cnns_channels_may_repeat_a_value():
+    from highwaynet.cli import parse
+    from highwaynet.config import CNNConfig
+
+    assert parse(["train", "cnn", "--channels", "16,16,32"])[1].channels == [16, 16, 32]  # (not a sweep's list)
+    assert CNNConfig(channels=[8, 8]).channels == [8, 8]
 
 
 def sentence_set(folder: Path, train: bytes, test: bytes) -> Path:
@@ -287,6 +308,18 @@ def test_a_sentence_set_of_one_class_is_refused(tmp_path, capsys):
     assert main(["reproduce", "sentences", "--task", str(data), "--layers", "1", "--epochs", "1", "--device", "cpu",
                  "--out", str(tmp_path / "out")]) == 2
     assert "holds one class only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("train, missing", [
+    (b"0 good\n2 bad\n", "[0, 2] ([1] missing)"),
+    (b"0 good\n20000000 bad\n1 fine\n", "[0, 1, 20000000] ([2, 3, 4, 5, 6, ...] missing)"),
+])
+def test_labels_that_are_not_0_to_k_name_the_first_missing_ones_only(tmp_path, capsys, train, missing):
+    data = sentence_set(tmp_path / "gaps", train, b"0 a film\n")
+    assert main(["reproduce", "sentences", "--task", str(data), "--layers", "1", "--epochs", "1", "--device", "cpu",
+                 "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err  # (a label mistyped as 20000000 listed every number below it, or ran out of memory)
+    assert f"labels must be 0..K-1; the training data has {missing}" in error and len(error) < 300
 
 
 def test_sentence_files_are_utf8_text_with_the_bad_byte_named(tmp_path):

@@ -94,6 +94,39 @@ def test_trainer_fit_again_goes_on_and_restart_starts_over(tmp_path):
     assert [m["epoch"] for m in trainer(1, lr=0.5).fit(restart=True)] == [1]
     assert [json.loads(line)["epoch"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1]
 
+    # The same Trainer again with restart: its model is trained, so it cannot start over, and the run stays.
+    fitted = trainer(1, lr=0.5)
+    fitted.fit()
+    before = {name: (tmp_path / name).read_bytes() for name in ("metrics.jsonl", "checkpoint.pt", "model.pt")}
+    with pytest.raises(ValueError, match=r"has been trained since .* make a new Trainer with a new model"):
+        fitted.fit(restart=True)
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+
+
+
+def test_a_checkpoint_that_does_not_fit_leaves_the_model_as_it_was_and_restart_starts_from_it(tmp_path):
+    from highwaynet.config import TrainConfig
+    from highwaynet.data import load_digits
+    from highwaynet.models import HighwayMLP
+    from highwaynet.training import CheckpointMismatch, ClassificationTask, Trainer
+
+    data = load_digits(max_train=100)
+
+    def trainer(depth: int, seed: int, folder) -> Trainer:
+        torch.manual_seed(seed)
+        return Trainer(HighwayMLP(data.in_features, data.num_classes, depth, 8), ClassificationTask(data, 50),
+                       TrainConfig(epochs=1, lr=0.1, device="cpu"), folder, progress=False, log=lambda line: None)
+
+    trainer(2, 0, tmp_path / "run").fit()
+    deeper = trainer(3, 1, tmp_path / "run")  # (the model changed, the settings not)
+    first = {k: v.clone() for k, v in deeper.model.state_dict().items()}
+    with pytest.raises(CheckpointMismatch, match=r"does not fit the model .*Trainer.fit\(restart=True\)"):
+        deeper.fit()
+    assert all(torch.equal(first[k], v) for k, v in deeper.model.state_dict().items())  # (none of the old run's)
+    without_time = [{k: v for k, v in m.items() if k != "time"} for m in deeper.fit(restart=True)]
+    fresh = trainer(3, 1, tmp_path / "fresh").fit()
+    assert without_time == [{k: v for k, v in m.items() if k != "time"} for m in fresh]
+
 
 # -- reproduce -----------------------------------------------------------------------------------
 

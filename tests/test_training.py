@@ -190,6 +190,57 @@ def test_bad_config():
             TrainConfig(lr=value)
 
 
+def _digits_trainer(**changes):
+    data = load_digits(max_train=100)
+    arguments = {"model": HighwayMLP(data.in_features, 10, depth=2, width=8),
+                 "task": ClassificationTask(data, batch_size=50), "config": TrainConfig(epochs=1, device="cpu"),
+                 "run_dir": None, "log": lambda s: None, "progress": False, **changes}
+    return Trainer(**arguments)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"model": "model"}, TypeError, "model must be an nn.Module, got str"),
+    ({"task": None}, TypeError, "task must be a Task"),
+    ({"config": {"epochs": 1}}, TypeError, "config must be a TrainConfig, got dict"),
+    ({"run_dir": 5}, TypeError, "run_dir must be a path"),
+    ({"run_dir": ""}, ValueError, "run_dir must be a path, got an empty string"),  # (not the current folder)
+    ({"log": 3}, TypeError, "log must be a function"),
+    ({"progress": "no"}, TypeError, "progress must be a bool"),
+    ({"gate_means": 1}, TypeError, "gate_means must be a bool"),
+])
+def test_trainer_arguments_are_checked_by_name(changes, error, message):
+    with pytest.raises(error, match=message):
+        _digits_trainer(**changes)
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    ({"max_time": "1"}, TypeError, "max_time must be a real number"),
+    ({"max_time": float("nan")}, ValueError, "max_time must be finite"),
+    ({"max_time": -1}, ValueError, "max_time must be at least 0"),
+    ({"resume": "no"}, TypeError, "resume must be a bool"),  # (a truthy string once meant resume)
+    ({"restart": 1}, TypeError, "restart must be a bool"),
+])
+def test_fit_arguments_are_checked_by_name(arguments, error, message):
+    with pytest.raises(error, match=message):
+        _digits_trainer().fit(**arguments)
+
+
+@pytest.mark.parametrize("task, arguments, error, message", [
+    (ClassificationTask, {"batch_size": 0}, ValueError, "batch_size must be positive, got 0"),
+    (ClassificationTask, {"batch_size": "64"}, TypeError, "batch_size must be an int"),
+    (ClassificationTask, {"eval_batch_size": -1}, ValueError, "eval_batch_size must be positive"),
+    (ClassificationTask, {"seed": 1.5}, TypeError, "seed must be an int"),
+    (ClassificationTask, {"augment": 3}, TypeError, "augment must be a function"),
+    (SentenceTask, {"min_length": 0}, ValueError, "min_length must be positive"),
+    (SentenceTask, {"adversarial": "1"}, TypeError, "adversarial must be a real number"),
+])
+def test_task_arguments_are_checked_by_name(task, arguments, error, message):
+    with pytest.raises(error, match=message):
+        task(load_digits(max_train=100), **arguments)
+    with pytest.raises(TypeError, match="splits must be a dict"):
+        task(None)
+
+
 @pytest.mark.skipif(not trainer_module._FUSED_ON_CPU, reason="PyTorch's fused CPU updates need torch >= 2.4")
 @pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
 def test_cpu_update_is_fused_and_trains_as_the_default(optimizer, monkeypatch):

@@ -19,7 +19,7 @@ __all__ = ["check_settings", "setting"]
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, factory: Callable[[], Any] | None = None,
             choices: Sequence[Any] | None = None, minimum: float | None = None, below: float | None = None,
-            flag: str | None = None, metavar: str | None = None, cli: bool = True) -> Any:
+            flag: str | None = None, metavar: str | None = None, cli: bool = True, distinct: bool = True) -> Any:
     """A configuration field.
 
     Args:
@@ -31,9 +31,11 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, factory: Callable[
         flag: the command-line option, where not ``--`` and the field's name with dashes.
         metavar: the option's placeholder in the help.
         cli: whether the command line offers it (a field a sweep sets for each run says False).
+        distinct: for a list, whether its values must differ (a sweep's: each value is runs of its own);
+            False for one that describes a model (a CNN's channels per stage may repeat).
     """
     metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "minimum": minimum,
-                "below": below, "flag": flag, "metavar": metavar, "cli": cli}
+                "below": below, "flag": flag, "metavar": metavar, "cli": cli, "distinct": distinct}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -102,7 +104,8 @@ def check_settings(config: Any) -> None:
             if not value:
                 raise ValueError(f"{_describe(config, field.name)} needs at least one value")
             repeated = sorted({repr(v) for v in value if value.count(v) > 1})
-            if repeated:  # (a sweep would train the same runs twice and report one run as a spread)
+            # (a sweep would train the same runs twice and report one run as a spread)
+            if repeated and field.metadata.get("distinct", True):
                 raise ValueError(f"{_describe(config, field.name)} lists {', '.join(repeated)} more than once: give "
                                  f"each value once")
             for item in value:

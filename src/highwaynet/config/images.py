@@ -57,7 +57,8 @@ class CNNConfig:
     linear classifier; trained with random crops and flips. ``depth`` is the convolutional layers."""
 
     data: str = setting("fashion-mnist", help="the image set", choices=IMAGE_DATA)
-    channels: list[int] = setting(help="channels of each stage", factory=lambda: [32, 64, 128], minimum=1)
+    channels: list[int] = setting(help="channels of each stage", factory=lambda: [32, 64, 128], minimum=1,
+                                  distinct=False)
     layers_per_stage: int = setting(3, help="highway (or plain) layers in each stage", minimum=1)
     plain: bool = setting(False, help="a plain CNN of the same depth and width")
     gate_bias: float = setting(-1.0, help="initial transform-gate bias")

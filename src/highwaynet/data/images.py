@@ -175,12 +175,14 @@ def load_fashion_mnist(data_dir: str | Path | None = None, *, download: bool = F
 
 def load_mnist(data_dir: str | Path, *, val_size: int = 5000, split_seed: int = 0,
                max_train: int | None = None) -> ImageData:
-    """The full MNIST from its four standard IDX files (gzipped) in ``data_dir``; no download."""
+    """The full MNIST from its four standard IDX files in ``data_dir``, gzipped or not (each as found:
+    ``train-images-idx3-ubyte.gz``, else ``train-images-idx3-ubyte``); no download."""
     _check_settings(split_seed, max_train, val_size)
-    # Same file names as Fashion-MNIST; no hash (nothing is downloaded, the user's files are read).
-    files = {k: DataFile(f.name, None, "") for k, f in FASHION_MNIST.items()}
     folder = check_path("data_dir", data_dir)
-    return _load_idx_set(files, [folder], False, "put MNIST's four IDX .gz files in the folder",
+    # Same file names as Fashion-MNIST; no hash (nothing is downloaded, the user's files are read).
+    files = {k: DataFile(f.name if (folder / f.name).is_file() or not (folder / f.name.removesuffix(".gz")).is_file()
+                         else f.name.removesuffix(".gz"), None, "") for k, f in FASHION_MNIST.items()}
+    return _load_idx_set(files, [folder], False, "put MNIST's four IDX files (gzipped or not) in the folder",
                          "mnist", val_size, split_seed, max_train)
 
 

@@ -99,8 +99,13 @@ def _check_labels(task: str, reference: Located, *others: Located) -> int:
         raise ValueError(f"{task}: the training data holds one class only (label {labels[0]}): a classifier needs "
                          f"two or more; check the files' labels")
     if labels != list(range(len(labels))):
-        missing = sorted(set(range(max(labels) + 1)) - set(labels))
-        raise ValueError(f"{task}: labels must be 0..K-1; the training data has {labels} ({missing} missing)")
+        # (the first few missing, found below len + 5: a label of 10**11 is no reason to count to it)
+        have = set(labels)
+        missing = [k for k in range(min(len(labels) + 5, labels[-1] + 1)) if k not in have][:5]
+        more = ", ..." if labels[-1] + 1 - len(labels) > len(missing) else ""
+        shown = ", ".join(map(str, labels[:20])) + (", ..." if len(labels) > 20 else "")
+        raise ValueError(f"{task}: labels must be 0..K-1; the training data has [{shown}] "
+                         f"([{', '.join(map(str, missing))}{more}] missing)")
     for split in others:
         for label, _, (path, line) in split:
             if label >= len(labels):

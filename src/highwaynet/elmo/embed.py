@@ -14,7 +14,8 @@ Nothing half-written is ever the output: each batch's vectors go to a piece file
 copied into ``OUT.tmp``, which is renamed to ``OUT``, and the pieces are removed. Run again with the
 same settings, the command goes on from the pieces already written (and says so), or, where ``OUT``
 is complete, says so and does nothing; with other settings it is refused, naming each difference and
-the two ways on (``--restart``, another ``--out``). ``--restart`` removes what the command wrote
+the two ways on (``--restart``, another ``--out``); while one command writes ``OUT`` (it holds
+``OUT.parts/.lock``), a second is refused. ``--restart`` removes what the command wrote
 (``OUT``, where it carries this command's settings, and its pieces) and starts over; a file of the
 user's is never removed. What is read back is checked first: a piece or an output that does not hold
 each of its lines' vectors, with their shapes, is damaged (a damaged piece is embedded again; a
@@ -40,6 +41,7 @@ from .. import __version__
 from .._checks import check_choice, check_flag, check_path, check_size
 from ..data.download import read_text
 from ..training.distributed import barrier, init_distributed
+from ..training.run_dir import release_lock, take_lock
 from .bilm import ELMoBiLM
 from .chars import batch_to_ids
 from .mix import remove_sentence_boundaries
@@ -239,37 +241,41 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
             return out
     parts = out.with_name(out.name + ".parts")
     barrier()
-    if rank == 0:
-        if restart:
-            _start_over(out, parts, say)
-        _claim_parts(parts, wanted)
-    barrier()
-    if rank != 0:
-        _check_parts(parts, wanted)
-    batches = [(k, sentences[k * batch_size:(k + 1) * batch_size]) for k in range(-(-len(sentences) // batch_size))]
-    done = {k for k, batch in batches
-            if _piece_done(parts / f"batch-{k:08d}.h5", range(k * batch_size, k * batch_size + len(batch)),
-                           sentences, layers, bilm.output_size, say if k % size == rank else None)}
-    mine = [(k, batch) for k, batch in batches if k % size == rank and k not in done]
-    if done and rank == 0:
-        say(f"resuming: {len(done)} of {len(batches)} batches were written before"
-            + ("; the LSTM states start over at the first batch left (--stateful)" if stateful else ""))
-    bar = tqdm(total=sum(len(b) for _, b in mine), unit="line", disable=not progress or rank != 0,
-               desc=f"embedding (rank 0 of {size})" if size > 1 else "embedding", file=sys.stderr)
-    with torch.no_grad():
-        for k, batch in mine:
-            found, mask = bilm(batch_to_ids(batch, bilm.max_characters).to(target))
-            trimmed = [remove_sentence_boundaries(layer, mask) for layer in found]
-            vectors = _select([t for t, _ in trimmed], layers).float().cpu()
-            _write_piece(parts / f"batch-{k:08d}.h5", k * batch_size, vectors, [len(s) for s in batch])
-            bar.update(len(batch))
-    bar.close()
-    barrier()
-    if rank == 0:
-        _merge(parts, out, len(batches), {**wanted, "format": "highwaynet elmo embed", "lines": len(sentences),
-                                          "highwaynet_version": __version__}, say)
-        say(f"wrote {out}: {len(sentences)} lines, layers={layers}")
-    barrier()
+    lock = _lock_parts(out, parts) if rank == 0 else None  # (one command writes OUT at a time; under torchrun, rank 0)
+    try:
+        if rank == 0:
+            if restart:
+                _start_over(out, parts, say)
+            _claim_parts(parts, wanted)
+        barrier()
+        if rank != 0:
+            _check_parts(parts, wanted)
+        batches = [(k, sentences[k * batch_size:(k + 1) * batch_size]) for k in range(-(-len(sentences) // batch_size))]
+        done = {k for k, batch in batches
+                if _piece_done(parts / f"batch-{k:08d}.h5", range(k * batch_size, k * batch_size + len(batch)),
+                               sentences, layers, bilm.output_size, say if k % size == rank else None)}
+        mine = [(k, batch) for k, batch in batches if k % size == rank and k not in done]
+        if done and rank == 0:
+            say(f"resuming: {len(done)} of {len(batches)} batches were written before"
+                + ("; the LSTM states start over at the first batch left (--stateful)" if stateful else ""))
+        bar = tqdm(total=sum(len(b) for _, b in mine), unit="line", disable=not progress or rank != 0,
+                   desc=f"embedding (rank 0 of {size})" if size > 1 else "embedding", file=sys.stderr)
+        with torch.no_grad():
+            for k, batch in mine:
+                found, mask = bilm(batch_to_ids(batch, bilm.max_characters).to(target))
+                trimmed = [remove_sentence_boundaries(layer, mask) for layer in found]
+                vectors = _select([t for t, _ in trimmed], layers).float().cpu()
+                _write_piece(parts / f"batch-{k:08d}.h5", k * batch_size, vectors, [len(s) for s in batch])
+                bar.update(len(batch))
+        bar.close()
+        barrier()
+        if rank == 0:
+            _merge(parts, out, len(batches), {**wanted, "format": "highwaynet elmo embed", "lines": len(sentences),
+                                              "highwaynet_version": __version__}, say)
+            say(f"wrote {out}: {len(sentences)} lines, layers={layers}")
+        barrier()
+    finally:
+        release_lock(lock)
     return out
 
 
@@ -294,25 +300,50 @@ def _piece_done(piece: Path, lines: range, sentences: list[list[str]], layers: s
     return False
 
 
+#: The lock file in the pieces folder: held by the command that writes ``OUT`` (rank 0's under torchrun).
+_LOCK = ".lock"
+
+
 def _is_ours(name: str) -> bool:
-    """A file name this command writes in its pieces folder (a piece, its temporary, the settings)."""
-    return name in ("settings.json", "settings.json.tmp") or (name.startswith("batch-") and (
+    """A file name this command writes in its pieces folder (a piece, its temporary, the settings, the lock)."""
+    return name in ("settings.json", "settings.json.tmp", _LOCK) or (name.startswith("batch-") and (
         name.endswith(".h5") or name.endswith(".tmp")))
 
 
-def _remove_parts(parts: Path) -> list[str]:
-    """Remove this command's files from ``parts`` (regular files, found without following links) and the
-    folder once empty; returns the names of what stays (files of the user's)."""
+def _holds_pieces(parts: Path) -> bool:
+    """Whether the folder ``parts`` holds files of this command's but its lock (an earlier run's)."""
+    return any(_is_ours(p.name) and p.name != _LOCK for p in parts.iterdir())
+
+
+def _lock_parts(out: Path, parts: Path) -> int | None:
+    """Make ``parts`` (and ``out``'s folder, where new) and hold its lock: a second command writing ``out``
+    at the same time is refused, naming the process that writes it."""
+    if parts.is_symlink() or (parts.exists() and not parts.is_dir()):
+        raise FileExistsError(f"{parts} is in the way (not a folder this command made); remove it")
+    above = next(p for p in parts.parents if p.exists() or p.is_symlink())
+    if not above.is_dir():
+        raise FileExistsError(f"{out} cannot be written: {above} is a file, not a folder; pass another --out")
+    parts.mkdir(parents=True, exist_ok=True)
+    return take_lock(parts / _LOCK, lambda holder: FileExistsError(
+        f"{out} is being written by {holder} (it holds {parts / _LOCK}): wait for that command to end, or pass "
+        f"another --out"))
+
+
+def _remove_parts(parts: Path, keep: tuple[str, ...] = ()) -> list[str]:
+    """Remove this command's files from ``parts`` (regular files, found without following links) but those
+    named in ``keep``, and the folder once empty; returns the names of what stays (files of the user's)."""
     if parts.is_symlink() or not parts.is_dir():
         return []
     kept = []
     with os.scandir(parts) as entries:
         for entry in entries:
+            if entry.name in keep:
+                continue
             if _is_ours(entry.name) and entry.is_file(follow_symlinks=False):
                 os.unlink(entry.path)
             else:
                 kept.append(entry.name)
-    if not kept:
+    if not kept and not keep:
         parts.rmdir()
     return sorted(kept)
 
@@ -322,8 +353,8 @@ def _start_over(out: Path, parts: Path, say: Callable[[str], None]) -> None:
     if out.is_file() and not out.is_symlink():  # (its format checked by the caller)
         out.unlink()
         removed.append(str(out))
-    if parts.is_dir() and not parts.is_symlink():
-        kept = _remove_parts(parts)
+    if parts.is_dir() and not parts.is_symlink() and _holds_pieces(parts):
+        kept = _remove_parts(parts, keep=(_LOCK,))  # (the lock this command holds)
         removed.append(f"the pieces in {parts}" + (f" (your files there stay: {', '.join(kept)})" if kept else ""))
     if removed:
         say(f"starting over (--restart): removed {' and '.join(removed)}")
@@ -331,8 +362,6 @@ def _start_over(out: Path, parts: Path, say: Callable[[str], None]) -> None:
 
 def _claim_parts(parts: Path, wanted: dict[str, Any]) -> None:
     settings = parts / "settings.json"
-    if parts.is_symlink() or (parts.exists() and not parts.is_dir()):
-        raise FileExistsError(f"{parts} is in the way (not a folder this command made); remove it")
     if settings.is_file():
         try:
             stored = json.loads(settings.read_text())
@@ -346,10 +375,9 @@ def _claim_parts(parts: Path, wanted: dict[str, Any]) -> None:
             raise FileExistsError(f"{parts} holds an unfinished run with other settings ({differ}). "
                                   f"{_ways_on(parts, 'its pieces are')}")
         return
-    if parts.is_dir() and any(_is_ours(p.name) for p in parts.iterdir()):
+    if _holds_pieces(parts):
         raise FileExistsError(f"{parts} holds pieces without their settings.json; start over with --restart (its "
                               f"pieces are removed) or pass another --out")
-    parts.mkdir(parents=True, exist_ok=True)  # (and OUT's folder, where it is new)
     tmp = settings.with_name("settings.json.tmp")
     tmp.write_text(json.dumps(wanted, indent=1))
     os.replace(tmp, settings)

@@ -119,7 +119,8 @@ def _get(section: Mapping[str, Any], key: str, where: str, kind: type | tuple[ty
     if value is None and default is None:
         return None
     if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        raise ValueError(f"{where}: {key!r} must be {getattr(kind, '__name__', kind)}, got {value!r}")
+        what = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+        raise ValueError(f"{where}: {key!r} must be {what}, got {value!r}")
     return value
 
 
@@ -146,6 +147,11 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
             raw = json.loads(read_text(path))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not an ELMo options file: not JSON ({error})") from None
+        except ValueError as error:  # (not UTF-8 text: the weight file given for the options, say)
+            hdf5 = path.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+            raise ValueError(f"{path} is not an ELMo options file: " + (
+                "it is an HDF5 file (a weights.hdf5? --options takes options.json, --weights weights.hdf5)" if hdf5
+                else f"not JSON text ({error})")) from None
         name = str(path)
     else:
         raise TypeError(f"options must be a path or a dict, got {describe(options)}")

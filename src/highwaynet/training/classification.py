@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_int, check_size, describe
+
 __all__ = ["ClassificationTask"]
 
 
@@ -31,11 +33,16 @@ class ClassificationTask:
     def __init__(self, splits, batch_size: int = 100, seed: int = 0, eval_batch_size: int = 1000,
                  augment: Callable[[Tensor], Tensor] | None = None) -> None:
         if not isinstance(splits, dict):
+            if not all(hasattr(splits, k) for k in ("train", "val", "test")):
+                raise TypeError(f"splits must be a dict of (inputs, labels) by split, or an object with train, val "
+                                f"and test attributes (an ImageData), got {describe(splits)}")
             splits = {k: getattr(splits, k) for k in ("train", "val", "test")}
+        if augment is not None and not callable(augment):
+            raise TypeError(f"augment must be a function of a batch of inputs (or None), got {describe(augment)}")
         self.splits = splits
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size
-        self.seed = seed
+        self.batch_size = check_size("batch_size", batch_size)
+        self.eval_batch_size = check_size("eval_batch_size", eval_batch_size)
+        self.seed = check_int("seed", seed)
         self.augment = augment
 
     def to(self, device: torch.device) -> ClassificationTask:

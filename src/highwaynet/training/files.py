@@ -264,6 +264,12 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
         raise FolderNotOurs(f"{folder} is {special}: {what} needs a folder of its own; pass a new folder "
                             f"(for example {folder / 'runs' / 'x'})")
     if not folder.exists():
+        if folder.is_symlink():
+            raise FolderNotOurs(f"{folder} is a symbolic link to {os.readlink(folder)}, which does not exist: "
+                                f"highwaynet makes no folder through a link; pass a folder for {what}")
+        above = next(p for p in folder.parents if p.exists() or p.is_symlink())
+        if not above.is_dir():
+            raise FolderNotOurs(f"{folder} cannot be made: {above} is a file, not a folder; pass a folder for {what}")
         return None
     if not folder.is_dir():
         raise FolderNotOurs(f"{folder} is a file, not a folder: pass a folder for {what}")

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_flag, check_int, check_size
 from ..data.corpora import Corpus
 from .cuda_graph import _copy_into
 
@@ -80,6 +81,11 @@ class LanguageModelTask:
     def __init__(self, corpus: Corpus, batch_size: int = 32, bptt: int = 50, seed: int = 0,
                  eval_batch_size: int = 16, steps_per_epoch: int | None = None, carry_state: bool = True,
                  eval_windows: int | None = None) -> None:
+        batch_size, bptt, eval_batch_size = (check_size("batch_size", batch_size), check_size("bptt", bptt),
+                                             check_size("eval_batch_size", eval_batch_size))
+        seed, carry_state = check_int("seed", seed), check_flag("carry_state", carry_state)
+        steps_per_epoch = None if steps_per_epoch is None else check_size("steps_per_epoch", steps_per_epoch)
+        eval_windows = None if eval_windows is None else check_size("eval_windows", eval_windows)
         self.corpus = corpus
         self.carry_state, self.eval_windows = carry_state, eval_windows
         self.batch_size, self.bptt, self.seed = batch_size, bptt, seed

@@ -42,7 +42,8 @@ from .progress import SweepProgress
 __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
            "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir",
            "load_best_weights", "load_run_config", "mean_std", "open_run", "plan_run", "prepare_run_dir", "read_json",
-           "read_metrics", "read_results", "run_once", "saved_config", "settings_differ", "start_sweep", "write_text"]
+           "read_metrics", "read_results", "release_lock", "run_once", "saved_config", "settings_differ", "start_sweep",
+           "take_lock", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -287,6 +288,24 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "",
         yield
         return
     path = folder / ".lock"
+    fd = cast(int, take_lock(path, lambda holder: RunFolderBusy(
+        f"{folder} is being written by {holder} (it holds {path}): wait for that run to end, or pass another --out")))
+    _held[key] = [fd, 1]
+    try:
+        files.claim(folder, kind, what, identity=identity, log=log)
+        yield
+    finally:
+        del _held[key]
+        release_lock(fd)
+
+
+def take_lock(path: Path, busy: Callable[[str], Exception]) -> int | None:
+    """Lock the file ``path`` (made where missing, never through a link) for this process alone, and write
+    who holds it there; its descriptor, for :func:`release_lock` (None where the OS has no such lock:
+    Windows). Held by another process, ``busy(holder)`` is raised (``holder``: "process 123 on host"). The
+    OS releases the lock when the process dies."""
+    if fcntl is None:  # pragma: no cover - Windows: no lock
+        return None
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError:
@@ -299,18 +318,18 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "",
     except BlockingIOError:
         holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
         os.close(fd)
-        raise RunFolderBusy(f"{folder} is being written by {holder} (it holds {path}): wait for that run to end, "
-                            f"or pass another --out") from None
+        raise busy(holder) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
-    _held[key] = [fd, 1]
-    try:
-        files.claim(folder, kind, what, identity=identity, log=log)
-        yield
-    finally:
-        del _held[key]
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+    return fd
+
+
+def release_lock(fd: int | None) -> None:
+    """Release a lock :func:`take_lock` took."""
+    if fd is None:  # pragma: no cover - Windows: no lock
+        return
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
 
 
 @dataclass

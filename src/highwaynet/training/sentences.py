@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._checks import check_finite, check_size
 from .adversarial import adversarial_loss
 from .classification import ClassificationTask
 
@@ -43,9 +44,9 @@ class SentenceTask(ClassificationTask):
     def __init__(self, splits, batch_size: int = 50, seed: int = 0, eval_batch_size: int = 500,
                  min_length: int = 1, adversarial: float = 0.0) -> None:
         super().__init__(splits, batch_size, seed, eval_batch_size)
-        if adversarial < 0:
+        if check_finite("adversarial", adversarial) < 0:
             raise ValueError(f"adversarial is a step length >= 0 (0: off), got {adversarial}")
-        self.min_length = min_length
+        self.min_length = check_size("min_length", min_length)
         self.adversarial = adversarial
 
     def step(self, model: nn.Module, batch: tuple[Tensor, ...]) -> tuple[Tensor, dict[str, Tensor]]:

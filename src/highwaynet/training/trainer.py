@@ -35,6 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
+from .._checks import check_finite, check_flag, check_module, check_path, describe
 from .._versions import release
 from ..analysis import gate_means
 from ..config import TrainConfig
@@ -159,6 +160,15 @@ class Trainer:
 
     def __init__(self, model: nn.Module, task: Task, config: TrainConfig, run_dir: str | Path | None = None,
                  log: Callable[[str], None] | None = None, progress: bool = True, gate_means: bool = False) -> None:
+        check_module("model", model)
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {describe(config)}")
+        if not all(callable(getattr(task, name, None)) for name in ("batches", "step", "summarize")):
+            raise TypeError(f"task must be a Task (with batches, step and summarize), got {describe(task)}")
+        if log is not None and not callable(log):
+            raise TypeError(f"log must be a function taking a line (or None), got {describe(log)}")
+        progress, gate_means = check_flag("progress", progress), check_flag("gate_means", gate_means)
+        run_dir = check_path("run_dir", run_dir) if run_dir is not None else None
         self.config = config
         self._gate_means = gate_means
         self.task = task
@@ -263,8 +273,16 @@ class Trainer:
                 settings, or does not fit this model (``restart=True`` starts over).
             ~highwaynet.training.files.FolderNotOurs: the run folder holds files highwaynet did not write.
         """
+        resume, restart = check_flag("resume", resume), check_flag("restart", restart)
+        if max_time is not None and check_finite("max_time", max_time) < 0:
+            raise ValueError(f"max_time must be at least 0 (seconds), or None, got {max_time}")
         if resume and restart:
             raise ValueError("fit: resume goes on with the run in the folder and restart starts it over: pass one")
+        if restart and (self.epoch or self.steps):  # (before anything is removed: the run there stays)
+            raise ValueError(f"fit(restart=True) starts the run over from the model's first weights, and this "
+                             f"Trainer's model has been trained since (or loaded from the checkpoint of epoch "
+                             f"{self.epoch}): to start over, make a new Trainer with a new model and call its "
+                             f"fit(restart=True)")
         with hold_run_dir(self._out, log=self.log):
             self._identity = None  # (the folder's identity as the lock found it: a restart gives it a new one)
             if restart and self._out is not None:
@@ -529,24 +547,25 @@ class Trainer:
                                          f"own files; remove the link, or {START_OVER}")
         state = read_checkpoint(path, previous)
         notes = check_identity(state.get("identity"), self._run_identity(), path)
-        fit_state("the model", path, lambda: self.model.load_state_dict(state["model"]))
-        fit_state("the optimiser", path,
-                  lambda: self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"])))
-        fit_state("the learning-rate schedule", path, lambda: self.scheduler.load_state_dict(state["scheduler"]))
-        ema = self.ema
-        if ema is not None:
-            if "ema" not in state:
-                raise CheckpointMismatch(f"{path} holds no average of the weights: its run was started without ema, "
-                                         f"and resumes only without it")
-            fit_state("the average of the weights (ema)", path, lambda: ema.load_state_dict(state["ema"]))
+        history = read_metrics(self.run_dir)[: state["epoch"]]
+        # (the metrics line of an epoch is written before its checkpoint: fewer lines is a file cut short or edited,
+        # which the rewrite below would make for good)
+        if [m["epoch"] for m in history] != list(range(1, state["epoch"] + 1)):
+            raise ValueError(f"{self.run_dir / 'metrics.jsonl'} holds the metrics of epochs "
+                             f"{[m['epoch'] for m in history]}, not of the {state['epoch']} epochs {path} holds: "
+                             f"it was cut short or edited; put back the file the run wrote, or {START_OVER}")
+        # A load that fails part-way leaves the model as it was, not part this checkpoint's: fit(restart=True), the
+        # way on the error names, starts from its first weights.
+        parts = [part for part in (self.model, self.optimizer, self.scheduler, self.ema) if part is not None]
+        before = [_copy_on_cpu(part.state_dict()) for part in parts]
         try:
-            notes += restore_rng_state(state["rng"], self.device, self.rank, self.config.seed + state["epoch"])
-        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as error:
-            raise CorruptCheckpoint(f"{path}'s random generator states are not what highwaynet saves "
-                                    f"({type(error).__name__}: {error}): it was edited or damaged. To go on, "
-                                    f"{START_OVER}") from error
+            notes += self._load_state(state, path)
+        except BaseException:
+            for part, saved in zip(parts, before, strict=True):
+                part.load_state_dict(saved)
+            raise
         self.epoch, self.best, self.steps = state["epoch"], state["best"], state.get("steps", 0)
-        self.history = read_metrics(self.run_dir)[: self.epoch]
+        self.history = history
         self.seconds = self.earlier_seconds = state.get("seconds", sum(m["time"] for m in self.history))
         if self._out is not None:
             # Rewrite the metrics without lines of epochs that the checkpoint does not hold; in one
@@ -563,6 +582,37 @@ class Trainer:
             self.log(f"note: {note}")
         return True
 
+
+    def _load_state(self, state: dict[str, Any], path: Path) -> list[str]:
+        """Load a checkpoint's states into the model, optimiser, schedule, average and generators; the notes
+        on the generators (:meth:`load_checkpoint`)."""
+        fit_state("the model", path, lambda: self.model.load_state_dict(state["model"]))
+        fit_state("the optimiser", path,
+                  lambda: self.optimizer.load_state_dict(_with_update_of(self.optimizer, state["optimizer"])))
+        fit_state("the learning-rate schedule", path, lambda: self.scheduler.load_state_dict(state["scheduler"]))
+        ema = self.ema
+        if ema is not None:
+            if "ema" not in state:
+                raise CheckpointMismatch(f"{path} holds no average of the weights: its run was started without ema, "
+                                         f"and resumes only without it")
+            fit_state("the average of the weights (ema)", path, lambda: ema.load_state_dict(state["ema"]))
+        try:
+            return restore_rng_state(state["rng"], self.device, self.rank, self.config.seed + state["epoch"])
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as error:
+            raise CorruptCheckpoint(f"{path}'s random generator states are not what highwaynet saves "
+                                    f"({type(error).__name__}: {error}): it was edited or damaged. To go on, "
+                                    f"{START_OVER}") from error
+
+
+def _copy_on_cpu(value: Any) -> Any:
+    """A copy of a state dict, its tensors on the CPU (a copy to put back, costing no GPU memory)."""
+    if isinstance(value, Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: _copy_on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy_on_cpu(v) for v in value)
+    return value
 
 # How an optimiser runs its update, which belongs to the machine that resumes, not to the checkpoint.
 _UPDATE_KEYS = ("fused", "foreach", "capturable")
