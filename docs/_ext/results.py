@@ -198,18 +198,24 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                      "{doc}`/results/sentences`"])
     if "sentences-five-sets" in records:
         table = records["sentences-five-sets"]["rows"]
-        kim = next(r for r in table if r["encoder"].startswith("Kim (2014)"))
-        ours = [r for r in table if r["encoder"].startswith(("highway BiLSTM", "the same"))]
+        published = next(r for r in table if r["encoder"].startswith("Kim (2014)"))
+        control = next(r for r in table if r["encoder"] == "Kim's CNN, ours")
+        # One setting on all five sets, not each set's best test mean among the settings tried (that
+        # would choose on the test sets), against Kim's CNN trained by the same recipe at its defaults
+        # (not a paired control: no average of the weights, three seeds)
+        # and Kim's published figure.
+        ours = next(r for r in table if "--hidden 300 --ema 0.995" in r["encoder"])
 
-        def best(task: str) -> str:
-            cells = [r[task].replace("*", "").split(" (")[0] for r in ours if r[task]]
-            return max(cells, key=lambda c: float(c.split()[0]))
+        def cell(row: dict[str, str], task: str) -> str:
+            return row[task].replace("*", "").split(" (")[0]
 
-        # (each set's best row is the best test mean among the settings tried: a choice made on the test sets)
-        add("sentences-five-sets", ["highway BiLSTM (its best setting on each test set) vs Kim's CNN-rand, published",
-                     ", ".join(f"{name} {best(task)} vs {kim[task]}" for name, task in
-                               (("TREC", "trec"), ("SST-2", "sst2"), ("MR", "mr"), ("Subj", "subj"),
-                                ("SST-1", "sst1"))), "{doc}`/results/sentences`"])
+        add("sentences-five-sets", ["highway BiLSTM, one setting on all five sets (`--hidden 300 --ema 0.995`), "
+                                    "vs Kim's CNN-rand trained by the recipe at its defaults "
+                                    "(published figure in brackets)",
+                     ", ".join(f"{name} {cell(ours, task)} vs {cell(control, task)} ({published[task]})"
+                               for name, task in (("TREC", "trec"), ("SST-2", "sst2"), ("MR", "mr"),
+                                                  ("Subj", "subj"), ("SST-1", "sst1"))) + " test accuracy",
+                     "{doc}`/results/sentences`"])
     features = {n: r for n, r in records.items() if n.startswith("sentences-features-")}
     if features:
         cells: dict[str, list[str]] = {}
