@@ -94,6 +94,10 @@ def test_activation_codes():
     assert activation_code("ReLU") == ACTIVATION_CODES["relu"]
     assert activation_code(torch.tanh) == ACTIVATION_CODES["tanh"]
     assert activation_code(F.relu) == ACTIVATION_CODES["relu"]
+    # (torch's and torch.nn.functional's spellings of one function are different objects: the same code)
+    assert activation_code(torch.relu) == ACTIVATION_CODES["relu"]
+    assert activation_code(F.tanh) == ACTIVATION_CODES["tanh"]
+    assert activation_code(F.sigmoid) == ACTIVATION_CODES["sigmoid"]
     assert activation_code("gelu") is None and activation_code(F.gelu) is None
     assert activation_code(lambda v: v) is None
 

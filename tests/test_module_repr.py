@@ -93,3 +93,13 @@ def test_sentence_classifier_with_characters_prints_its_features():
                                       num_chars=len(CHARS))
     text = repr(model)
     assert "word_features='words+chars'" in text and f"word_chars=<tensor {tuple(WORD_CHARS.shape)}>" in text
+
+
+def test_the_default_activation_as_another_function_object_is_not_shown():
+    # torch.relu is not F.relu (which "relu" names): the same activation all the same, the default.
+    import torch.nn.functional as F
+
+    assert hnn.Highway(4, activation=torch.relu).extra_repr() == "4"
+    assert hnn.Highway(4, activation=F.relu).extra_repr() == "4"
+    assert hnn.RHNCell(3, 4, activation=F.tanh).extra_repr() == "3, 4"
+    assert hnn.Highway(4, activation=torch.tanh).extra_repr() == "4, activation=tanh"

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -202,3 +204,45 @@ def test_sizes_given_as_numpy_integers_make_the_layer_they_name():
     assert type(stack.blocks[0].lstm.input_size) is int and block.lstm.hidden_size == 3
     assert stack(torch.randn(2, 5, 8))[0].shape == (2, 5, 8)
     assert block(torch.randn(2, 5, 8))[0].shape == (2, 5, 3)
+
+
+def test_flatten_parameters_flattens_every_blocks_lstm(monkeypatch):
+    # Code written for nn.LSTM calls flatten_parameters (after DataParallel's replication, or at each forward):
+    # the stack passes it on to each block's nn.LSTM, which lays its weights out for cuDNN (a no-op on the CPU).
+    torch.manual_seed(0)
+    stack = HighwayLSTM(3, 4, num_layers=3)
+    called = []
+    for block in stack.blocks:
+        monkeypatch.setattr(block.lstm, "flatten_parameters", lambda lstm=block.lstm: called.append(lstm))
+    assert stack.flatten_parameters() is None
+    assert called == [block.lstm for block in stack.blocks]
+    monkeypatch.undo()
+    x = torch.randn(5, 2, 3)
+    before = stack(x)
+    stack.flatten_parameters()
+    stack.blocks[0].flatten_parameters()
+    torch.testing.assert_close(stack(x), before, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("highway", [True, False], ids=["highway", "plain"])
+def test_dropout_between_blocks_with_one_block_warns_as_nn_lstm_does(highway):
+    # The stack's dropout is for every block but the last: one block has none to drop, as nn.LSTM says.
+    with pytest.warns(UserWarning) as lstm:
+        torch.nn.LSTM(3, 4, dropout=0.5)
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1") as ours:
+        HighwayLSTM(3, 4, dropout=0.5, highway=highway)
+    assert str(ours[0].message) == str(lstm[0].message)
+    assert ours[0].filename == __file__  # (it points at the line that made the layer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HighwayLSTM(3, 4, 2, dropout=0.5, highway=highway)
+        HighwayLSTMBlock(3, 4, dropout=0.5, highway=highway)  # (a block's dropout is on its own H)
+
+
+def test_the_state_by_nn_lstm_keyword_hx():
+    torch.manual_seed(0)
+    stack = HighwayLSTM(3, 4, num_layers=2)
+    x, state = torch.randn(5, 2, 3), (torch.randn(4, 2, 4), torch.randn(4, 2, 4))
+    torch.testing.assert_close(stack(x, hx=state), stack(x, state), rtol=0, atol=0)
+    with pytest.raises(TypeError, match="HighwayLSTM got the initial state twice, as state and as hx"):
+        stack(x, state, hx=state)

@@ -1,5 +1,6 @@
 """The RHN against a float64 reference loop written out here (numpy)."""
 
+import warnings
 
 import numpy as np
 import pytest
@@ -518,3 +519,46 @@ def test_fused_paths_carry_non_finite_inputs_as_the_loop_does(value, halves, cpp
     if value != value:  # a NaN reaches every later step of its sequence, and only its sequence
         assert results[0][0][2:, 0].isnan().all() and not results[0][0][:, 1].isnan().any()
     assert ("forward", cpp) in calls
+
+
+def test_flatten_parameters_does_nothing_so_that_code_for_nn_lstm_runs():
+    # Code written for nn.LSTM calls flatten_parameters (after DataParallel's replication, or at each forward).
+    # An RHN keeps no flat buffer: each weight is a contiguous tensor of its own, left as it is.
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, depth=2, num_layers=2, bidirectional=True)
+    x = torch.randn(5, 2, 3)
+    before = rhn(x)
+    where = {name: p.data_ptr() for name, p in rhn.named_parameters()}
+    assert all(p.is_contiguous() for p in rhn.parameters())
+    assert rhn.flatten_parameters() is None
+    assert {name: p.data_ptr() for name, p in rhn.named_parameters()} == where
+    torch.testing.assert_close(rhn(x), before, rtol=0, atol=0)
+
+
+def test_dropout_between_layers_with_one_layer_warns_as_nn_lstm_does():
+    # RHN's dropout is nn.LSTM's, between layers: one layer has none to drop, and nn.LSTM's warning says so.
+    with pytest.warns(UserWarning) as lstm:
+        torch.nn.LSTM(3, 4, dropout=0.5)
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1") as rhn:
+        RHN(3, 4, depth=2, dropout=0.5)
+    assert str(rhn[0].message) == str(lstm[0].message)
+    assert rhn[0].filename == __file__  # (it points at the line that made the layer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RHN(3, 4, 2, depth=2, dropout=0.5)  # between its two layers
+        RHN(3, 4, depth=2, input_dropout=0.5, state_dropout=0.5)  # these apply to one layer too
+
+
+def test_the_state_by_nn_lstm_keyword_hx():
+    # Code written for nn.LSTM and nn.RNNCell passes the state as hx=.
+    torch.manual_seed(0)
+    rhn = RHN(3, 4, depth=2, num_layers=2)
+    x, s0 = torch.randn(5, 2, 3), torch.randn(2, 2, 4)
+    torch.testing.assert_close(rhn(x, hx=s0), rhn(x, s0), rtol=0, atol=0)
+    torch.testing.assert_close(rhn(x, hx=s0, lengths=torch.tensor([5, 3])), rhn(x, s0, lengths=torch.tensor([5, 3])))
+    with pytest.raises(TypeError, match="RHN got the initial state twice, as state and as hx"):
+        rhn(x, s0, hx=s0)
+    cell = RHNCell(3, 4, depth=2)
+    torch.testing.assert_close(cell(x[0], hx=s0[0]), cell(x[0], s0[0]), rtol=0, atol=0)
+    with pytest.raises(TypeError, match="RHNCell got the initial state twice"):
+        cell(x[0], state=s0[0], hx=s0[0])

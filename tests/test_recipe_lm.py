@@ -1,6 +1,7 @@
 """Language modelling end to end on real text, and the lm / generate / reproduce commands."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -49,6 +50,23 @@ def test_models_shapes_tying_and_equal_budget():
     assert all(abs(c - 100_000) < 2_000 for c in counts.values()), counts
     assert lm.parameters_for(base, vocab, 64) == count_parameters(lm.build_model(
         lm.LMConfig(model="rhn", depth=4, hidden=64), vocab))
+
+
+def test_one_layer_models_with_dropout_build_no_layer_that_warns():
+    # Their output_dropout is also nn.LSTM's dropout between layers, which one layer has not: the models give
+    # their RNN none then (RHN, as nn.LSTM, would warn of a dropout it cannot apply), and keep their own.
+    from highwaynet.models import CharAwareLanguageModel
+    from highwaynet.nn import CharVocab
+
+    chars = CharVocab.from_words(["the", "cat"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        models = [RHNLanguageModel(50, 8, depth=2, output_dropout=0.3), LSTMLanguageModel(50, 8, output_dropout=0.3),
+                  CharAwareLanguageModel(chars.encode(["<pad>", "the", "cat"]), len(chars), 8, 1, rnn="rhn",
+                                         output_dropout=0.3)]
+    for model in models:
+        assert model.output_dropout == 0.3 and model.rnn.dropout == 0.0
+    assert RHNLanguageModel(50, 8, 2, depth=2, output_dropout=0.3).rnn.dropout == 0.3
 
 
 def test_generate_is_seeded_and_checks_arguments():

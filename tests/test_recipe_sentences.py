@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import warnings
 
 import pytest
 import torch
@@ -26,6 +27,16 @@ def test_padding_never_changes_a_sentence(encoder):
     for b, n in enumerate(lengths.tolist()):
         alone = model(tokens[b:b + 1, :max(n, model.min_length)], lengths[b:b + 1])
         torch.testing.assert_close(alone[0], logits[b], rtol=1e-5, atol=1e-6)
+
+
+def test_one_block_classifier_with_dropout_builds_no_layer_that_warns():
+    # The default, one block and dropout 0.5: HighwayLSTM's dropout is between blocks (nn.LSTM's), which one
+    # block has not; the classifier gives it none then, and keeps its own on the sentence vector.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = SentenceClassifier(30, 2)
+    assert model.lstm.dropout_p == 0.0 and model.dropout.p == 0.5
+    assert SentenceClassifier(30, 2, num_layers=2).lstm.dropout_p == 0.5
 
 
 def test_encoder_choices():

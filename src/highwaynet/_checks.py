@@ -19,6 +19,7 @@ import math
 import numbers
 import operator
 import os
+import warnings
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any, cast
@@ -53,6 +54,7 @@ __all__ = [
     "describe",
     "dtypes_meet",
     "tracing",
+    "warn_unused_dropout",
 ]
 
 # torch.compile keeps an assertion on tensor values in the code it generates from torch 2.10 on
@@ -143,6 +145,15 @@ def check_probability(name: str, value: object) -> float:
     if not 0 <= p < 1:
         raise ValueError(f"{name} must be a probability in [0, 1), got {p}")
     return p
+
+
+def warn_unused_dropout(dropout: float, num_layers: int) -> None:
+    """``nn.LSTM``'s warning, word for word (a filter set for it covers these layers too), for a
+    ``dropout`` between stacked layers given to one layer, where it drops nothing."""
+    if dropout > 0 and num_layers == 1:
+        warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout expects "
+                      f"num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
+                      stacklevel=3)
 
 
 def check_choice(name: str, value: object, choices: Collection[str]) -> str:

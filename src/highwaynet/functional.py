@@ -111,6 +111,21 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "identity": _identity,
 }
 
+#: Functions that compute an activation of :data:`ACTIVATIONS` but are other objects than the one it
+#: holds (``torch.relu`` is not ``F.relu``, ``F.tanh`` not ``torch.tanh``): the same activation by name.
+_ALIASES: dict[str, tuple[Callable[[Tensor], Tensor], ...]] = {
+    "relu": (torch.relu,), "tanh": (F.tanh,), "sigmoid": (F.sigmoid,)}
+
+
+def activation_name(activation: object) -> str | None:
+    """The name in :data:`ACTIVATIONS` of the function ``activation`` (or of one of its aliases,
+    ``torch.relu`` for ``F.relu``), None for any other callable or module: what a layer given the
+    function knows it by (its ``repr`` against the default's name, the fused kernels' codes)."""
+    for name, fn in ACTIVATIONS.items():
+        if activation is fn or any(activation is alias for alias in _ALIASES.get(name, ())):
+            return name
+    return None
+
 
 def get_activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     """Resolve ``activation`` (a name in :data:`ACTIVATIONS`, a callable or a module) to a callable."""

@@ -52,12 +52,16 @@ def recurrent(x: Tensor, lengths: Tensor) -> Tensor:
     rhn = RHN(8, 16, depth=3, num_layers=2, batch_first=True, dropout=0.1, bidirectional=True)
     out, state = rhn.forward(x, lengths=lengths)
     out, state = rhn.forward(x, state)
+    out, state = rhn.forward(x, hx=state)  # (nn.LSTM's name for the state)
     packed: PackedSequence = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     packed_out, _ = rhn.forward(packed)
     again: PackedSequence = packed_out
     s: Tensor = RHNCell(8, 16, depth=2).forward(x[:, 0], None)
     stack = HighwayLSTM(8, 4, num_layers=2, batch_first=True, resize="zeropad")
     lstm_out, (h, c) = stack.forward(x, lengths=lengths)
+    lstm_out, (h, c) = stack.forward(x, hx=(h, c), lengths=lengths)
+    stack.flatten_parameters()
+    rhn.flatten_parameters()
     block = HighwayLSTMBlock(8, 4, bidirectional=False)
     return out.sum() + state.sum() + again.data.sum() + s.sum() + lstm_out.sum() + h.sum() + c.sum() + \
         sum(p.sum() for p in block.parameters())

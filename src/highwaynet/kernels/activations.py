@@ -9,11 +9,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-import torch
 from torch import Tensor
 
 from .._checks import describe
-from ..functional import ACTIVATIONS
+from ..functional import activation_name
 
 __all__ = ["ACTIVATION_CODES", "Activation", "activation_code", "check_code"]
 
@@ -32,17 +31,13 @@ class Activation(enum.IntEnum):
 
 #: The activations the fused kernels know, by the names :data:`highwaynet.functional.ACTIVATIONS` uses.
 ACTIVATION_CODES = {member.name.lower(): member for member in Activation}
-_BY_FUNCTION: dict[Callable[[Tensor], Tensor], Activation] = {
-    fn: ACTIVATION_CODES[name] for name, fn in ACTIVATIONS.items() if name in ACTIVATION_CODES}
-_BY_FUNCTION[torch.relu] = Activation.RELU
 
 
 def activation_code(activation: str | Callable[[Tensor], Tensor]) -> Activation | None:
     """The kernels' :class:`Activation` for ``activation`` (a name, or a function the package resolves a
     name to), or None when the fused kernels do not know it (then layers take their unfused path)."""
-    if isinstance(activation, str):
-        return ACTIVATION_CODES.get(activation.lower())
-    return _BY_FUNCTION.get(activation)
+    name = activation.lower() if isinstance(activation, str) else activation_name(activation)
+    return None if name is None else ACTIVATION_CODES.get(name)
 
 
 def check_code(value: object, name: str = "code") -> Activation:

@@ -105,7 +105,9 @@ class RHNLanguageModel(_LanguageModel):
         super().__init__(vocab_size, hidden_size if embed_size is None else embed_size, hidden_size, tie_weights,
                          input_dropout, output_dropout)
         self.num_layers, self.depth, self.state_dropout, self.gate_bias = num_layers, depth, state_dropout, gate_bias
-        self.rnn = RHN(self.embed_size, hidden_size, num_layers, depth=depth, dropout=output_dropout,
+        # (output_dropout between layers too: none with one layer, where RHN, as nn.LSTM, warns of it)
+        between = output_dropout if check_size("num_layers", num_layers) > 1 else 0.0
+        self.rnn = RHN(self.embed_size, hidden_size, num_layers, depth=depth, dropout=between,
                        gate_bias=gate_bias, state_dropout=state_dropout)
 
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
@@ -222,8 +224,8 @@ class CharAwareLanguageModel(nn.Module):
         if rnn == "lstm":
             self.rnn = nn.LSTM(width, hidden_size, num_layers, dropout=output_dropout if num_layers > 1 else 0.0)
         else:
-            self.rnn = RHN(width, hidden_size, num_layers, depth=depth, dropout=output_dropout,
-                           state_dropout=state_dropout)
+            self.rnn = RHN(width, hidden_size, num_layers, depth=depth,
+                           dropout=output_dropout if num_layers > 1 else 0.0, state_dropout=state_dropout)
         self.decoder = nn.Linear(hidden_size, self.vocab_size)
 
     def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:

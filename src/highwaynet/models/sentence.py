@@ -143,8 +143,9 @@ class SentenceClassifier(nn.Module):
         self.embed_dropout = nn.Dropout(embed_dropout)
         self.kernel_sizes = tuple(kernel_sizes)
         if encoder in STACKED_ENCODERS:
+            # (dropout between blocks: none with one block, where HighwayLSTM, as nn.LSTM, warns of it)
             self.lstm = HighwayLSTM(embed_dim, hidden_size, num_layers, bidirectional=True, batch_first=True,
-                                    dropout=dropout, resize=resize, gate_bias=gate_bias,
+                                    dropout=dropout if num_layers > 1 else 0.0, resize=resize, gate_bias=gate_bias,
                                     highway=encoder == "hbilstm")
             features = 2 * hidden_size
         else:

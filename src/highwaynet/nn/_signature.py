@@ -23,9 +23,9 @@ def _show(value: Any) -> str:
 
 def _same(value: Any, default: Any) -> bool:
     if isinstance(default, str) and callable(value):  # an activation given by name, held as a function
-        from ..functional import ACTIVATIONS
+        from ..functional import activation_name
 
-        return ACTIVATIONS.get(default) is value
+        return activation_name(value) == default  # (by name: torch.relu is F.relu's "relu" too)
     try:
         return bool(value == default)
     except (TypeError, ValueError, RuntimeError):

@@ -30,12 +30,13 @@ from .._checks import (
     check_size,
     check_state,
     describe,
+    warn_unused_dropout,
 )
 from ..kernels.gating import onnx_exporting
 from ._signature import settings_repr
 from .gate import TransformGate
 from .resize import RESIZE_KINDS, make_resize
-from .sequence import batch_sequence, pack_like, unbatch_sequence, unpack_sequence
+from .sequence import batch_sequence, initial_state, pack_like, unbatch_sequence, unpack_sequence
 
 __all__ = ["HighwayLSTM", "HighwayLSTMBlock"]
 
@@ -171,6 +172,12 @@ class HighwayLSTMBlock(nn.Module):
             if isinstance(self.resize, nn.Linear):
                 self.resize.reset_parameters()
 
+    def flatten_parameters(self) -> None:
+        """``nn.LSTM.flatten_parameters`` of the block's :attr:`lstm`: on a GPU with cuDNN, lays its
+        weights out again as the one contiguous buffer cuDNN runs from (after ``DataParallel``'s
+        replication, or a ``.to()`` that moved them apart); a no-op elsewhere, as ``nn.LSTM``'s."""
+        self.lstm.flatten_parameters()
+
     def forward(self, x: Tensor, lengths: Tensor | None = None,
                 state: LSTMState | None = None) -> tuple[Tensor, LSTMState]:
         """``x`` ``(B, T, in)`` padded, ``lengths`` ``(B,)`` (None: every sequence ``T`` long) ->
@@ -231,7 +238,8 @@ class HighwayLSTM(nn.Module):
             stack; in the highway stack on the block's transform ``H`` only, so that the carried
             input is never dropped (dropping it at every block removes the identity path that lets
             a deep stack train: measured, a 10-block HBiLSTM with 0.5 dropout on block outputs
-            stayed at chance on SST-2). Default: 0.
+            stayed at chance on SST-2). With one block it drops nothing, and warns so, as ``nn.LSTM``'s.
+            Default: 0.
         bidirectional: BiLSTM blocks. Default: True (the highway BiLSTM of the sentence papers;
             ``nn.LSTM``'s default is False).
         resize: ``"projection"`` or ``"zeropad"``: how the first block's input reaches the
@@ -244,7 +252,8 @@ class HighwayLSTM(nn.Module):
         - **input**: ``(T, B, input_size)`` (or batch first), one unbatched sequence
           ``(T, input_size)``, or a ``PackedSequence``.
         - **state**: ``(h_0, c_0)``, each ``(num_layers · directions, B, hidden_size)`` (no ``B`` for an
-          unbatched input); zeros when None.
+          unbatched input); zeros when None. By keyword also as ``hx``, ``nn.LSTM``'s name for it (a
+          ``TypeError`` if both are given).
         - **lengths**: ``(B,)`` valid lengths of a padded batch (default: all full length).
 
     Outputs: ``output, (h_n, c_n)`` as ``nn.LSTM``: ``output`` ``(T, B, directions · hidden_size)``
@@ -275,6 +284,7 @@ class HighwayLSTM(nn.Module):
         self.batch_first = check_flag("batch_first", batch_first)
         self.bidirectional, self.dropout_p = check_flag("bidirectional", bidirectional), check_probability(
             "dropout", dropout)
+        warn_unused_dropout(self.dropout_p, self.num_layers)
         self.resize_kind, self.gate_bias, self.highway = resize, gate_bias, check_flag("highway", highway)
         width = hidden_size * self.directions
         self.blocks = nn.ModuleList(
@@ -285,20 +295,32 @@ class HighwayLSTM(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout > 0 and not highway else nn.Identity()
 
     def reset_parameters(self) -> None:
-        for block in cast("Iterable[HighwayLSTMBlock]", self.blocks):
+        for block in self._blocks():
             block.reset_parameters()
+
+    def flatten_parameters(self) -> None:
+        """``nn.LSTM.flatten_parameters`` of every block's ``nn.LSTM``, so that code written for an
+        ``nn.LSTM`` (which calls it after ``DataParallel``'s replication, or at each forward) runs
+        with the stack in its place: on a GPU with cuDNN each LSTM's weights are laid out again as the
+        one contiguous buffer cuDNN runs from; elsewhere it does nothing, as ``nn.LSTM``'s."""
+        for block in self._blocks():
+            block.flatten_parameters()
+
+    def _blocks(self) -> Iterable[HighwayLSTMBlock]:
+        return cast("Iterable[HighwayLSTMBlock]", self.blocks)  # (a ModuleList's items are typed Module)
 
     # (the overloads tell a type checker what nn.LSTM's say: a PackedSequence in, a PackedSequence out)
     @overload
-    def forward(self, input: Tensor, state: LSTMState | None = None, *,
+    def forward(self, input: Tensor, state: LSTMState | None = None, *, hx: LSTMState | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor, LSTMState]: ...
 
     @overload
-    def forward(self, input: PackedSequence, state: LSTMState | None = None, *,
+    def forward(self, input: PackedSequence, state: LSTMState | None = None, *, hx: LSTMState | None = None,
                 lengths: None = None) -> tuple[PackedSequence, LSTMState]: ...
 
-    def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *,
+    def forward(self, input: Tensor | PackedSequence, state: LSTMState | None = None, *, hx: LSTMState | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, LSTMState]:
+        state = initial_state("HighwayLSTM", state, hx)
         input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("HighwayLSTM", input, self.input_size, self.batch_first,
                                              time_major=False, state=state, lengths=lengths)

@@ -17,6 +17,7 @@ from .._checks import (
     check_probability,
     check_size,
     check_state,
+    warn_unused_dropout,
 )
 from ..functional import get_activation, split_parts
 from ..kernels.dispatch import note
@@ -24,7 +25,7 @@ from ..kernels.rhn_recurrence import choose_path, rhn_recurrence
 from ._signature import settings_repr
 from .gate import TransformGate, check_carry
 from .highway import init_gate_bias
-from .sequence import batch_sequence, check_lengths, pack_like, unbatch_sequence, unpack_sequence
+from .sequence import batch_sequence, check_lengths, initial_state, pack_like, unbatch_sequence, unpack_sequence
 
 __all__ = ["RHN", "RHNCell", "variational_mask"]
 
@@ -82,9 +83,9 @@ class RHNCell(nn.Module):
         gates: one :class:`TransformGate` per micro-layer (recorded and lesioned per micro-layer).
 
     Shape:
-        ``input`` ``(B, input_size)`` and ``state`` ``(B, hidden_size)`` (zeros if None) ->
-        the new state ``(B, hidden_size)``; unbatched, as ``nn.RNNCell``: ``(input_size,)`` and
-        ``(hidden_size,)`` -> ``(hidden_size,)``.
+        ``input`` ``(B, input_size)`` and ``state`` ``(B, hidden_size)`` (zeros if None; by keyword
+        also ``hx``, ``nn.RNNCell``'s name for it) -> the new state ``(B, hidden_size)``; unbatched, as
+        ``nn.RNNCell``: ``(input_size,)`` and ``(hidden_size,)`` -> ``(hidden_size,)``.
 
     Example::
 
@@ -138,7 +139,8 @@ class RHNCell(nn.Module):
             s = gate(self.activation(parts[0]), parts[1], s, parts[2] if self.parts == 3 else None)
         return s
 
-    def forward(self, input: Tensor, state: Tensor | None = None) -> Tensor:
+    def forward(self, input: Tensor, state: Tensor | None = None, *, hx: Tensor | None = None) -> Tensor:
+        state = initial_state("RHNCell", state, hx)
         check_input("RHNCell", "input", input, self.input_proj.weight)
         if input.dim() not in (1, 2) or input.shape[-1] != self.input_size:
             raise ValueError(f"RHNCell expects input of shape (B, {self.input_size}) or ({self.input_size},) "
@@ -171,7 +173,8 @@ class RHN(nn.Module):
         num_layers: stacked RHN layers. Default: 1.
         depth: recurrence depth (micro-layers per time step), keyword-only. Default: 4.
         dropout: variational dropout on the outputs of every layer but the last (as ``nn.LSTM``'s
-            ``dropout``, but one mask per sequence). Default: 0.
+            ``dropout``, but one mask per sequence; with one layer it drops nothing, and warns so, as
+            ``nn.LSTM``'s). Default: 0.
         batch_first: inputs and outputs are ``(B, T, F)`` instead of ``(T, B, F)``. Default: False.
         carry: ``"coupled"`` or ``"independent"``. Default: ``"coupled"``.
         gate_bias: initial transform-gate bias (negative, as in the paper). Default: -2.0.
@@ -196,7 +199,8 @@ class RHN(nn.Module):
           unbatched sequence ``(T, input_size)``, or a :class:`~torch.nn.utils.rnn.PackedSequence`.
         - **state**: ``(D * num_layers, B, hidden_size)`` (``(D * num_layers, hidden_size)`` for an
           unbatched input), zeros when None, where ``D = 2`` if ``bidirectional`` else 1 (layer by
-          layer, the forward direction first, as ``nn.LSTM``).
+          layer, the forward direction first, as ``nn.LSTM``). By keyword also as ``hx``, ``nn.LSTM``'s
+          name for it (a ``TypeError`` if both are given).
         - **lengths** (keyword): ``(B,)`` valid lengths of a padded batch. Steps past a sequence's
           length leave its state unchanged and give zero outputs, so padding (of any value) never
           changes a shorter sequence's result.
@@ -239,6 +243,7 @@ class RHN(nn.Module):
         self.depth, self.num_layers = check_size("depth", depth), check_size("num_layers", num_layers)
         for name, p in (("dropout", dropout), ("input_dropout", input_dropout), ("state_dropout", state_dropout)):
             check_probability(name, p)
+        warn_unused_dropout(dropout, self.num_layers)  # (input_dropout and state_dropout apply to one layer too)
         self.batch_first = check_flag("batch_first", batch_first)
         self.bidirectional = check_flag("bidirectional", bidirectional)
         self.carry, self.gate_bias = check_carry(carry), check_gate_bias(gate_bias, dtype)
@@ -255,17 +260,29 @@ class RHN(nn.Module):
         for cell in cast("Iterable[RHNCell]", self.cells):
             cell.reset_parameters()
 
+    def flatten_parameters(self) -> None:
+        """Does nothing: there for code written for an ``nn.LSTM``, which calls it after
+        ``DataParallel``'s replication or at each forward.
+
+        ``nn.LSTM``'s lays its weights out again as the one contiguous buffer cuDNN runs from. An RHN
+        keeps no such buffer: each micro-layer's weight and bias is its own contiguous tensor, which
+        the loop and the fused recurrence read as they are at each call (where the fused path wants a
+        weight transposed or padded, it copies it within the call and keeps nothing), so there is
+        nothing to lay out again.
+        """
+
     # (the overloads tell a type checker what nn.LSTM's say: a PackedSequence in, a PackedSequence out)
     @overload
-    def forward(self, input: Tensor, state: Tensor | None = None, *,
+    def forward(self, input: Tensor, state: Tensor | None = None, *, hx: Tensor | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor, Tensor]: ...
 
     @overload
-    def forward(self, input: PackedSequence, state: Tensor | None = None, *,
+    def forward(self, input: PackedSequence, state: Tensor | None = None, *, hx: Tensor | None = None,
                 lengths: None = None) -> tuple[PackedSequence, Tensor]: ...
 
-    def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *,
+    def forward(self, input: Tensor | PackedSequence, state: Tensor | None = None, *, hx: Tensor | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor | PackedSequence, Tensor]:
+        state = initial_state("RHN", state, hx)
         input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("RHN", input, self.input_size, self.batch_first, time_major=True,
                                              state=state, lengths=lengths)

@@ -16,12 +16,23 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from .._checks import TRACED_ASSERTS_HOLD, check_lengths, check_tensor, describe
 
-__all__ = ["TRACED_ASSERTS_HOLD", "batch_sequence", "check_lengths", "pack_like", "unbatch_sequence",
-           "unpack_sequence"]
+__all__ = ["TRACED_ASSERTS_HOLD", "batch_sequence", "check_lengths", "initial_state", "pack_like",
+           "unbatch_sequence", "unpack_sequence"]
 
 # An RHN's state, an LSTM's (h, c), or none given: each function returns the kind it was given.
 State = TypeVar("State", bound="Tensor | tuple[Tensor, ...] | None")
 FinalState = TypeVar("FinalState", bound="Tensor | tuple[Tensor, ...]")
+
+
+def initial_state(name: str, state: State, hx: State) -> State:
+    """The initial state a recurrent layer was given, as ``state`` or as ``hx``: ``nn.LSTM``'s,
+    ``nn.GRU``'s and ``nn.RNNCell``'s name for it, which code written for them passes by keyword."""
+    if hx is None:
+        return state
+    if state is not None:
+        raise TypeError(f"{name} got the initial state twice, as state and as hx (nn.LSTM's name for it): "
+                        f"pass one")
+    return hx
 
 
 def unpack_sequence(input: Tensor | PackedSequence, lengths: Tensor | None,
