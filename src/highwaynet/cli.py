@@ -549,10 +549,19 @@ def _predict(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        status = _main(argv)
+        sys.stdout.flush()  # (a reader gone is found here, not at exit, where Python reports it as an error)
+        return status
     except KeyboardInterrupt:  # (during start-up or a report too: a line, not a traceback)
         print("highwaynet: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Its output's reader has gone (``highwaynet train ... | head -3``): the command stops quietly, as one
+        # that SIGPIPE stops (status 128 + 13, as 130 above is 128 + SIGINT); a run stopped so resumes from its
+        # last checkpoint, as an interrupted one does. What is left buffered goes nowhere (Python's signal docs).
+        with contextlib.suppress(OSError, ValueError):  # (a stdout without a descriptor: nothing to flush later)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -586,6 +595,8 @@ def _main(argv: Sequence[str] | None) -> int:
             else:
                 args.run(args)
         barrier()  # the processes finish together: one that leaves while another still uses the group can abort
+    except BrokenPipeError:
+        raise  # (not an error of the command's: main stops quietly)
     except (ValueError, FileNotFoundError, FileExistsError, OSError, ImportError) as error:
         message = str(error)
         if isinstance(error, SettingsDiffer) and options is not None:  # (the settings named by their options)
