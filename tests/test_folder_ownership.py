@@ -655,3 +655,31 @@ def test_a_folder_replaced_by_a_link_while_it_is_cleared_is_not_followed(tmp_pat
     finally:
         os.close(fd)
     assert outside.read_text() == "the user's own\n" and (sweep / "run").is_symlink()
+
+
+def test_two_processes_writing_a_folder_at_once_both_list_every_file(tmp_path):
+    """A run writing its folder while ``highwaynet report`` writes the report there (which needs no run lock:
+    it writes files the run never does): each lists the files it writes in the folder's marker at once. Each
+    update of the marker reads, adds and writes it again; unserialised, one process's names were lost (the
+    folder then looked foreign: "X was not written by highwaynet"), or its temporary file, shared, was put
+    in place half-written by the other (a damaged marker) or was missing (FileNotFoundError)."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import process_timeout
+
+    import highwaynet
+
+    files.claim(tmp_path, "run")
+    script = ("import sys, time; from pathlib import Path; from highwaynet.training import files\n"
+              "while time.time() < float(sys.argv[3]): time.sleep(0.001)\n"  # (both start at once, imports done)
+              "for i in range(300): files.write_text(Path(sys.argv[1]) / f'{sys.argv[2]}{i}', 'x')\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(highwaynet.__file__).parents[1])}
+    start = str(time.time() + 5)
+    writers = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), who, start], env=env,
+                                stderr=subprocess.PIPE, text=True) for who in ("run", "report")]
+    errors = [writer.communicate(timeout=process_timeout(120))[1] for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0], errors
+    listed = files.written(tmp_path)
+    assert {f"{who}{i}" for who in ("run", "report") for i in range(300)} <= listed
