@@ -296,6 +296,24 @@ def test_a_cnns_channels_may_repeat_a_value():
     assert CNNConfig(channels=[8, 8]).channels == [8, 8]
 
 
+def test_a_list_setting_takes_a_tuple_and_keeps_it_as_a_list():
+    """``CNNConfig(channels=(16, 16))``, a fixed sequence as Python writes one, is taken (it was refused as "must
+    be list[int]"), kept as the list a config.json gives back: equal to it, and the same run when compared
+    with a folder's settings; a sweep's list alike."""
+    from dataclasses import asdict
+
+    from highwaynet.config import CNNConfig, DepthConfig
+    from highwaynet.training.run_dir import settings_differ
+
+    config = CNNConfig(channels=(16, 16))
+    assert config.channels == [16, 16] and config == CNNConfig(**json.loads(json.dumps(asdict(config))))
+    assert settings_differ(asdict(CNNConfig(channels=[16, 16])), config) == []
+    assert settings_differ(asdict(config), CNNConfig(channels=(16, 32))) == ["channels [16, 16] (asked [16, 32])"]
+    assert DepthConfig(depths=(10, 20)).depths == [10, 20]
+    with pytest.raises(ValueError, match="CNNConfig.channels must be at least 1, got 0"):
+        CNNConfig(channels=(16, 0))
+
+
 def sentence_set(folder: Path, train: bytes, test: bytes) -> Path:
     folder.mkdir()
     (folder / "train").write_bytes(train)
