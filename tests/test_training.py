@@ -252,6 +252,19 @@ def test_fit_arguments_are_checked_by_name(arguments, error, message):
         _digits_trainer().fit(**arguments)
 
 
+def test_a_task_without_a_val_split_is_refused_before_training(tmp_path):
+    """The Trainer validates after each epoch: a task without 'val' failed only once epoch 1 had trained."""
+    data = load_digits(max_train=100)
+    task = ClassificationTask({"train": data.train, "test": data.test}, batch_size=50)
+    trainer = Trainer(HighwayMLP(64, 10, depth=3, width=8), task, TrainConfig(epochs=1, device="cpu"),
+                      tmp_path / "run", progress=False)
+    trainer._run_epoch = lambda epoch: pytest.fail("trained")
+    with pytest.raises(ValueError, match=r"fit: the task has no 'val' split \(it has 'train', 'test'\): the Trainer "
+                                         r"trains on 'train' and validates on 'val' after each epoch"):
+        trainer.fit()
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("task, arguments, error, message", [
     (ClassificationTask, {"batch_size": 0}, ValueError, "batch_size must be positive, got 0"),
     (ClassificationTask, {"batch_size": "64"}, TypeError, "batch_size must be an int"),

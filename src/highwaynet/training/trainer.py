@@ -283,6 +283,7 @@ class Trainer:
             raise ValueError(f"max_time must be at least 0 (seconds), or None, got {max_time}")
         if resume and restart:
             raise ValueError("fit: resume goes on with the run in the folder and restart starts it over: pass one")
+        _check_splits(self.task)
         if restart and (self.epoch or self.steps):  # (before anything is removed: the run there stays)
             raise ValueError(f"fit(restart=True) starts the run over from the model's first weights, and this "
                              f"Trainer's model has been trained since (or loaded from the checkpoint of epoch "
@@ -663,6 +664,18 @@ def _check_monitor(monitor: str, task: Task) -> None:
     names = getattr(task, "metric_names", None)
     if names is not None:
         check_monitor(monitor, tuple(names))
+
+
+def _check_splits(task: Task) -> None:
+    """Refuse, before any training, a task without a split that fit reads ('train', and 'val' after each
+    epoch), which failed only once the first epoch had trained; tasks that do not hold their splits in a
+    dict (``splits``, as :class:`~highwaynet.training.ClassificationTask` does) are trusted."""
+    splits = getattr(task, "splits", None)
+    missing = [name for name in ("train", "val") if name not in splits] if isinstance(splits, dict) else []
+    if missing:
+        raise ValueError(f"fit: the task has no {' and no '.join(map(repr, missing))} split (it has "
+                         f"{', '.join(map(repr, splits)) or 'none'}): the Trainer trains on 'train' and validates "
+                         f"on 'val' after each epoch")
 
 
 def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
