@@ -166,3 +166,14 @@ def test_cli_whose_reader_goes_stops_quietly_and_its_run_resumes(tmp_path, capsy
                                                                          .read_text().splitlines())]
 
     assert metrics("piped") == metrics("whole") and len(metrics("whole")) == 12
+
+
+def test_cli_says_it_trains_in_a_folder_only_once_the_folder_is_taken(tmp_path, capsys):
+    """A folder refused (files of the user's in it) gets no "training ...; run folder: X" line before the error."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["train", "mlp", "--data", "digits", "--depth", "3", "--width", "8", "--epochs", "1",
+                 "--out", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert "holds files that highwaynet did not write" in printed.err and printed.out == ""
