@@ -671,7 +671,9 @@ def _check_splits(task: Task) -> None:
     epoch), which failed only once the first epoch had trained; tasks that do not hold their splits in a
     dict (``splits``, as :class:`~highwaynet.training.ClassificationTask` does) are trusted."""
     splits = getattr(task, "splits", None)
-    missing = [name for name in ("train", "val") if name not in splits] if isinstance(splits, dict) else []
+    if not isinstance(splits, dict):
+        return
+    missing = [name for name in ("train", "val") if name not in splits]
     if missing:
         raise ValueError(f"fit: the task has no {' and no '.join(map(repr, missing))} split (it has "
                          f"{', '.join(map(repr, splits)) or 'none'}): the Trainer trains on 'train' and validates "
