@@ -552,6 +552,7 @@ def test_published_models_are_found_in_a_folder_or_downloaded_without_a_network(
     assert MODELS["original"].weights.url.endswith("2x4096_512_2048cnn_2xhighway/"
                                                     "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
     assert all(not m.options.sha256 and not m.weights.sha256 for m in MODELS.values())  # (none published)
+    (tmp_path / "data").mkdir()
     with pytest.raises(DataNotFoundError, match="tiny/options.json not found.*download=True"):
         download_model("tiny", tmp_path / "data")
     with pytest.warns(UncheckedDownloadWarning) as unchecked:
@@ -569,6 +570,27 @@ def test_published_models_are_found_in_a_folder_or_downloaded_without_a_network(
     ELMoBiLM.from_files(*got)
     with pytest.raises(ValueError, match="unknown ELMo model 'large'"):
         download_model("large")
+
+
+def test_the_data_folder_is_checked_as_the_data_loaders_check_theirs(tmp_path, tiny_published, monkeypatch,
+                                                                     capsys):
+    """``data_dir`` (``elmo embed --data-dir``) that is a file is named as such (it said "looked in: afile"), and
+    one that does not exist is refused, not passed over for the model in ``$HIGHWAYNET_DATA``: as the data
+    loaders' (:func:`~highwaynet.data.download.search_folders`)."""
+    from highwaynet.cli import main
+
+    monkeypatch.setenv("HIGHWAYNET_DATA", str(tmp_path / "cache"))
+    with pytest.warns(UncheckedDownloadWarning):
+        download_model("tiny", tmp_path / "cache", download=True)  # (the model in the cache)
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(DataNotFoundError, match=f"the data folder {tmp_path / 'afile'} is a file, not a folder"):
+        download_model("tiny", tmp_path / "afile")
+    with pytest.raises(DataNotFoundError, match=f"the data folder {tmp_path / 'mistyped'} does not exist"):
+        download_model("tiny", tmp_path / "mistyped")
+    assert download_model("tiny")[0] == tmp_path / "cache" / "tiny" / "options.json"  # (no folder given: the cache)
+    assert main(["elmo", "embed", "--model", "tiny", "--data-dir", str(tmp_path / "mistyped"), "--input",
+                 str(tmp_path / "afile"), "--out", str(tmp_path / "out.hdf5")]) == 2
+    assert f"the data folder {tmp_path / 'mistyped'} does not exist" in capsys.readouterr().err
 
 
 def test_a_pinned_sha256_checks_the_published_files(tmp_path, tiny_published):

@@ -296,6 +296,24 @@ def test_a_cnns_channels_may_repeat_a_value():
     assert CNNConfig(channels=[8, 8]).channels == [8, 8]
 
 
+def test_a_list_setting_takes_a_tuple_and_keeps_it_as_a_list():
+    """``CNNConfig(channels=(16, 16))``, a fixed sequence as Python writes one, is taken (it was refused as "must
+    be list[int]"), kept as the list a config.json gives back: equal to it, and the same run when compared
+    with a folder's settings; a sweep's list alike."""
+    from dataclasses import asdict
+
+    from highwaynet.config import CNNConfig, DepthConfig
+    from highwaynet.training.run_dir import settings_differ
+
+    config = CNNConfig(channels=(16, 16))
+    assert config.channels == [16, 16] and config == CNNConfig(**json.loads(json.dumps(asdict(config))))
+    assert settings_differ(asdict(CNNConfig(channels=[16, 16])), config) == []
+    assert settings_differ(asdict(config), CNNConfig(channels=(16, 32))) == ["channels [16, 16] (asked [16, 32])"]
+    assert DepthConfig(depths=(10, 20)).depths == [10, 20]
+    with pytest.raises(ValueError, match="CNNConfig.channels must be at least 1, got 0"):
+        CNNConfig(channels=(16, 0))
+
+
 def sentence_set(folder: Path, train: bytes, test: bytes) -> Path:
     folder.mkdir()
     (folder / "train").write_bytes(train)
@@ -655,3 +673,31 @@ def test_a_folder_replaced_by_a_link_while_it_is_cleared_is_not_followed(tmp_pat
     finally:
         os.close(fd)
     assert outside.read_text() == "the user's own\n" and (sweep / "run").is_symlink()
+
+
+def test_two_processes_writing_a_folder_at_once_both_list_every_file(tmp_path):
+    """A run writing its folder while ``highwaynet report`` writes the report there (which needs no run lock:
+    it writes files the run never does): each lists the files it writes in the folder's marker at once. Each
+    update of the marker reads, adds and writes it again; unserialised, one process's names were lost (the
+    folder then looked foreign: "X was not written by highwaynet"), or its temporary file, shared, was put
+    in place half-written by the other (a damaged marker) or was missing (FileNotFoundError)."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import process_timeout
+
+    import highwaynet
+
+    files.claim(tmp_path, "run")
+    script = ("import sys, time; from pathlib import Path; from highwaynet.training import files\n"
+              "while time.time() < float(sys.argv[3]): time.sleep(0.001)\n"  # (both start at once, imports done)
+              "for i in range(300): files.write_text(Path(sys.argv[1]) / f'{sys.argv[2]}{i}', 'x')\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(highwaynet.__file__).parents[1])}
+    start = str(time.time() + 5)
+    writers = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), who, start], env=env,
+                                stderr=subprocess.PIPE, text=True) for who in ("run", "report")]
+    errors = [writer.communicate(timeout=process_timeout(120))[1] for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0], errors
+    listed = files.written(tmp_path)
+    assert {f"{who}{i}" for who in ("run", "report") for i in range(300)} <= listed

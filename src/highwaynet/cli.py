@@ -22,7 +22,7 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,20 +127,25 @@ def _add_recipe(commands: Any, recipe: Recipe) -> None:
 
 # -- what each command runs ---------------------------------------------------------------------
 
-def _say_what_runs(args: argparse.Namespace, out: str, config: Any, recipe: str, new_run: str) -> None:
-    """One line on what the command does with its folder (:func:`~highwaynet.training.run_dir.plan_run`):
-    ``new_run`` for a new run (or one started over); for a run that goes on, the Trainer's line says so
-    (resumed after which epoch, or finished); with ``--resume``, the settings asked that it does not take."""
-    from .training.run_dir import plan_run
+@contextlib.contextmanager
+def _say_what_runs(args: argparse.Namespace, out: str, config: Any, recipe: str, new_run: str) -> Iterator[None]:
+    """Hold the run folder (:func:`~highwaynet.training.run_dir.hold_run_dir`) for the block, saying first what
+    the command does with it (:func:`~highwaynet.training.run_dir.plan_run`), once it is taken (its own, no other
+    process writing it): ``new_run`` for a new run (or one started over); for a run that goes on, the Trainer's
+    line says so (resumed after which epoch, or finished); with ``--resume``, the settings asked that it does not
+    take."""
+    from .training.run_dir import hold_run_dir, plan_run
 
     plan = plan_run(out, recipe, config, resume=args.resume, restart=args.restart)
-    if plan.action == "new":
-        print(new_run)
-    elif plan.action == "restart":
-        print(f"{new_run} (started over: --restart)" if plan.held else new_run)
-    if plan.not_applied:
-        print("--resume goes on with the settings the run was started with; not applied: "
-              + ", ".join(plan.not_applied))
+    with hold_run_dir(out):
+        if plan.action == "new":
+            print(new_run)
+        elif plan.action == "restart":
+            print(f"{new_run} (started over: --restart)" if plan.held else new_run)
+        if plan.not_applied:
+            print("--resume goes on with the settings the run was started with; not applied: "
+                  + ", ".join(plan.not_applied))
+        yield
 
 
 def _check_resume(args: argparse.Namespace) -> None:
@@ -154,11 +159,11 @@ def _run_image_recipe(args: argparse.Namespace, config: Any, what: str) -> None:
     _check_resume(args)
     kind = "plain" if config.plain else "highway"
     out = args.out or f"runs/{what}-{config.data}-{kind}{config.depth}-seed{config.train.seed}"
-    _say_what_runs(args, out, config, what,
-                   f"training a {config.depth}-layer {kind} {what.upper()} on {config.data}; run folder: {out}")
     run = mlp.run if what == "mlp" else cnn.run
-    results = run(config, out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
-                  download=args.download)
+    with _say_what_runs(args, out, config, what,
+                        f"training a {config.depth}-layer {kind} {what.upper()} on {config.data}; run folder: {out}"):
+        results = run(config, out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
+                      download=args.download)
     print(f"test_loss {results['test']['loss']:.4f}  test_acc {results['test']['acc']:.4f}  "
           f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
 
@@ -178,10 +183,10 @@ def _train_lm(args: argparse.Namespace, config: Any) -> None:
     name, what = lm_name(config)
     corpus = config.corpus.rstrip("/").split("/")[-1]
     out = args.out or f"runs/lm-{corpus}-{config.level}-{name}-seed{config.train.seed}"
-    _say_what_runs(args, out, config, "lm",
-                   f"training {what} on {config.corpus} ({config.level} level); run folder: {out}")
-    results = lm.run(config, out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
-                     download=args.download)
+    with _say_what_runs(args, out, config, "lm",
+                        f"training {what} on {config.corpus} ({config.level} level); run folder: {out}"):
+        results = lm.run(config, out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
+                         download=args.download)
     key = "bpc" if config.level == "char" else "ppl"
     print(f"test_loss {results['test']['loss']:.4f}  test_{key} {results['test'][key]:.4f}  "
           f"({results['parameters']:,} parameters, {results['seconds']:.1f}s on {results['device']})")
@@ -549,10 +554,19 @@ def _predict(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return _main(argv)
+        status = _main(argv)
+        sys.stdout.flush()  # (a reader gone is found here, not at exit, where Python reports it as an error)
+        return status
     except KeyboardInterrupt:  # (during start-up or a report too: a line, not a traceback)
         print("highwaynet: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # Its output's reader has gone (``highwaynet train ... | head -3``): the command stops quietly, as one
+        # that SIGPIPE stops (status 128 + 13, as 130 above is 128 + SIGINT); a run stopped so resumes from its
+        # last checkpoint, as an interrupted one does. What is left buffered goes nowhere (Python's signal docs).
+        with contextlib.suppress(OSError, ValueError):  # (a stdout without a descriptor: nothing to flush later)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -586,6 +600,8 @@ def _main(argv: Sequence[str] | None) -> int:
             else:
                 args.run(args)
         barrier()  # the processes finish together: one that leaves while another still uses the group can abort
+    except BrokenPipeError:
+        raise  # (not an error of the command's: main stops quietly)
     except (ValueError, FileNotFoundError, FileExistsError, OSError, ImportError) as error:
         message = str(error)
         if isinstance(error, SettingsDiffer) and options is not None:  # (the settings named by their options)

@@ -251,6 +251,10 @@ def write_html(folder: Path) -> Path:
 
     Only the folder's own files are read (regular files, not links, that highwaynet wrote there), and
     only the figures it wrote are inlined: a page made from a folder holds nothing from elsewhere.
+
+    It takes no run lock: a run in progress gets a page of its epochs so far, as the run writes none of
+    the report's files; the folder's marker, which both update, is locked for each update
+    (:mod:`highwaynet.training.files`).
     """
     import base64
     import html

@@ -98,6 +98,9 @@ def check_settings(config: Any) -> None:
             setattr(config, field.name, value)
         if not field.metadata:
             continue
+        if typing.get_origin(kind) is list and isinstance(value, tuple):  # (a fixed sequence, as Python writes one)
+            value = list(value)
+            setattr(config, field.name, value)
         if not _fits(value, kind):  # (a configuration from a hand-edited config.json, say)
             raise ValueError(f"{_describe(config, field.name)} must be {_type_name(kind)}, got {value!r}")
         if isinstance(value, list):

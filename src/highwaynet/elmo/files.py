@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_flag, check_path, describe
-from ..data.download import DataFile, default_data_dir, locate, read_text
+from ..data.download import DataFile, locate, read_text, search_folders
 from .chars import NUM_IDS
 
 __all__ = ["MODELS", "ELMoOptions", "download_model", "read_options", "read_weights"]
@@ -363,7 +363,9 @@ def download_model(name: str, data_dir: str | Path | None = None, *, download: b
 
     Raises:
         ValueError: no model of that name, or ``sha256`` not two sha256s.
-        DataNotFoundError: a file is missing and ``download`` is false, or the download failed.
+        DataNotFoundError: ``data_dir`` is a file, or does not exist and ``download`` is false (as the data
+            loaders': :func:`~highwaynet.data.download.search_folders`); a file is missing and ``download``
+            is false, or the download failed.
         OSError: a file does not match its sha256 (a download that does not is deleted).
     """
     if not isinstance(name, str) or name not in MODELS:
@@ -377,7 +379,7 @@ def download_model(name: str, data_dir: str | Path | None = None, *, download: b
             raise ValueError(f"download_model: sha256 must be two sha256s (64 hexadecimal digits each), the options "
                              f"file's and the weight file's, got {sha256!r}")
         files = [replace(file, sha256=digest.lower()) for file, digest in zip(files, sha256, strict=True)]
-    folders = [check_path("data_dir", data_dir) if data_dir is not None else None, default_data_dir()]
+    folders = search_folders(data_dir, download=download)  # (checked as the data loaders check theirs)
     hint = f"download {model.options.url} and {model.weights.url} into a folder and pass --options and --weights"
     pin = (f"pass both files' sha256 as download_model({name!r}, ..., sha256=(OPTIONS, WEIGHTS)), or "
            f"highwaynet elmo embed --model {name} --sha256 OPTIONS WEIGHTS")

@@ -36,9 +36,15 @@ import shutil
 import stat
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+try:  # the lock on a marker's update: POSIX only (elsewhere an update is not locked)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["KINDS", "MARKER", "DamagedMarker", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt", "append_line",
            "check_claimable", "claim", "clear", "make_dirs", "make_folder", "marker", "read_marker", "read_regular",
@@ -366,17 +372,38 @@ def _record(path: Path) -> None:
     highwaynet did not write is refused (:class:`FolderNotOurs`): it is the user's, and stays."""
     if path.name in _INFRASTRUCTURE:
         return
-    found, problem = read_marker(path.parent)
-    if problem is not None:
-        raise DamagedMarker(f"{_damaged(path.parent, problem)}: highwaynet writes nothing more there until it is "
-                            f"made again; run the command again, which makes it from the files the folder holds")
-    if found is None or path.name in found["written"] or path.name in _INFRASTRUCTURE:
+    with _marker_held(path.parent):
+        found, problem = read_marker(path.parent)
+        if problem is not None:
+            raise DamagedMarker(f"{_damaged(path.parent, problem)}: highwaynet writes nothing more there until it is "
+                                f"made again; run the command again, which makes it from the files the folder holds")
+        if found is None or path.name in found["written"] or path.name in _INFRASTRUCTURE:
+            return
+        if path.exists() or path.is_symlink():
+            raise FolderNotOurs(f"{path} was not written by highwaynet, which never overwrites such a file: move it "
+                                f"out of {path.parent} and run again")
+        found["written"] = sorted({*found["written"], path.name})
+        _write_marker(path.parent, found)
+
+
+@contextmanager
+def _marker_held(folder: Path) -> Iterator[None]:
+    """Hold ``folder``'s marker for one update (read, add a name, write): two processes writing the folder at
+    once (a run, and ``highwaynet report`` writing its page) each list their files, none lost, and never share
+    the marker's temporary file. An OS lock on the folder itself (``flock``, released when the process dies);
+    none where the OS or the file system has no such lock."""
+    try:
+        fd = _open_folder(folder)
+    except OSError:  # (no folder: nothing listed there)
+        yield
         return
-    if path.exists() or path.is_symlink():
-        raise FolderNotOurs(f"{path} was not written by highwaynet, which never overwrites such a file: move it "
-                            f"out of {path.parent} and run again")
-    found["written"] = sorted({*found["written"], path.name})
-    _write_marker(path.parent, found)
+    try:
+        if fcntl is not None:
+            with suppress(OSError):  # (a file system without flock on folders: the update as before, unlocked)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (which releases the lock)
 
 
 def make_folder(path: str | Path) -> None:

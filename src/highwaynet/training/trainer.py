@@ -198,6 +198,11 @@ class Trainer:
         self.history: list[dict[str, float]] = []
         self.seconds = self.earlier_seconds = 0.0
         self.diverged: int | None = None
+        # The first states (model, optimiser, schedule, average), kept on the CPU as a fit starts from them, and
+        # whether a fit stopped part-way (interrupted, or an error): fit again then starts from a checkpoint, or
+        # from these, as a new process would (:meth:`_from_first_states`).
+        self._first: list[Any] | None = None
+        self._partial = False
         self._board: Any = None  # the TensorBoard log while fit runs, if asked for
         forward = DistributedDataParallel(self.model) if self.world_size > 1 else self.model
         # (torch.compile gives an nn.Module for a module, typed as any callable)
@@ -278,6 +283,7 @@ class Trainer:
             raise ValueError(f"max_time must be at least 0 (seconds), or None, got {max_time}")
         if resume and restart:
             raise ValueError("fit: resume goes on with the run in the folder and restart starts it over: pass one")
+        _check_splits(self.task)
         if restart and (self.epoch or self.steps):  # (before anything is removed: the run there stays)
             raise ValueError(f"fit(restart=True) starts the run over from the model's first weights, and this "
                              f"Trainer's model has been trained since (or loaded from the checkpoint of epoch "
@@ -295,11 +301,13 @@ class Trainer:
             (self.run_dir / name).exists() or (self.run_dir / name).is_symlink()
             for name in ("checkpoint.pt", "checkpoint.prev.pt"))
         if not ((resume or saved) and self.load_checkpoint()):
+            self._from_first_states()
             seed_everything(self.config.seed)
             if self._out is not None:  # what a run stopped before its first checkpoint wrote (its own files only)
                 files.remove_written(self._out, {"metrics.jsonl", "model.pt"})
         start, before = time.perf_counter(), self.seconds
         self._board = self._open_tensorboard()
+        self._partial = True  # (until the epochs end as they should)
         try:
             for epoch in range(self.epoch, self.config.epochs):
                 try:
@@ -315,6 +323,8 @@ class Trainer:
                 self.epoch = epoch + 1
                 self.history.append(metrics)
                 self._save(metrics)
+                if self.run_dir is not None:
+                    self._first = None  # (a checkpoint holds where to go on from)
                 if self._board is not None:
                     self._board.epoch(metrics)
                 if max_time is not None and rank_zero_decides(sum(m["time"] for m in self.history) >= max_time):
@@ -322,10 +332,25 @@ class Trainer:
         finally:
             if self._board is not None:
                 self._board.close()
+        self._partial = False
         barrier()  # under torchrun: the run folder is complete (rank 0 writes it) when fit returns, on every rank
         if self.ema is not None:
             self.model.load_state_dict(self.ema.module.state_dict())
         return self.history
+
+    def _from_first_states(self) -> None:
+        """Start from the first states: kept as a first fit starts; put back where a fit stopped part-way with no
+        checkpoint to go on from (stopped before its first, or without a run folder), whose weights, momentum and
+        average are part-trained: fit again then ends as a run never interrupted, as a new process would."""
+        parts = [part for part in (self.model, self.optimizer, self.scheduler, self.ema) if part is not None]
+        if self._first is None and not self.steps:
+            self._first = [_copy_on_cpu(part.state_dict()) for part in parts]
+        elif self._first is not None and self._partial:
+            for part, state in zip(parts, self._first, strict=True):
+                part.load_state_dict(state)
+            self.epoch = self.steps = 0
+            self.best, self.history, self.diverged = None, [], None
+            self.seconds = self.earlier_seconds = 0.0
 
     def _diverged(self, epoch: int, metrics: dict[str, float]) -> None:
         """Epoch ``epoch`` (from 0) ended with non-finite numbers: stop, or record it as the run's end."""
@@ -639,6 +664,20 @@ def _check_monitor(monitor: str, task: Task) -> None:
     names = getattr(task, "metric_names", None)
     if names is not None:
         check_monitor(monitor, tuple(names))
+
+
+def _check_splits(task: Task) -> None:
+    """Refuse, before any training, a task without a split that fit reads ('train', and 'val' after each
+    epoch), which failed only once the first epoch had trained; tasks that do not hold their splits in a
+    dict (``splits``, as :class:`~highwaynet.training.ClassificationTask` does) are trusted."""
+    splits = getattr(task, "splits", None)
+    if not isinstance(splits, dict):
+        return
+    missing = [name for name in ("train", "val") if name not in splits]
+    if missing:
+        raise ValueError(f"fit: the task has no {' and no '.join(map(repr, missing))} split (it has "
+                         f"{', '.join(map(repr, splits)) or 'none'}): the Trainer trains on 'train' and validates "
+                         f"on 'val' after each epoch")
 
 
 def _accumulate(sums: dict[str, Tensor], stats: dict[str, Tensor]) -> None:
