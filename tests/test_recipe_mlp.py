@@ -74,7 +74,8 @@ def test_cli_run_interrupted_in_its_first_epoch_starts_again(tmp_path, monkeypat
     with monkeypatch.context() as patch:
         patch.setattr(Trainer, "_run_epoch", lambda self, epoch: (_ for _ in ()).throw(KeyboardInterrupt))
         assert main(args) == 130
-    assert "no epoch had finished, so nothing is saved: start again" in capsys.readouterr().out
+    assert "no epoch had finished, so nothing is saved: run the same command again to start over" in \
+        capsys.readouterr().out
     assert (out / "config.json").is_file()
     assert main(args) == 0  # the same command again: nothing was saved, so nothing is refused
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1

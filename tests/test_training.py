@@ -66,8 +66,32 @@ def test_interrupted_in_the_first_epoch_says_nothing_is_saved(tmp_path):
     trainer.log = logs.append
     with pytest.raises(KeyboardInterrupt):
         trainer.fit()
-    assert logs[-1] == "interrupted in epoch 1; no epoch had finished, so nothing is saved: start again"
+    assert logs[-1] == ("interrupted in epoch 1; no epoch had finished, so nothing is saved: run the same command "
+                        "again to start over (from Python: fit() again starts over from the model's first weights, "
+                        "not from where it stopped)")
     make_trainer(tmp_path, load_digits(), epochs=1).fit()  # and starting again in the same folder works
+
+
+@pytest.mark.parametrize("killed_in", [1, 3])
+def test_interrupted_without_a_run_folder_says_fit_again_starts_over(killed_in):
+    """Without a run folder nothing is saved, and fit() again starts from the first weights: the line says so,
+    where it said only "nothing is saved", which read as if fit() again went on."""
+    trainer = make_trainer(None, load_digits())
+    batches = trainer.task.batches
+
+    def killed(split, epoch):
+        if split == "train" and epoch == killed_in - 1:
+            raise KeyboardInterrupt
+        yield from batches(split, epoch)
+
+    trainer.task.batches = killed
+    logs = []
+    trainer.log = logs.append
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit()
+    assert logs[-1] == (f"interrupted in epoch {killed_in}; nothing is saved (no run folder): fit() again starts "
+                        f"over from the model's first weights, not from where it stopped")
+    assert "starts over from the model's first weights" in " ".join(Trainer.fit.__doc__.split())
 
 
 @pytest.mark.parametrize("folder, killed_in", [("run", 1), ("run", 3), (None, 1), (None, 3)])

@@ -261,6 +261,11 @@ class Trainer:
         """Train for the configured epochs, going on from the run folder's checkpoint where it holds one:
         a run fit again goes on where it stopped (a finished one trains no further), and says so.
 
+        Where there is no checkpoint to go on from, fit again after a fit that stopped part-way (interrupted, or an
+        error) starts over from the model's first weights (and the optimiser's, schedule's and average's first
+        states, as a new process would), not from where it stopped: so on a Trainer without a run folder, and on
+        one stopped before its first epoch was saved.
+
         ``resume`` is the older spelling of going on (fit goes on either way; with ``resume`` a folder
         without a checkpoint yet is said to start from scratch). ``restart`` starts the run over,
         removing what it wrote into the folder (its own files only, and the analyses of its weights in
@@ -342,15 +347,27 @@ class Trainer:
         """Start from the first states: kept as a first fit starts; put back where a fit stopped part-way with no
         checkpoint to go on from (stopped before its first, or without a run folder), whose weights, momentum and
         average are part-trained: fit again then ends as a run never interrupted, as a new process would."""
-        parts = [part for part in (self.model, self.optimizer, self.scheduler, self.ema) if part is not None]
         if self._first is None and not self.steps:
-            self._first = [_copy_on_cpu(part.state_dict()) for part in parts]
+            self._first = self._states()
         elif self._first is not None and self._partial:
-            for part, state in zip(parts, self._first, strict=True):
-                part.load_state_dict(state)
+            self._put_back(self._first)
             self.epoch = self.steps = 0
             self.best, self.history, self.diverged = None, [], None
             self.seconds = self.earlier_seconds = 0.0
+
+    def _parts(self) -> list[Any]:
+        """What a fit trains and a checkpoint holds, each with a state dict: the model, optimiser, schedule and
+        average (where there is one)."""
+        return [part for part in (self.model, self.optimizer, self.scheduler, self.ema) if part is not None]
+
+    def _states(self) -> list[Any]:
+        """A copy of :meth:`_parts`' states on the CPU, to put back with :meth:`_put_back`."""
+        return [_copy_on_cpu(part.state_dict()) for part in self._parts()]
+
+    def _put_back(self, states: list[Any]) -> None:
+        """Load ``states`` (from :meth:`_states`) into the parts they were copied from."""
+        for part, state in zip(self._parts(), states, strict=True):
+            part.load_state_dict(state)
 
     def _diverged(self, epoch: int, metrics: dict[str, float]) -> None:
         """Epoch ``epoch`` (from 0) ended with non-finite numbers: stop, or record it as the run's end."""
@@ -495,11 +512,13 @@ class Trainer:
         return value > self.best if self.config.monitor.endswith("acc") else value < self.best
 
     def _resume_hint(self) -> str:
-        """What an interruption kept, and how to go on from it."""
+        """What an interruption kept, and how to go on from it: with no checkpoint (no run folder, or none saved
+        yet), fit again starts over from the first weights (:meth:`_from_first_states`)."""
         if self._out is None:
-            return "nothing is saved (no run folder)"
+            return f"nothing is saved (no run folder): fit() again starts over from {_FIRST_WEIGHTS}"
         if self.epoch == 0:
-            return "no epoch had finished, so nothing is saved: start again"
+            return (f"no epoch had finished, so nothing is saved: run the same command again to start over (from "
+                    f"Python: fit() again starts over from {_FIRST_WEIGHTS})")
         return (f"epoch {self.epoch} is the last saved: run the same command again to go on from there (from "
                 f"Python: fit() again, on the same run folder {self.run_dir})")
 
@@ -581,13 +600,11 @@ class Trainer:
                              f"it was cut short or edited; put back the file the run wrote, or {START_OVER}")
         # A load that fails part-way leaves the model as it was, not part this checkpoint's: fit(restart=True), the
         # way on the error names, starts from its first weights.
-        parts = [part for part in (self.model, self.optimizer, self.scheduler, self.ema) if part is not None]
-        before = [_copy_on_cpu(part.state_dict()) for part in parts]
+        before = self._states()
         try:
             notes += self._load_state(state, path)
         except BaseException:
-            for part, saved in zip(parts, before, strict=True):
-                part.load_state_dict(saved)
+            self._put_back(before)
             raise
         self.epoch, self.best, self.steps = state["epoch"], state["best"], state.get("steps", 0)
         self.history = history
@@ -627,6 +644,10 @@ class Trainer:
             raise CorruptCheckpoint(f"{path}'s random generator states are not what highwaynet saves "
                                     f"({type(error).__name__}: {error}): it was edited or damaged. To go on, "
                                     f"{START_OVER}") from error
+
+
+#: Where a fit again starts from when the fit before it stopped with no checkpoint to go on from.
+_FIRST_WEIGHTS = "the model's first weights, not from where it stopped"
 
 
 def _copy_on_cpu(value: Any) -> Any:
