@@ -701,3 +701,68 @@ def test_two_processes_writing_a_folder_at_once_both_list_every_file(tmp_path):
     assert [writer.returncode for writer in writers] == [0, 0], errors
     listed = files.written(tmp_path)
     assert {f"{who}{i}" for who in ("run", "report") for i in range(300)} <= listed
+
+
+def _marked(folder: Path, kind: str, *names: str) -> Path:
+    """``folder`` marked as ``kind``, holding the files ``names``, listed as highwaynet's."""
+    files.claim(folder, kind)
+    for name in names:
+        files.write_text(folder / name, "x")
+    return folder
+
+
+@pytest.mark.parametrize("removal", ["clear", "a sweep's run", "remove_written", "remove_stray_files"])
+def test_a_removal_waits_for_the_marker_held_by_another(tmp_path, removal):
+    """Clearing a folder (a run's, a sweep's runs'), or removing its written or stray files, holds its marker as
+    an update does: otherwise a name another process listed meanwhile (``highwaynet report`` writing its page
+    into a run started over) was lost with the marker written after, and the folder later refused as holding a
+    file highwaynet did not write; or the marker's temporary of an update under way was removed under it."""
+    import fcntl
+    import threading
+
+    folder = _marked(tmp_path / "run", "run", "a", "b")
+    locked, expect = folder, lambda: not (folder / "a").exists()
+    if removal == "clear":
+        remove = lambda: files.clear(folder)  # noqa: E731
+    elif removal == "remove_written":
+        remove = lambda: files.remove_written(folder, {"a"})  # noqa: E731
+    elif removal == "remove_stray_files":
+        (folder / files.MARKER).with_name(files.MARKER + ".tmp").write_text("{}")  # an update's, under way
+        remove, expect = (lambda: files.remove_stray_files(folder),  # noqa: E731
+                          lambda: not (folder / (files.MARKER + ".tmp")).exists())
+    else:
+        sweep = _marked(tmp_path / "sweep", "sweep")
+        files.make_folder(sweep / "run1")
+        locked = _marked(sweep / "run1", "run", "a")
+        remove, expect = lambda: files.clear(sweep), lambda: not (sweep / "run1").exists()  # noqa: E731
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (remove(), done.set()), daemon=True)
+    fd = os.open(locked, os.O_RDONLY)  # (another open file: its flock excludes this process's others too)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        worker.start()
+        assert not done.wait(0.5), "removed while another held the marker"
+        assert not expect()
+    finally:
+        os.close(fd)
+    worker.join(10)
+    assert done.is_set() and expect()
+
+
+def test_a_thread_holding_the_marker_may_clear_the_folder(tmp_path):
+    """The marker's lock is taken again by the thread that holds it as held: an flock on a second descriptor of
+    the folder waits for the first, held by the same thread, for ever."""
+    import threading
+
+    folder = _marked(tmp_path / "run", "run", "a")
+
+    def clear_held():
+        with files._marker_held(folder):
+            files.clear(folder)
+            files.write_text(folder / "b", "x")  # (an update of the marker, held already)
+
+    worker = threading.Thread(target=clear_held, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "waited for its own lock"
+    assert "b" in files.written(folder) and "a" not in files.written(folder) and not (folder / "a").exists()

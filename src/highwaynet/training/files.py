@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -386,22 +387,45 @@ def _record(path: Path) -> None:
         _write_marker(path.parent, found)
 
 
+class _Held(threading.local):
+    """The folders (device, inode) whose marker this thread holds (:func:`_marker_held`)."""
+
+    def __init__(self) -> None:
+        self.folders: set[tuple[int, int]] = set()
+
+
+_held = _Held()
+
+
 @contextmanager
-def _marker_held(folder: Path) -> Iterator[None]:
-    """Hold ``folder``'s marker for one update (read, add a name, write): two processes writing the folder at
-    once (a run, and ``highwaynet report`` writing its page) each list their files, none lost, and never share
-    the marker's temporary file. An OS lock on the folder itself (``flock``, released when the process dies);
-    none where the OS or the file system has no such lock."""
+def _marker_held(folder: str | Path, parent: int | None = None) -> Iterator[int | None]:
+    """Hold ``folder``'s marker (below an open ``parent``: never through a link) while it is read and the folder
+    written by it: an update (read, add a name, write), or a removal of what it lists (:func:`clear`). Two
+    processes writing the folder at once (a run, and ``highwaynet report`` writing its page) each list their
+    files, none lost, and never share the marker's temporary file; a name listed while the folder is cleared
+    is not lost with the marker written after. Yields the folder open (None where there is none).
+
+    An OS lock on the folder itself (``flock``, released when the process dies); none where the OS or the file
+    system has no such lock. A thread that holds it already takes it again as held: an ``flock`` on another
+    descriptor of the same folder would wait for the one this thread holds, for ever."""
     try:
-        fd = _open_folder(folder)
+        fd = _open_folder(folder, parent)
     except OSError:  # (no folder: nothing listed there)
-        yield
+        yield None
         return
     try:
-        if fcntl is not None:
-            with suppress(OSError):  # (a file system without flock on folders: the update as before, unlocked)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        info = os.fstat(fd)
+        key, held = (info.st_dev, info.st_ino), _held.folders
+        if fcntl is None or key in held:
+            yield fd
+            return
+        with suppress(OSError):  # (a file system without flock on folders: as before, unlocked)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        held.add(key)
+        try:
+            yield fd
+        finally:
+            held.discard(key)
     finally:
         os.close(fd)  # (which releases the lock)
 
@@ -471,12 +495,11 @@ def _clear_folder(parent: int, name: str, where: Path | None = None, kind: str |
     run, a level between a sweep and its runs holding runs, or, ``kind="analysis"``, a run's analysis), and
     remove it where nothing else is left; whether it was removed. A folder whose marker is damaged, one
     without a marker that holds no folder of highwaynet's, or one not of ``kind``, is left as it is.
-    ``dry``: remove nothing, only raise what clearing it would (:func:`_remove_written`)."""
-    try:
-        fd = _open_folder(name, parent)
-    except OSError:
-        return False
-    try:
+    ``dry``: remove nothing, only raise what clearing it would (:func:`_remove_written`). Its marker is held
+    throughout (:func:`_marker_held`), and the folder removed before it is let go."""
+    with _marker_held(name, parent) as fd:
+        if fd is None:
+            return False
         found, problem = _read_marker_at(fd)
         if problem is not None or (kind is not None and (found is None or found["kind"] != kind)):
             return False
@@ -492,9 +515,7 @@ def _clear_folder(parent: int, name: str, where: Path | None = None, kind: str |
                 _write_marker_at(fd, _new_marker(found["kind"], kept))
             return False
         _unlink_infrastructure(fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent)
+        os.rmdir(name, dir_fd=parent)
     return True
 
 
@@ -553,43 +574,40 @@ def clear(folder: str | Path) -> list[str]:
     and ``RUN/lesion``, cleared likewise), and give the folder a new identity (a run started over is another
     run); returns the names removed. What the user added to the folder stays, links included (a link in
     the place of a run's analysis is refused: :class:`LinkInFolder`); a folder whose marker is damaged or
-    missing is left as it is."""
+    missing is left as it is. The marker is held throughout (:func:`_marker_held`): a name another process
+    lists meanwhile (``highwaynet report`` writing its page) is kept in the new marker, not lost with the old."""
     folder = Path(folder)
-    found = marker(folder)
-    if found is None:
-        return []
-    fd = _open_folder(folder)
-    try:
+    with _marker_held(folder) as fd:
+        found = _read_marker_at(fd)[0] if fd is not None else None
+        if fd is None or found is None:
+            return []
         for dry in (True, False):  # (what it would refuse, before anything is removed)
             removed, kept = _remove_written(fd, set(found["written"]), folder, sweep=found["kind"] == "sweep",
                                             analyses=found["kind"] == "run", dry=dry)
-    finally:
-        os.close(fd)
-    _write_marker(folder, _new_marker(found["kind"], kept))
+        _write_marker(folder, _new_marker(found["kind"], kept))
     return removed
 
 
 def remove_written(folder: str | Path, names: set[str] | frozenset[str]) -> list[str]:
     """Remove those of ``names`` that ``folder``'s marker lists and that are regular files there (found as
-    :func:`clear` finds them); returns the names removed."""
-    found = marker(folder)
-    if found is None:
-        return []
-    fd = _open_folder(Path(folder))
-    try:
+    :func:`clear` finds them, its marker held); returns the names removed."""
+    with _marker_held(folder) as fd:
+        found = _read_marker_at(fd)[0] if fd is not None else None
+        if fd is None or found is None:
+            return []
         return _remove_written(fd, set(names) & set(found["written"]) - _OPAQUE_FOLDERS, Path(folder), sweep=False)[0]
-    finally:
-        os.close(fd)
 
 
 def remove_stray_files(folder: str | Path) -> list[str]:
     """Remove the temporary files a killed writer can leave (``NAME.tmp`` beside a file highwaynet
-    writes); returns their names. A user's own ``*.tmp`` stays. Call with the folder's lock held."""
+    writes); returns their names. A user's own ``*.tmp`` stays. Call with the folder's lock held; the marker
+    is held too (:func:`_marker_held`), so that the temporary of an update under way is not one of them."""
     folder = Path(folder)
-    ours = written(folder) | {MARKER + ".tmp"}
-    stray = sorted(p for p in folder.glob("*.tmp") if p.name in ours and p.is_file() and not p.is_symlink())
-    for path in stray:
-        path.unlink(missing_ok=True)
+    with _marker_held(folder):
+        ours = written(folder) | {MARKER + ".tmp"}
+        stray = sorted(p for p in folder.glob("*.tmp") if p.name in ours and p.is_file() and not p.is_symlink())
+        for path in stray:
+            path.unlink(missing_ok=True)
     return [p.name for p in stray]
 
 
