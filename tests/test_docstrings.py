@@ -71,3 +71,29 @@ def test_every_public_module_states_its_shapes_and_every_combiner_its_equation()
                 missing_maths.append(name)
     assert not missing_shapes, f"public modules whose docstring states no shapes: {missing_shapes}"
     assert not missing_maths, f"combiners whose docstring gives no equation or no call order: {missing_maths}"
+
+
+@pytest.mark.parametrize(("shown", "layer", "args", "shapes"), [
+    ("``(..., features)`` dense", lambda: highwaynet.nn.Highway(16), (torch.randn(4, 7, 16),), [(4, 7, 16)]),
+    ("``(N, C, H, W)`` convolutional", lambda: highwaynet.nn.HighwayConv2d(8, kernel_size=3),
+     (torch.randn(2, 8, 5, 5),), [(2, 8, 5, 5)]),
+    ("``(B, T, out)`` a highway LSTM block", lambda: highwaynet.nn.HighwayLSTM(8, 16, bidirectional=True),
+     (torch.randn(5, 2, 8),), [(2, 5, 32)]),
+    ("``(B, hidden_size)`` an RHN micro-layer, called once per time step",
+     lambda: highwaynet.nn.RHN(8, 16, depth=2), (torch.randn(3, 2, 8),), [(2, 16)] * 6),
+    ("``()`` for :class:`~highwaynet.nn.FixedGate`",
+     lambda: highwaynet.nn.Residual(torch.nn.Linear(8, 8), highwaynet.nn.FixedGate()), (torch.randn(2, 8),), [()]),
+    ("``(features,)`` for :class:`~highwaynet.nn.LayerScale`",
+     lambda: highwaynet.nn.Residual(torch.nn.Linear(8, 8), highwaynet.nn.LayerScale(8)), (torch.randn(2, 8),),
+     [(8,)]),
+])
+def test_add_observer_says_what_the_observer_receives_and_when(shown, layer, args, shapes):
+    """``Gate.add_observer``'s docstring says what an observer gets, with shapes, and when; each shape it names is
+    the one a layer's observers receive (it said only ``fn(gate, T, C)``, on each forward pass)."""
+    doc = " ".join(highwaynet.nn.Gate.add_observer.__doc__.split())
+    assert shown in doc
+    model, seen = layer(), []
+    for gate in (m for m in model.modules() if isinstance(m, highwaynet.nn.Gate)):
+        gate.add_observer(lambda gate, t, c: seen.append(tuple(t.shape)))
+    model(*args)
+    assert seen == shapes

@@ -2,7 +2,8 @@
 README's tour: each page's Python blocks in order, in one namespace, as a reader pastes them. Each
 trailing comment that shows a value is what its line gives: a shape, ``# (8, 20, 525)`` (several for
 several results: ``# (35, 8, 128), (2, 8, 128)``), or a list, dict or string, ``...`` standing for any
-text as in a doctest (``# {'loss': ..., 'acc': ...}``)."""
+text as in a doctest (``# {'loss': ..., 'acc': ...}``). A comment that shows a value stands after its line, never
+on a line of its own (above the line it describes, where nothing checks it)."""
 
 import ast
 import contextlib
@@ -31,8 +32,9 @@ def python_blocks(page: str) -> list[str]:
     return blocks[BLOCKS.get(page, slice(None))]
 
 
-def trailing_comments(code: str) -> dict[int, str]:
-    """Each line's comment where the line also holds code: {line number: the comment's text}."""
+def trailing_comments(code: str, alone: bool = False) -> dict[int, str]:
+    """Each line's comment where the line also holds code: {line number: the comment's text}; ``alone``: each
+    comment on a line of its own instead."""
     comments, code_lines = {}, set()
     for token in tokenize.generate_tokens(io.StringIO(code).readline):
         if token.type == tokenize.COMMENT:
@@ -40,7 +42,12 @@ def trailing_comments(code: str) -> dict[int, str]:
         elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
                                 tokenize.ENDMARKER):
             code_lines.add(token.start[0])
-    return {line: text for line, text in comments.items() if line in code_lines}
+    return {line: text for line, text in comments.items() if (line in code_lines) != alone}
+
+
+def shows_a_value(comment: str) -> bool:
+    """Whether a comment shows a value that :func:`check_comment` checks: a shape, or a list, dict or string."""
+    return bool(LEADING_SHAPES.match(comment)) or comment[:1] in ("[", "{", "'", '"')
 
 
 def shapes_of(value: object) -> list[tuple[int, ...]]:
@@ -59,7 +66,7 @@ def check_comment(where: str, comment: str, value: object, printed: str) -> None
     if shown:
         expected = [tuple(int(n) for n in re.findall(r"\d+", s)) for s in SHAPES.findall(shown[0])]
         assert shapes_of(value) == expected, f"{where}: the comment shows {shown[0]}, the line gives {shapes_of(value)}"
-    elif comment[:1] in "[{'\"":
+    elif shows_a_value(comment):
         got = printed if printed else repr(value)
         assert doctest.OutputChecker().check_output(comment + "\n", got.rstrip("\n") + "\n", doctest.ELLIPSIS), \
             f"{where}: the comment shows {comment}, the line gives {got.rstrip()}"
@@ -71,6 +78,10 @@ def run_page(page: str, *, check_prints: bool = True) -> int:
     namespace: dict[str, object] = {"__name__": "__main__"}
     checked = 0
     for number, code in enumerate(python_blocks(page)):
+        alone = [f"line {line}: # {text}" for line, text in trailing_comments(code, alone=True).items()
+                 if shows_a_value(text)]
+        assert not alone, (f"{page}, Python block {number + 1}: a comment that shows a value stands on a line of its "
+                           f"own, where nothing checks it; put it after the line it shows ({'; '.join(alone)})")
         comments = trailing_comments(code)
         for statement in ast.parse(code).body:
             where = f"{page}, Python block {number + 1}, line {statement.end_lineno}"
@@ -126,6 +137,16 @@ def test_every_guide_page_is_run_or_said_to_need_the_network():
     pages = {str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "guide").glob("*.md")}
     assert NEEDS_NETWORK <= pages, f"NEEDS_NETWORK names pages that are not in the guide: {NEEDS_NETWORK - pages}"
     assert any(python_blocks(p) for p in NEEDS_NETWORK), "a page said to need the network shows no Python"
+
+
+@pytest.mark.parametrize(("code", "alone"), [
+    ("x = f()  # (2, 525)\n", {}),
+    ("# (2, 525): unseen words\nx = f()\n", {1: "(2, 525): unseen words"}),
+    ("# ['a', 'b']\nx = f()\n", {1: "['a', 'b']"}),
+    ("# the gate shut: the block carries x through\nx = f()\n", {}),
+])
+def test_a_comment_showing_a_value_on_a_line_of_its_own_is_found(code, alone):
+    assert {line: text for line, text in trailing_comments(code, alone=True).items() if shows_a_value(text)} == alone
 
 
 @pytest.mark.parametrize(("comment", "value", "printed", "right"), [

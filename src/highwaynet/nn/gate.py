@@ -55,7 +55,37 @@ class Gate(nn.Module):
         return not self._observers and not self.lesioned
 
     def add_observer(self, fn: GateObserver) -> Callable[[], None]:
-        """Call ``fn(gate, T, C)`` on each forward pass; returns a function that detaches it."""
+        """Call ``fn(gate, T, C)`` each time the gate is applied; returns a function that detaches it.
+
+        ``fn`` receives the gate itself, then what it opens by:
+
+        - a :class:`TransformGate`: ``T = sigmoid(t_logits)``, the transform gate's values, of the logits'
+          shape: the layer's output's for a highway layer (``(..., features)`` dense; ``(N, C, L)`` or
+          ``(N, C, H, W)`` convolutional; ``(B, T, out)`` a highway LSTM block; ``(B, hidden_size)`` an RHN
+          micro-layer, called once per time step), a shape that broadcasts against it elsewhere (``()`` for
+          :class:`~highwaynet.nn.FixedGate`); and ``C``, the carry gate's values of the same shape with
+          ``carry="independent"``, else None (``C = 1 - T``). Lesioned: ``T`` zeros, ``C`` ones.
+        - a :class:`BranchGate`: the branch's scale ``s``, ``()`` for a plain sum (ones) and
+          :class:`~highwaynet.nn.ReZero`'s ``α``, ``(features,)`` for :class:`~highwaynet.nn.LayerScale`'s
+          ``γ``; and None. Lesioned: zeros.
+
+        ``fn`` is called in the forward pass, before the gate mixes its inputs, in the order the observers were
+        added, with the tensors the pass goes on with (part of the autograd graph while training): detach what
+        you keep. While any observer is attached the gate is not :attr:`is_plain`: its layer takes the
+        reference path, not a fused kernel, so that every application is seen.
+
+        Example::
+
+            >>> layer = Highway(16, num_layers=2)
+            >>> seen = []
+            >>> detach = [gate.add_observer(lambda gate, t, c: seen.append((tuple(t.shape), c)))
+            ...           for gate in layer.gates]
+            >>> _ = layer(torch.randn(4, 7, 16))
+            >>> seen                                   # each layer's T, no C (coupled)
+            [((4, 7, 16), None), ((4, 7, 16), None)]
+            >>> for remove in detach:
+            ...     remove()
+        """
         self._observers.append(fn)
         return lambda: self._observers.remove(fn)
 
