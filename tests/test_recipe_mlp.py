@@ -147,26 +147,38 @@ def test_cli_whose_reader_goes_stops_quietly_and_its_run_resumes(tmp_path, capsy
 
     import highwaynet
 
-    # (more epochs than it could train between its second line read and the pipe closed: it meets the closed pipe)
-    args = ["train", "mlp", "--data", "digits", "--depth", "3", "--width", "8", "--epochs", "12"]
+    # The command pauses once epoch 1 is saved until its reader has gone, so that epoch 2's line always meets the
+    # closed pipe: unpaused, it could train every epoch before the test closed its end (a fast machine, or a test
+    # descheduled), and end with 0.
+    args = ["train", "mlp", "--data", "digits", "--depth", "3", "--width", "8", "--epochs", "3"]
+    gone = tmp_path / "reader-gone"
+    script = ("import sys, time; from pathlib import Path; from highwaynet.cli import main\n"
+              "from highwaynet.training.trainer import Trainer\n"
+              "save, gone, deadline = Trainer._save, Path(sys.argv[1]), time.monotonic() + float(sys.argv[2])\n"
+              "def saved(self, metrics):\n"
+              "    save(self, metrics)\n"
+              "    while self.epoch == 1 and not gone.exists() and time.monotonic() < deadline: time.sleep(0.01)\n"
+              "Trainer._save = saved\n"
+              "sys.exit(main(sys.argv[3:]))\n")
     env = {**os.environ, "PYTHONPATH": str(Path(highwaynet.__file__).parents[1]), "OMP_NUM_THREADS": "1"}
-    piped = subprocess.Popen([sys.executable, "-m", "highwaynet", *args, "--out", str(tmp_path / "piped")],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    piped = subprocess.Popen([sys.executable, "-c", script, str(gone), str(process_timeout(120)), *args, "--out",
+                              str(tmp_path / "piped")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert piped.stdout is not None and piped.stderr is not None
     lines = [piped.stdout.readline() for _ in range(2)]  # (head -2: the run's line and epoch 1's)
     piped.stdout.close()
+    gone.touch()
     err = piped.stderr.read().decode()
     assert piped.wait(timeout=process_timeout(300)) == 141, err
-    assert lines[1].startswith(b"epoch  1/12") and err == ""
+    assert lines[1].startswith(b"epoch 1/3") and err == ""
     assert main(args + ["--out", str(tmp_path / "piped")]) == 0
-    assert f"resumed {tmp_path / 'piped'} after epoch " in capsys.readouterr().out
+    assert f"resumed {tmp_path / 'piped'} after epoch 1\n" in capsys.readouterr().out
     assert main(args + ["--out", str(tmp_path / "whole")]) == 0
 
     def metrics(run):
         return [{k: v for k, v in m.items() if k != "time"} for m in map(json.loads, (tmp_path / run / "metrics.jsonl")
                                                                          .read_text().splitlines())]
 
-    assert metrics("piped") == metrics("whole") and len(metrics("whole")) == 12
+    assert metrics("piped") == metrics("whole") and len(metrics("whole")) == 3
 
 
 def test_cli_says_it_trains_in_a_folder_only_once_the_folder_is_taken(tmp_path, capsys):
