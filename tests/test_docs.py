@@ -102,6 +102,22 @@ def test_changelog_names_this_version(name):
     assert f"## {highwaynet.__version__}" in (ROOT / name).read_text()
 
 
+def test_changelog_names_only_public_functions_of_the_public_modules():
+    """A name the changelog gives as ``functional.NAME`` (or ``highwaynet.functional.NAME``, and so for each public
+    module) is one the module exports: an internal helper named so reads as public API, which it is not (it checks
+    no arguments, and may change). It named ``functional.split_parts``, the layers' unchecked ``split_halves``."""
+    import inspect
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    internal = []
+    for found in re.finditer(rf"`(?:highwaynet\.)?({'|'.join(API_MODULES)})\.([A-Za-z_]\w*)", text):
+        module, name = importlib.import_module(f"highwaynet.{found[1]}"), found[2]
+        value = getattr(module, name, None)  # (torch's names, nn.LSTM, and submodules are not the module's own)
+        if value is not None and not inspect.ismodule(value) and name not in module.__all__:
+            internal.append(found[0].strip("`"))
+    assert not internal, f"the changelog names internal functions as public: {internal}"
+
+
 def test_pages_quote_the_transformer_study_s_sizes_as_stored():
     # The study's page and the residual guide say by hand how large its models are ("29,316 to 806,016
     # parameters"): the smallest and largest of its stored rows (ReZero without LayerNorms is the smallest).

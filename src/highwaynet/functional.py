@@ -91,7 +91,8 @@ def split_halves(z: Tensor, parts: int = 2, dim: int = -1) -> tuple[Tensor, ...]
 
 
 def split_parts(z: Tensor, parts: int, dim: int = -1) -> tuple[Tensor, ...]:
-    """:func:`split_halves` unchecked, for the layers' forward: ``z``'s equal parts, each a view of its
+    """:func:`split_halves` unchecked, for the layers' forward (internal: not exported, its arguments trusted;
+    call :func:`split_halves`): ``z``'s equal parts, each a view of its
     own (``narrow``), which an in-place activation (``nn.ReLU(inplace=True)``) may write; autograd
     refuses that on ``chunk``'s views (the outputs of one function that returns several)."""
     size = z.shape[dim] // parts
