@@ -1,4 +1,5 @@
 import gc
+import itertools
 import json
 import weakref
 
@@ -23,6 +24,23 @@ def make_trainer(run_dir, data, epochs=4, ema=0.0):
                    log=lambda s: None, progress=False)
 
 
+def interrupt(trainer, epoch, steps=0):
+    """Make ``trainer`` stop in epoch ``epoch`` (from 1) after ``steps`` training steps, as Ctrl-C does; returns
+    the list its lines are logged into, and its task's own batches (to put back)."""
+    batches = trainer.task.batches
+
+    def killed(split, at):
+        if split == "train" and at == epoch - 1:
+            yield from itertools.islice(batches(split, at), steps)
+            raise KeyboardInterrupt
+        yield from batches(split, at)
+
+    trainer.task.batches = killed
+    logs = []
+    trainer.log = logs.append
+    return logs, batches
+
+
 @pytest.mark.parametrize("ema", [0.0, 0.9])
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path, ema):
     """(With ``ema`` the checkpoint carries the average of the weights too.)"""
@@ -31,17 +49,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, ema):
     full = uninterrupted.fit()
 
     interrupted = make_trainer(tmp_path / "cut", data, ema=ema)
-    batches = interrupted.task.batches
-
-    def killed_in_epoch_3(split, epoch):
-        if split == "train" and epoch == 2:
-            yield next(batches(split, epoch))  # one step of epoch 3 runs, then the process dies
-            raise KeyboardInterrupt
-        yield from batches(split, epoch)
-
-    interrupted.task.batches = killed_in_epoch_3
-    logs = []
-    interrupted.log = logs.append
+    logs, _ = interrupt(interrupted, 3, steps=1)  # one step of epoch 3 runs, then the process dies
     with pytest.raises(KeyboardInterrupt):
         interrupted.fit()
     assert len(read_metrics(tmp_path / "cut")) == 2
@@ -77,16 +85,7 @@ def test_interrupted_without_a_run_folder_says_fit_again_starts_over(killed_in):
     """Without a run folder nothing is saved, and fit() again starts from the first weights: the line says so,
     where it said only "nothing is saved", which read as if fit() again went on."""
     trainer = make_trainer(None, load_digits())
-    batches = trainer.task.batches
-
-    def killed(split, epoch):
-        if split == "train" and epoch == killed_in - 1:
-            raise KeyboardInterrupt
-        yield from batches(split, epoch)
-
-    trainer.task.batches = killed
-    logs = []
-    trainer.log = logs.append
+    logs, _ = interrupt(trainer, killed_in)
     with pytest.raises(KeyboardInterrupt):
         trainer.fit()
     assert logs[-1] == (f"interrupted in epoch {killed_in}; nothing is saved (no run folder): fit() again starts "
@@ -104,15 +103,7 @@ def test_fit_again_on_the_same_trainer_after_an_interruption_ends_as_a_run_never
     run_dir = tmp_path / "cut" if folder else None
     full = make_trainer(tmp_path / "full", data, ema=0.9).fit()
     trainer = make_trainer(run_dir, data, ema=0.9)
-    batches = trainer.task.batches
-
-    def killed(split, epoch):
-        if split == "train" and epoch == killed_in - 1:
-            yield from [b for b, _ in zip(batches(split, epoch), range(3), strict=False)]  # 3 steps, then stopped
-            raise KeyboardInterrupt
-        yield from batches(split, epoch)
-
-    trainer.task.batches = killed
+    _, batches = interrupt(trainer, killed_in, steps=3)
     with pytest.raises(KeyboardInterrupt):
         trainer.fit()
     trainer.task.batches = batches
