@@ -117,6 +117,11 @@ class GateRecord:
 def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") -> Iterator[GateRecord]:
     """Capture every gate's ``T = sigmoid(z_T)`` (detached) while the block runs.
 
+    Under ``torch.func``'s transforms the values kept are plain tensors: a call under ``vmap`` records the
+    whole batch's values, the batch dimension first (the outermost ``vmap``'s first), as a forward of the
+    model on the batch does; under ``grad``, ``jvp`` and ``functionalize`` the values themselves. (A ``vmap``
+    over something else than examples, an ensemble's stacked parameters say, puts that dimension first.)
+
     Args:
         model: any module containing highway layers.
         device: where to keep the recorded values (``None``: where they were computed).
@@ -147,7 +152,11 @@ def _observing(gates: list[tuple[str, Gate]], observe: Callable[[str, Tensor, Te
     # Each observer knows its gate's name, rather than looking the gate up: nn.DataParallel's replicas of a
     # gate share its observers (a shallow copy), and record under its name.
     def observer(name: str) -> GateObserver:
-        return lambda gate, t, c: observe(name, t, c)
+        def call(gate: Gate, t: Tensor, c: Tensor | None) -> None:
+            # (with torch.func's transforms off: what observe computes from the plain values stays plain)
+            with torch._C._DisableFuncTorch():
+                observe(name, _unwrapped(t), None if c is None else _unwrapped(c))
+        return call
 
     detach = [g.add_observer(observer(name)) for name, g in gates]
     try:
@@ -155,6 +164,31 @@ def _observing(gates: list[tuple[str, Gate]], observe: Callable[[str, Tensor, Te
     finally:
         for d in detach:
             d()
+
+
+def _unwrapped(t: Tensor) -> Tensor:
+    """A gate's value as a plain tensor, however many of ``torch.func``'s transforms it was computed under.
+
+    Inside a transform a value is wrapped, one wrapper a transform: ``vmap``'s holds the values of the whole
+    batch, with its batch dimension; ``grad``'s, ``jvp``'s and ``functionalize``'s hold the value. A wrapper kept
+    after its transform returned fails at its first use (``vmap``'s: "your tensor may have escaped from inside a
+    function being vmapped") or stands for a transform gone. So the values are unwrapped, as torch's own printing
+    of a wrapped tensor does, and each ``vmap``'s batch dimension put first, the outermost ``vmap``'s first: what
+    the model computed for the whole batch, as a forward without ``vmap`` on the batch records it.
+    """
+    functorch = torch._C._functorch
+    batch_dims: list[int] = []  # (the vmaps' batch dimensions in the unwrapped tensor, innermost vmap first)
+    while functorch.is_functorch_wrapped_tensor(t):
+        if functorch.is_functionaltensor(t):
+            torch._sync(t)  # (the wrapper may hold updates its inner tensor has not had yet)
+        if functorch.is_batchedtensor(t):
+            dim = functorch.maybe_get_bdim(t)
+            batch_dims = [d + (d >= dim) for d in batch_dims] + [dim]
+        t = functorch.get_unwrapped(t)
+    if not batch_dims:
+        return t
+    batch_dims.reverse()
+    return t.permute([*batch_dims, *(d for d in range(t.dim()) if d not in batch_dims)])
 
 
 @contextmanager
