@@ -153,9 +153,14 @@ def _observing(gates: list[tuple[str, Gate]], observe: Callable[[str, Tensor, Te
     # gate share its observers (a shallow copy), and record under its name.
     def observer(name: str) -> GateObserver:
         def call(gate: Gate, t: Tensor, c: Tensor | None) -> None:
-            # (with torch.func's transforms off: what observe computes from the plain values stays plain)
-            with torch._C._DisableFuncTorch():
+            # With torch.func's transforms off, what observe computes from the plain values stays plain. (A guard
+            # held as torch's printing of a wrapped tensor holds it, not a context manager on every torch we take;
+            # deleted, not left to the frame, which an exception's traceback keeps.)
+            guard = torch._C._DisableFuncTorch()
+            try:
                 observe(name, _unwrapped(t), None if c is None else _unwrapped(c))
+            finally:
+                del guard
         return call
 
     detach = [g.add_observer(observer(name)) for name, g in gates]
