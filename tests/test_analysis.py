@@ -213,3 +213,39 @@ def test_recording_under_torch_func_transforms_keeps_plain_values():
         torch.testing.assert_close(histograms.sums[name][:-2] / 5, whole_histograms.sums[name][:-2])
     assert record.mean_per_gate().shape == (2,)
     assert all(g.is_plain for g in net.gates)
+
+
+def test_a_copy_of_the_model_made_inside_lesion_is_not_lesioned(tmp_path):
+    # (a copy made inside the block, copy.deepcopy or torch.save of the model, kept the lesion after the block
+    # ended, for good, where a state_dict saved there holds none: the lesion is the block's, as a recording's
+    # observers are; a gate the user sets lesioned is the model's own, and its copies keep it)
+    torch.manual_seed(0)
+    net = Highway(4, 3)
+    net.gates[2].lesioned = True
+    x = torch.randn(3, 4)
+    with lesion(net, [0, "gates.0"]):
+        assert "TransformGate(lesioned=True)" in repr(net)
+        copy_ = copy.deepcopy(net)
+        torch.save(net, tmp_path / "net.pt")
+        replica = _replica(net)  # (nn.DataParallel's replicas, made at each forward, are shut as the model)
+        assert [g.lesioned for g in replica.gates] == [True, False, True]
+        assert torch.equal(replica(x), net(x))
+    loaded = torch.load(tmp_path / "net.pt", weights_only=False)
+    for model in (net, copy_, loaded):
+        assert [g.lesioned for g in model.gates] == [False, False, True]
+        assert torch.equal(model(x), net(x))
+    with lesion(copy_, 2):  # (shut already: the block ends, the gate stays shut)
+        pass
+    assert [g.lesioned for g in copy_.gates] == [False, False, True]
+
+
+def test_a_gate_pickled_with_its_lesion_as_an_attribute_loads():
+    # (before lesion() blocks were counted apart, a gate held its lesion as the attribute `lesioned`)
+    gate = Highway(4, 1).gates[0]
+    state = {k: v for k, v in gate.__getstate__().items() if k not in ("_lesioned", "_lesions")}
+    old = type(gate).__new__(type(gate))
+    old.__setstate__({**state, "lesioned": True})
+    assert old.lesioned and repr(old) == "TransformGate(lesioned=True)"
+    with lesion(torch.nn.Sequential(old), 0):
+        pass
+    assert old.lesioned

@@ -263,14 +263,16 @@ def lesion(model: nn.Module, layers: int | str | Iterable[int | str]) -> Iterato
 
     Yields:
         the names of the lesioned gates. They are restored on exit, even after an exception.
+
+    The lesion is the block's: a copy of the model made inside it (``copy.deepcopy``, ``torch.save`` of the
+    model), as a ``state_dict``, is the model without it. For a lesion the model keeps, and its copies with it,
+    set the gate's ``lesioned = True``.
     """
     gates = gate_modules(model)
     chosen = _select(gates, layers)
-    previous = [g.lesioned for g in chosen]
-    for g in chosen:
-        g.lesioned = True
+    ends = [g.add_lesion() for g in chosen]
     try:
         yield [name for name, g in gates if any(g is c for c in chosen)]
     finally:
-        for g, was in zip(chosen, previous, strict=True):
-            g.lesioned = was
+        for end in ends:
+            end()
