@@ -193,7 +193,7 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
     assert main(other + ["--resume"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("done, skipped") == 3 and "keeps the settings" not in printed
-    assert "not applied: base.batch_size 8 (asked 3)" in printed
+    assert "not applied: --batch-size 8 (asked 3)" in printed  # (the option typed: it named base.batch_size)
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
     assert "--depths must be at least 1, got 0" in capsys.readouterr().err
 
