@@ -217,12 +217,11 @@ class HighwayLSTMBlock(nn.Module):
         lengths = check_lengths("HighwayLSTMBlock", lengths, x.shape[0], x.shape[1], shortest=1)
         if lengths is not None and x.shape[0] == 0:
             lengths = None  # (an empty batch: nothing padded, and nothing to pack)
-        # (the gate reads x as it came; the LSTM its input in the autocast dtype, under CPU autocast)
-        lstm_x, state = lstm_inputs(x, state)
+        # (the gate reads x as it came; the LSTM its input in the autocast dtype, under CPU autocast: lstm_inputs)
         if lengths is None:
             # No packing when nothing is padded: faster, and no shape that depends on data (so that
             # torch.export can trace the block).
-            h, state = self.lstm(lstm_x, state)
+            h, state = self.lstm(*lstm_inputs(x, state))
             # (a view that changes nothing, but for torch 2.10 to 2.12's export, which gives nn.LSTM's
             # final state a shape of four dimensions, (D, 1, B, H), that its ONNX export then fails on)
             shape = (self.lstm.num_layers * (2 if self.lstm.bidirectional else 1), x.shape[0], self.lstm.hidden_size)
@@ -232,7 +231,8 @@ class HighwayLSTMBlock(nn.Module):
             mask = (torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]).unsqueeze(-1)
             # The gate reads every step of x: padding of any value, NaN included, becomes zeros first
             # (masking a non-finite result afterwards, times 0, would leave NaN in outputs and gradients).
-            x, lstm_x = torch.where(mask, x, 0.0), torch.where(mask, lstm_x, 0.0)
+            x = torch.where(mask, x, 0.0)
+            lstm_x, state = lstm_inputs(x, state)
             if exporting():
                 h, state = unpacked_lstm(self.lstm, lstm_x, lengths, mask, state)
             else:
