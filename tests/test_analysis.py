@@ -179,3 +179,73 @@ def test_gate_means_are_the_means_of_everything_recorded():
     assert list(means) == record.names
     assert list(means.values()) == pytest.approx(record.mean_per_gate().tolist(), abs=1e-6)
     assert not gate_modules(net)[0][1]._observers  # detached on exit
+
+
+def test_recording_under_torch_func_transforms_keeps_plain_values():
+    # (under vmap a gate's T is a BatchedTensor: record_gates kept it, and its first use after vmap returned
+    # failed, "your tensor may have escaped from inside a function being vmapped"; gate_means failed at the
+    # end of its block; grad's, jvp's and functionalize's wrappers were kept, standing for transforms gone)
+    from torch.func import functional_call, functionalize, grad, jvp, vmap
+
+    from highwaynet.training.tensorboard import GateHistograms
+
+    torch.manual_seed(0)
+    net = Highway(4, 2)
+    x = torch.randn(3, 5, 4)
+    with record_gates(net) as whole, GateHistograms(net) as whole_histograms:
+        net(x)
+    with record_gates(net) as record, gate_means(net) as means, GateHistograms(net) as histograms:
+        vmap(net)(x)  # (one vmap, over the batch)
+        vmap(vmap(net), in_dims=1)(x)  # (two, the outer over the second dimension: its values first)
+        params = dict(net.named_parameters())
+        loss = lambda p, row: functional_call(net, p, (row,)).sum()  # noqa: E731
+        vmap(grad(loss), in_dims=(None, 0))(params, x)  # (per-example gradients)
+        jvp(net, (x,), (torch.ones_like(x),))
+        functionalize(net)(x)
+    for name in record.names:
+        calls = record.transform[name]
+        assert not any(torch._C._functorch.is_functorch_wrapped_tensor(c) for c in calls)
+        expected = whole.transform[name][0]
+        for call in (calls[0], calls[2], calls[3], calls[4]):
+            torch.testing.assert_close(call, expected, rtol=0, atol=1e-6)
+        torch.testing.assert_close(calls[1], expected.transpose(0, 1), rtol=0, atol=1e-6)
+        assert means[name] == pytest.approx(expected.mean().item(), abs=1e-6)
+        torch.testing.assert_close(histograms.sums[name][:-2] / 5, whole_histograms.sums[name][:-2])
+    assert record.mean_per_gate().shape == (2,)
+    assert all(g.is_plain for g in net.gates)
+
+
+def test_a_copy_of_the_model_made_inside_lesion_is_not_lesioned(tmp_path):
+    # (a copy made inside the block, copy.deepcopy or torch.save of the model, kept the lesion after the block
+    # ended, for good, where a state_dict saved there holds none: the lesion is the block's, as a recording's
+    # observers are; a gate the user sets lesioned is the model's own, and its copies keep it)
+    torch.manual_seed(0)
+    net = Highway(4, 3)
+    net.gates[2].lesioned = True
+    x = torch.randn(3, 4)
+    with lesion(net, [0, "gates.0"]):
+        assert "TransformGate(lesioned=True)" in repr(net)
+        copy_ = copy.deepcopy(net)
+        torch.save(net, tmp_path / "net.pt")
+        replica = _replica(net)  # (nn.DataParallel's replicas, made at each forward, are shut as the model)
+        assert [g.lesioned for g in replica.gates] == [True, False, True]
+        assert torch.equal(replica(x), net(x))
+    loaded = torch.load(tmp_path / "net.pt", weights_only=False)
+    for model in (net, copy_, loaded):
+        assert [g.lesioned for g in model.gates] == [False, False, True]
+        assert torch.equal(model(x), net(x))
+    with lesion(copy_, 2):  # (shut already: the block ends, the gate stays shut)
+        pass
+    assert [g.lesioned for g in copy_.gates] == [False, False, True]
+
+
+def test_a_gate_pickled_with_its_lesion_as_an_attribute_loads():
+    # (before lesion() blocks were counted apart, a gate held its lesion as the attribute `lesioned`)
+    gate = Highway(4, 1).gates[0]
+    state = {k: v for k, v in gate.__getstate__().items() if k not in ("_lesioned", "_lesions")}
+    old = type(gate).__new__(type(gate))
+    old.__setstate__({**state, "lesioned": True})
+    assert old.lesioned and repr(old) == "TransformGate(lesioned=True)"
+    with lesion(torch.nn.Sequential(old), 0):
+        pass
+    assert old.lesioned

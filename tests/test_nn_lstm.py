@@ -246,3 +246,33 @@ def test_the_state_by_nn_lstm_keyword_hx():
     torch.testing.assert_close(stack(x, hx=state), stack(x, state), rtol=0, atol=0)
     with pytest.raises(TypeError, match="HighwayLSTM got the initial state twice, as state and as hx"):
         stack(x, state, hx=state)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lengths", [None, [6, 3]], ids=["unpacked", "packed"])
+def test_cpu_autocast_runs_the_lstm_in_its_dtype(dtype, lengths):
+    # (CPU autocast casts oneDNN's LSTM, which nn.LSTM runs a float32 input with, to its dtype whatever the
+    # processor: without AVX-512 oneDNN has none, and the stack failed inside torch, "could not create a
+    # primitive descriptor for the LSTM forward propagation primitive", as nn.LSTM alone does. Each block's
+    # LSTM is given its input and state in the autocast dtype, which runs where the processor has it or not.)
+    torch.manual_seed(0)
+    stack = HighwayLSTM(8, 6, num_layers=2, batch_first=True)
+    x = torch.randn(2, 6, 8)
+    lengths = None if lengths is None else torch.tensor(lengths)
+    state = (torch.randn(4, 2, 6), torch.randn(4, 2, 6))
+    seen = []
+    for block in stack.blocks:
+        block.lstm.register_forward_pre_hook(
+            lambda m, args: seen.append([getattr(a, "data", a).dtype for a in (args[0], *(args[1] or ()))]))
+    expected, (h, c) = stack(x, state, lengths=lengths)
+    seen.clear()
+    with torch.autocast("cpu", dtype=dtype):
+        out, (h_amp, c_amp) = stack(x, state, lengths=lengths)
+    assert seen == [[dtype] * 3] * 2  # (input, h_0, c_0 of each block's LSTM)
+    assert out.dtype == h_amp.dtype == c_amp.dtype == dtype
+    for got, want in ((out, expected), (h_amp, h), (c_amp, c)):
+        torch.testing.assert_close(got.float(), want, rtol=0, atol=0.1)
+    out.float().square().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in stack.parameters())
+    with torch.autocast("cpu", dtype=dtype):  # (float64, which autocast leaves alone, stays float64)
+        assert stack.double()(x.double())[0].dtype == torch.float64

@@ -10,8 +10,9 @@ from highwaynet import cli
 from highwaynet.cli import main
 from highwaynet.data.corpora import load_corpus
 from highwaynet.data.download import DataFile
-from highwaynet.models import LSTMLanguageModel, RHNLanguageModel
+from highwaynet.models import CharAwareLanguageModel, LSTMLanguageModel, RHNLanguageModel
 from highwaynet.models.lm import count_parameters, generate
+from highwaynet.nn import CharVocab
 from highwaynet.recipes import lm
 from highwaynet.training import TrainConfig
 
@@ -192,7 +193,7 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
     assert main(other + ["--resume"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("done, skipped") == 3 and "keeps the settings" not in printed
-    assert "not applied: base.batch_size 8 (asked 3)" in printed
+    assert "not applied: --batch-size 8 (asked 3)" in printed  # (the option typed: it named base.batch_size)
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
     assert "--depths must be at least 1, got 0" in capsys.readouterr().err
 
@@ -275,3 +276,22 @@ def test_cuda_graph_lm_training_equals_eager(model_name):
     for a, b in zip(histories[0], histories[1], strict=True):
         for key in ("train_loss", "val_loss"):
             assert abs(a[key] - b[key]) < 2e-3 * max(1.0, abs(a[key])), (key, a[key], b[key])
+
+
+def test_the_lstm_language_models_run_under_cpu_autocast():
+    # (their nn.LSTM failed inside oneDNN under CPU autocast on a processor without AVX-512, as HighwayLSTM
+    # did: `train --amp` on CPU; it is given its input and state in the autocast dtype now)
+    torch.manual_seed(0)
+    words = ["<unk>", "the", "cat", "sat"]
+    chars, tokens = CharVocab.from_words(words), torch.randint(0, 4, (5, 2))
+    for model in (LSTMLanguageModel(4, 8, num_layers=2),
+                  CharAwareLanguageModel(chars.encode(words), len(chars), 8, rnn="lstm")):
+        seen = []
+        model.rnn.register_forward_pre_hook(lambda m, args, seen=seen: seen.append(args[0].dtype))
+        expected, _ = model(tokens)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits, state = model(tokens)
+            again, _ = model(tokens, state)  # (the state it gave back, in bfloat16, carries on)
+        assert seen[1:] == [torch.bfloat16] * 2 and state[0].dtype == torch.bfloat16
+        torch.testing.assert_close(logits.float(), expected, rtol=0, atol=0.1)
+        logits.float().sum().backward()

@@ -1,5 +1,6 @@
 """End to end on MNIST 5k: the highway paper's point, measured."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def test_cli_trains_writes_run_folder_and_resumes(tmp_path, capsys):
     assert main(["train", "mlp", "--out", str(out), "--resume"]) == 0
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     said = capsys.readouterr().out
-    assert "not applied: data 'digits' (asked 'mnist5k'), depth 4 (asked " in said and "train.epochs 2 (asked" in said
+    assert "not applied: --data 'digits' (asked 'mnist5k'), --depth 4 (asked " in said and "--epochs 2 (asked" in said
     assert main(args + ["--resume"]) == 0  # the same command: nothing to say
     assert "not applied" not in capsys.readouterr().out
     # A run folder's report: its curves, its epochs and its test figures, from what the run wrote
@@ -125,8 +126,9 @@ def test_cli_unknown_data_set_and_help():
 def test_settings_differ_names_what_differs_including_settings_newer_than_the_run():
     from dataclasses import asdict
 
+    from highwaynet.config.options import add_config_options
     from highwaynet.recipes.mlp import MLPConfig
-    from highwaynet.training.run_dir import settings_differ
+    from highwaynet.training.run_dir import settings_differ, settings_named_by
     from highwaynet.training.trainer import TrainConfig
 
     saved = asdict(MLPConfig(depth=4, train=TrainConfig(lr=0.1, device="cpu")))
@@ -134,8 +136,35 @@ def test_settings_differ_names_what_differs_including_settings_newer_than_the_ru
     same_but_device = MLPConfig(depth=4, train=TrainConfig(lr=0.1, device="cuda"))
     assert settings_differ(saved, same_but_device) == []         # the default ema is what the run had
     asked = MLPConfig(depth=5, train=TrainConfig(lr=0.1, device="cuda", ema=0.99))
-    assert settings_differ(saved, asked) == [
-        "depth 4 (asked 5)", "train.ema 0.0, the default, as the run predates the setting (asked 0.99)"]
+    by_path = ["depth 4 (asked 5)", "train.ema 0.0, the default, as the run predates the setting (asked 0.99)"]
+    assert settings_differ(saved, asked) == by_path
+    # The command line names them by the options the user types, from the options' own mapping (--resume's
+    # "not applied: ..." named the configuration's fields); a study's runs, whose settings no option sets one for
+    # one, by their paths still.
+    flags = add_config_options(argparse.ArgumentParser(), MLPConfig(), titles={}).flags
+    with settings_named_by(flags):
+        assert settings_differ(saved, asked) == [
+            "--depth 4 (asked 5)", "--ema 0.0, the default, as the run predates the setting (asked 0.99)"]
+        assert settings_differ(saved, asked, names={}) == by_path
+    assert settings_differ(saved, asked) == by_path
+
+
+def test_a_study_run_that_keeps_its_settings_names_them_by_their_paths(tmp_path):
+    # (a run of a study has settings of its own, which the study's options do not set one for one: its line names
+    # them by their paths, whatever options the command line names the study's settings by)
+    import json
+    from dataclasses import asdict
+
+    from highwaynet.training.run_dir import run_once, settings_named_by
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"recipe": "mlp", "config": asdict(MLPConfig(depth=4))}))
+    (run_dir / "checkpoint.pt").write_bytes(b"")  # (an epoch saved: the run resumes, with its own settings)
+    said = []
+    with settings_named_by({"depth": "--depths"}):
+        run_once(run_dir, lambda resume: {}, said.append, "training", config=MLPConfig(depth=5))
+    assert f"{run_dir}: keeps the settings it was trained with: depth 4 (asked 5)" in said
 
 
 def test_cli_whose_reader_goes_stops_quietly_and_its_run_resumes(tmp_path, capsys):

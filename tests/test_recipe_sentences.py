@@ -124,7 +124,7 @@ def test_cli_sweep_report_and_predict(shared_data, tmp_path, capsys):
     assert main(other + ["--resume"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("done, skipped") == 5 and "keeps the settings" not in printed
-    assert "--resume goes on with its own; not applied: base.gate_bias -1.0 (asked 0.0)" in printed
+    assert "--resume goes on with its own; not applied: --gate-bias -1.0 (asked 0.0)" in printed
     assert "`gate_bias=-1.0`" in (out / "report.md").read_text()
     # A report of what is finished, training nothing: seed 1 never ran, layers 4 never ran.
     assert main(args[:-2] + ["--out", str(out), "--seeds", "0,1", "--layers", "1,4", "--report-only"]) == 0

@@ -47,10 +47,11 @@ def test_train_run_again_goes_on_and_says_so(tmp_path, capsys):
     assert f"{out} holds a run with other settings (--epochs 1 there, 3 asked; --lr 0.1 there, 0.05 asked)" in error
     assert "--restart" in error and "another --out" in error and "--resume" in error
     assert epochs_of(out) == [1]
-    # --resume, the older spelling, goes on with the run's own settings, naming those it does not take.
-    assert main([*TRAIN, "--epochs", "3", "--out", str(out), "--resume"]) == 0
+    # --resume, the older spelling, goes on with the run's own settings, naming those it does not take by
+    # their options, as the refusal does (it named the configuration's fields: train.epochs, train.lr)
+    assert main([*TRAIN, "--epochs", "3", "--lr", "0.05", "--out", str(out), "--resume"]) == 0
     said = capsys.readouterr().out
-    assert "not applied: train.epochs 1 (asked 3)" in said and epochs_of(out) == [1]
+    assert "not applied: --epochs 1 (asked 3), --lr 0.1 (asked 0.05)" in said and epochs_of(out) == [1]
     # --restart starts it over with the settings asked: another run.
     before = files.marker(out)["id"]
     assert main([*TRAIN, "--epochs", "3", "--out", str(out), "--restart"]) == 0
@@ -159,7 +160,7 @@ def test_a_study_with_other_settings_is_refused_or_goes_on_with_its_own(tmp_path
     # --resume: the study goes on with its own settings, and its files say so truthfully.
     assert main([*other, "--resume"]) == 0
     said = capsys.readouterr().out
-    assert "--resume goes on with its own; not applied: depths [2] (asked [2, 3]), epochs 2 (asked 1)" in said
+    assert "--resume goes on with its own; not applied: --depths [2] (asked [2, 3]), --epochs 2 (asked 1)" in said
     assert (out / "sweep.json").read_text() == sweep and not (out / "highway-3").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["config"]["depths"] == [2] and summary["config"]["epochs"] == 2

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from ._versions import release
 
 __all__ = [
+    "autocast_dtype",
     "autocasting",
     "check_broadcast",
     "check_choice",
@@ -223,6 +224,16 @@ def autocasting(device_type: str) -> bool:
         if device_type == "cpu":
             return bool(torch.is_autocast_cpu_enabled())
         return bool(torch.is_autocast_enabled())
+
+
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype autocast casts to on ``device_type``, None when it is off there."""
+    if not autocasting(device_type):
+        return None
+    try:
+        return torch.get_autocast_dtype(device_type)
+    except AttributeError:  # torch < 2.4: one function a device type
+        return torch.get_autocast_cpu_dtype() if device_type == "cpu" else torch.get_autocast_gpu_dtype()
 
 
 def dtypes_meet(dtype: torch.dtype, other: torch.dtype, device_type: str) -> bool:

@@ -117,6 +117,11 @@ class GateRecord:
 def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") -> Iterator[GateRecord]:
     """Capture every gate's ``T = sigmoid(z_T)`` (detached) while the block runs.
 
+    Under ``torch.func``'s transforms the values kept are plain tensors: a call under ``vmap`` records the
+    whole batch's values, the batch dimension first (the outermost ``vmap``'s first), as a forward of the
+    model on the batch does; under ``grad``, ``jvp`` and ``functionalize`` the values themselves. (A ``vmap``
+    over something else than examples, an ensemble's stacked parameters say, puts that dimension first.)
+
     Args:
         model: any module containing highway layers.
         device: where to keep the recorded values (``None``: where they were computed).
@@ -147,7 +152,16 @@ def _observing(gates: list[tuple[str, Gate]], observe: Callable[[str, Tensor, Te
     # Each observer knows its gate's name, rather than looking the gate up: nn.DataParallel's replicas of a
     # gate share its observers (a shallow copy), and record under its name.
     def observer(name: str) -> GateObserver:
-        return lambda gate, t, c: observe(name, t, c)
+        def call(gate: Gate, t: Tensor, c: Tensor | None) -> None:
+            # With torch.func's transforms off, what observe computes from the plain values stays plain. (A guard
+            # held as torch's printing of a wrapped tensor holds it, not a context manager on every torch we take;
+            # deleted, not left to the frame, which an exception's traceback keeps.)
+            guard = torch._C._DisableFuncTorch()
+            try:
+                observe(name, _unwrapped(t), None if c is None else _unwrapped(c))
+            finally:
+                del guard
+        return call
 
     detach = [g.add_observer(observer(name)) for name, g in gates]
     try:
@@ -155,6 +169,31 @@ def _observing(gates: list[tuple[str, Gate]], observe: Callable[[str, Tensor, Te
     finally:
         for d in detach:
             d()
+
+
+def _unwrapped(t: Tensor) -> Tensor:
+    """A gate's value as a plain tensor, however many of ``torch.func``'s transforms it was computed under.
+
+    Inside a transform a value is wrapped, one wrapper a transform: ``vmap``'s holds the values of the whole
+    batch, with its batch dimension; ``grad``'s, ``jvp``'s and ``functionalize``'s hold the value. A wrapper kept
+    after its transform returned fails at its first use (``vmap``'s: "your tensor may have escaped from inside a
+    function being vmapped") or stands for a transform gone. So the values are unwrapped, as torch's own printing
+    of a wrapped tensor does, and each ``vmap``'s batch dimension put first, the outermost ``vmap``'s first: what
+    the model computed for the whole batch, as a forward without ``vmap`` on the batch records it.
+    """
+    functorch = torch._C._functorch
+    batch_dims: list[int] = []  # (the vmaps' batch dimensions in the unwrapped tensor, innermost vmap first)
+    while functorch.is_functorch_wrapped_tensor(t):
+        if functorch.is_functionaltensor(t):
+            torch._sync(t)  # (the wrapper may hold updates its inner tensor has not had yet)
+        if functorch.is_batchedtensor(t):
+            dim = functorch.maybe_get_bdim(t)
+            batch_dims = [d + (d >= dim) for d in batch_dims] + [dim]
+        t = functorch.get_unwrapped(t)
+    if not batch_dims:
+        return t
+    batch_dims.reverse()
+    return t.permute([*batch_dims, *(d for d in range(t.dim()) if d not in batch_dims)])
 
 
 @contextmanager
@@ -224,14 +263,16 @@ def lesion(model: nn.Module, layers: int | str | Iterable[int | str]) -> Iterato
 
     Yields:
         the names of the lesioned gates. They are restored on exit, even after an exception.
+
+    The lesion is the block's: a copy of the model made inside it (``copy.deepcopy``, ``torch.save`` of the
+    model), as a ``state_dict``, is the model without it. For a lesion the model keeps, and its copies with it,
+    set the gate's ``lesioned = True``.
     """
     gates = gate_modules(model)
     chosen = _select(gates, layers)
-    previous = [g.lesioned for g in chosen]
-    for g in chosen:
-        g.lesioned = True
+    ends = [g.add_lesion() for g in chosen]
     try:
         yield [name for name, g in gates if any(g is c for c in chosen)]
     finally:
-        for g, was in zip(chosen, previous, strict=True):
-            g.lesioned = was
+        for end in ends:
+            end()

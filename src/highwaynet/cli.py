@@ -580,7 +580,6 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     from .training import files
     from .training.distributed import barrier, init_distributed, is_main_process, leave_distributed
-    from .training.run_dir import SettingsDiffer
     from .training.trainer import TrainingDiverged
 
     files.track_new_folders()  # (a command refused once it made its folder removes it again: see below)
@@ -596,18 +595,19 @@ def _main(argv: Sequence[str] | None) -> int:
             if not is_main_process():
                 quiet.enter_context(contextlib.redirect_stdout(quiet.enter_context(open(os.devnull, "w"))))
             if settings is not None:
-                args.recipe.run(args, settings)
+                from .training.run_dir import settings_named_by
+
+                # (a folder's settings named in messages by the options that set them, as the user typed them)
+                with settings_named_by(options.flags if options is not None else {}):
+                    args.recipe.run(args, settings)
             else:
                 args.run(args)
         barrier()  # the processes finish together: one that leaves while another still uses the group can abort
     except BrokenPipeError:
         raise  # (not an error of the command's: main stops quietly)
     except (ValueError, FileNotFoundError, FileExistsError, OSError, ImportError) as error:
-        message = str(error)
-        if isinstance(error, SettingsDiffer) and options is not None:  # (the settings named by their options)
-            message = error.describe(options.flags)
         files.remove_new_folders()
-        print(f"highwaynet: error: {message}", file=sys.stderr)
+        print(f"highwaynet: error: {error}", file=sys.stderr)
         return 2
     except TrainingDiverged as error:
         print(f"highwaynet: error: {error}", file=sys.stderr)

@@ -24,7 +24,7 @@ import enum
 import torch
 from torch import Tensor
 
-from .._checks import check_same_device, check_tensor
+from .._checks import autocast_dtype, check_same_device, check_tensor
 from .activations import check_code
 from .dispatch import Choice
 from .gating import (
@@ -83,21 +83,12 @@ def choose_path(x: Tensor, *, fused: bool, activation: Activation | None, carry:
     return Choice(DensePath.FUSED, "a CUDA tensor with Triton, and nothing that needs the unfused layers")
 
 
-def _autocast_dtype(device_type: str) -> torch.dtype | None:
-    try:
-        if torch.is_autocast_enabled(device_type):
-            return torch.get_autocast_dtype(device_type)
-    except TypeError:  # torch < 2.4 takes no device type here: leave the dtypes as they are
-        pass
-    return None
-
-
 class _HighwayLayer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, code: Activation) -> Tensor:
         shape, d = x.shape, x.shape[-1]
         x2 = x.reshape(-1, d)
-        dtype = _autocast_dtype(x.device.type) or torch.promote_types(x.dtype, weight.dtype)
+        dtype = autocast_dtype(x.device.type) or torch.promote_types(x.dtype, weight.dtype)
         xc, w, b = x2.to(dtype), weight.to(dtype), bias.to(dtype)
         with torch.autocast(x.device.type, enabled=False):
             z = torch.addmm(b, xc, w.t())

@@ -46,8 +46,19 @@ class Gate(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lesioned = False
+        self._lesioned = False  # (set through `lesioned`: the module's own, copied with it)
+        self._lesions = 0  # (the lesion() blocks shutting it now: theirs, ended with them)
         self._observers: list[GateObserver] = []
+
+    @property
+    def lesioned(self) -> bool:
+        """Whether the gate is shut: set so (``gate.lesioned = True``, kept by a copy of the module), or
+        inside a :func:`highwaynet.analysis.lesion` block that shuts it (:meth:`add_lesion`)."""
+        return self._lesioned or self._lesions > 0
+
+    @lesioned.setter
+    def lesioned(self, value: bool) -> None:
+        self._lesioned = bool(value)
 
     @property
     def is_plain(self) -> bool:
@@ -89,11 +100,27 @@ class Gate(nn.Module):
         self._observers.append(fn)
         return lambda: self._observers.remove(fn)
 
+    def add_lesion(self) -> Callable[[], None]:
+        """Shut the gate until the function returned is called, as :func:`highwaynet.analysis.lesion` does
+        for its block; a copy of the module made meanwhile is not shut by it."""
+        self._lesions += 1
+
+        def end() -> None:
+            self._lesions -= 1
+        return end
+
     def __getstate__(self) -> dict[str, Any]:
         # The observers are a recording's (record_gates, gate_means) of this gate alone, and end with it: a
         # copy made while one runs (copy.deepcopy, torch.save of the model) starts without them. (Copied,
-        # they kept calling into that recording after it ended, and a closure cannot be pickled.)
-        return {**super().__getstate__(), "_observers": []}
+        # they kept calling into that recording after it ended, and a closure cannot be pickled.) A lesion()
+        # block's lesion alike: a copy made inside it is the model as it is outside (it stayed shut, for good).
+        return {**super().__getstate__(), "_observers": [], "_lesions": 0}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # (a gate pickled by an earlier highwaynet holds its lesion as `lesioned`, the property's name now)
+        if "lesioned" in state:
+            state = {k: v for k, v in state.items() if k != "lesioned"} | {"_lesioned": state["lesioned"]}
+        super().__setstate__({"_lesions": 0, **state})
 
     def _observe(self, t: Tensor, c: Tensor | None = None) -> None:
         for observe in self._observers:
@@ -117,7 +144,7 @@ class TransformGate(Gate):
 
     Attributes:
         lesioned: when ``True`` the gate is forced shut (``T = 0``, ``C = 1``) and the layer
-            returns its input unchanged.
+            returns its input unchanged: set so, or inside a :func:`highwaynet.analysis.lesion` block.
 
     Example::
 

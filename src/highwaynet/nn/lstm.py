@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from .._checks import (
+    autocast_dtype,
     check_choice,
     check_factory,
     check_flag,
@@ -95,6 +96,27 @@ def _final_cell(seq: Tensor, out: Tensor, h0: Tensor, c0: Tensor, weights: list[
     after_k = log_f.sum(1, keepdim=True) - log_f.cumsum(1)
     from_k, after_k = torch.exp(after_k + log_f), torch.exp(after_k)
     return from_k[:, 0] * c0 + (after_k * u).sum(1)
+
+
+def lstm_inputs(x: Tensor, state: LSTMState | None) -> tuple[Tensor, LSTMState | None]:
+    """An ``nn.LSTM``'s input and initial state, under CPU autocast in its dtype.
+
+    CPU autocast casts oneDNN's LSTM, which ``nn.LSTM`` runs a float32 input with, to bfloat16 or float16
+    whatever the processor, and oneDNN has no such LSTM on a processor without AVX-512
+    (``torch.ops.mkldnn._is_mkldnn_bf16_supported()`` is False): there an ``nn.LSTM`` under CPU autocast
+    fails inside torch (2.13), ``could not create a primitive descriptor for the LSTM forward propagation
+    primitive``. An input already in the autocast dtype runs where it can: oneDNN's LSTM where the
+    processor has it (as a float32 input did), else torch's own, whose products autocast casts the weights
+    for. The state goes with it, so that the LSTM runs in that dtype throughout and returns its output and
+    final state in it. (float64, which autocast leaves alone, is left alone.)
+    """
+    dtype = autocast_dtype("cpu") if x.device.type == "cpu" else None
+    if dtype is None:
+        return x, state
+
+    def cast(t: Tensor) -> Tensor:
+        return t if t.dtype == torch.float64 else t.to(dtype)
+    return cast(x), None if state is None else (cast(state[0]), cast(state[1]))
 
 
 def _weight(block: HighwayLSTMBlock) -> Tensor | None:
@@ -195,10 +217,11 @@ class HighwayLSTMBlock(nn.Module):
         lengths = check_lengths("HighwayLSTMBlock", lengths, x.shape[0], x.shape[1], shortest=1)
         if lengths is not None and x.shape[0] == 0:
             lengths = None  # (an empty batch: nothing padded, and nothing to pack)
+        # (the gate reads x as it came; the LSTM its input in the autocast dtype, under CPU autocast: lstm_inputs)
         if lengths is None:
             # No packing when nothing is padded: faster, and no shape that depends on data (so that
             # torch.export can trace the block).
-            h, state = self.lstm(x, state)
+            h, state = self.lstm(*lstm_inputs(x, state))
             # (a view that changes nothing, but for torch 2.10 to 2.12's export, which gives nn.LSTM's
             # final state a shape of four dimensions, (D, 1, B, H), that its ONNX export then fails on)
             shape = (self.lstm.num_layers * (2 if self.lstm.bidirectional else 1), x.shape[0], self.lstm.hidden_size)
@@ -209,10 +232,11 @@ class HighwayLSTMBlock(nn.Module):
             # The gate reads every step of x: padding of any value, NaN included, becomes zeros first
             # (masking a non-finite result afterwards, times 0, would leave NaN in outputs and gradients).
             x = torch.where(mask, x, 0.0)
+            lstm_x, state = lstm_inputs(x, state)
             if exporting():
-                h, state = unpacked_lstm(self.lstm, x, lengths, mask, state)
+                h, state = unpacked_lstm(self.lstm, lstm_x, lengths, mask, state)
             else:
-                packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+                packed = pack_padded_sequence(lstm_x, lengths.cpu(), batch_first=True, enforce_sorted=False)
                 h, state = self.lstm(packed, state)
                 h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
         if not self.highway:
@@ -264,6 +288,10 @@ class HighwayLSTM(nn.Module):
     ``torch.compiler.is_exporting`` lets the blocks run the LSTM over the padded batch rather than
     pack it), and compiled and exported code checks the lengths itself from torch 2.10. ONNX export
     (``torch.onnx.export(..., dynamo=True)``) needs torch ≥ 2.10.
+
+    Under CPU autocast each block's ``nn.LSTM`` runs in the autocast dtype, its input and state cast to it
+    (an ``nn.LSTM`` given float32 there fails inside oneDNN on a processor without AVX-512), and the output
+    and final state come in that dtype.
 
     Example::
 

@@ -19,8 +19,9 @@ import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
@@ -42,8 +43,8 @@ from .progress import SweepProgress
 __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
            "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir",
            "load_best_weights", "load_run_config", "mean_std", "open_run", "plan_run", "prepare_run_dir", "read_json",
-           "read_metrics", "read_results", "release_lock", "run_once", "saved_config", "settings_differ", "start_sweep",
-           "take_lock", "write_text"]
+           "read_metrics", "read_results", "release_lock", "run_once", "saved_config", "settings_differ",
+           "settings_named_by", "start_sweep", "take_lock", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -353,17 +354,41 @@ class RunPlan:
     not_applied: list[str] = field(default_factory=list)
 
 
+# How the messages of a folder's settings (a run or study with other settings refused, the settings --resume does
+# not apply) name each setting: by the option that sets it while a command runs (settings_named_by), as the user
+# typed it; by its path in the configuration (`train.lr`) for a caller in Python.
+_SETTING_NAMES: ContextVar[Mapping[str, str] | None] = ContextVar("setting_names", default=None)
+
+
+@contextmanager
+def settings_named_by(options: Mapping[str, str]) -> Iterator[None]:
+    """While the block runs, name the settings in the messages about a folder's settings (:class:`SettingsDiffer`,
+    the settings ``--resume`` does not apply) by ``options``, each setting's path in the configuration to the
+    command-line option that sets it (``{"train.lr": "--lr"}``, :attr:`ConfigOptions.flags
+    <highwaynet.config.options.ConfigOptions>`): the command line's, so that they say what the user typed."""
+    token = _SETTING_NAMES.set(options)
+    try:
+        yield
+    finally:
+        _SETTING_NAMES.reset(token)
+
+
+def _setting_name(key: str, names: Mapping[str, str] | None = None) -> str:
+    return ((_SETTING_NAMES.get() if names is None else names) or {}).get(key, key)
+
+
 class SettingsDiffer(FileExistsError):
     """A folder holds a run (or a study) with other settings than those asked: refused, naming each
     difference and the two ways on (``--restart``, another ``--out``). ``differences`` holds
-    ``(setting, in the folder, asked)``; :meth:`describe` names the settings by their options."""
+    ``(setting, in the folder, asked)``; the message names the settings by their options under
+    :func:`settings_named_by` (the command line's), :meth:`describe` by those given."""
 
     def __init__(self, folder: Path, what: str, differences: list[tuple[str, Any, Any]]) -> None:
         self.folder, self.what, self.differences = folder, what, differences
         super().__init__(self.describe())
 
-    def describe(self, flags: dict[str, str] | None = None) -> str:
-        shown = "; ".join(f"{(flags or {}).get(key, key)} {saved!r} there, {asked!r} asked"
+    def describe(self, flags: Mapping[str, str] | None = None) -> str:
+        shown = "; ".join(f"{_setting_name(key, flags)} {saved!r} there, {asked!r} asked"
                           for key, saved, asked in self.differences)
         removed = "what the run wrote there is removed" if self.what == "run" else "the runs it holds are removed"
         return (f"{self.folder} holds a {self.what} with other settings ({shown}). To train the settings asked, "
@@ -611,12 +636,13 @@ def _differences(saved: dict[str, Any], asked: Any) -> list[tuple[str, Any, Any,
             if key in resumed and resumed[key] != value and key.rsplit(".", 1)[-1] not in _PLACEMENT]
 
 
-def settings_differ(saved: dict[str, Any], asked: Any) -> list[str]:
-    """``"key saved (asked value)"`` for each setting, other than the device, where a run folder's
+def settings_differ(saved: dict[str, Any], asked: Any, names: Mapping[str, str] | None = None) -> list[str]:
+    """``"setting saved (asked value)"`` for each setting, other than the device, where a run folder's
     saved configuration differs from ``asked``, the configuration (a dataclass) asked for
-    (:func:`_differences`)."""
-    return [f"{key} {old!r}" + (", the default, as the run predates the setting" if newer else "") + f" (asked {new!r})"
-            for key, old, new, newer in _differences(saved, asked)]
+    (:func:`_differences`); each setting named by ``names`` (its path to its name; by default as
+    :func:`settings_named_by` says: by its option on the command line, else by its path)."""
+    return [f"{_setting_name(key, names)} {old!r}" + (", the default, as the run predates the setting" if newer else "")
+            + f" (asked {new!r})" for key, old, new, newer in _differences(saved, asked)]
 
 
 class Train(Protocol):
@@ -641,7 +667,8 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
         log(f"{run_dir / 'results.json'} is not the results its run wrote (edited, damaged or a link): the run goes "
             f"on, and writes them again")
     if config is not None and (done is not None or resume):
-        differ = settings_differ(load_run_config(run_dir)["config"], config)
+        # (a run's own settings, by their paths: a study's options set the study's, not each run's one for one)
+        differ = settings_differ(load_run_config(run_dir)["config"], config, names={})
         if differ:
             log(f"{run_dir}: keeps the settings it was trained with: " + ", ".join(differ))
     barrier()  # under torchrun every process has decided, from the same files, before rank 0 changes them

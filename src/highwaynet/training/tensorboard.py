@@ -10,15 +10,14 @@ kept), on every process under torchrun and summed; rank 0 writes the event files
 
 from __future__ import annotations
 
-import functools
+import contextlib
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from ..analysis import gate_modules
+from ..analysis import _observing, gate_modules
 from .distributed import all_reduce_sums
 
 __all__ = ["GateHistograms", "TensorBoardLog"]
@@ -34,22 +33,18 @@ class GateHistograms:
     def __init__(self, model: nn.Module) -> None:
         self.gates = gate_modules(model)
         self.sums: dict[str, Tensor] = {}
-        self._detach: list[Any] = []
+        self._observing = contextlib.ExitStack()
 
     def __enter__(self) -> GateHistograms:
-        for name, gate in self.gates:
-            self._detach.append(gate.add_observer(functools.partial(self._observe, name)))
+        # (the analysis tools' observers: what they receive is plain, under torch.func's transforms too)
+        self._observing.enter_context(_observing(self.gates, self._add))
         return self
-
-    def _observe(self, name: str, gate: Any, t: Tensor, c: Tensor | None) -> None:
-        self._add(name, t)
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
-        for detach in self._detach:
-            detach()
+        self._observing.close()
 
-    def _add(self, name: str, t: Tensor) -> None:
+    def _add(self, name: str, t: Tensor, c: Tensor | None = None) -> None:
         t = t.detach().float().flatten()
         stats = torch.cat([torch.histc(t, bins=BINS, min=0.0, max=1.0),
                            torch.stack([t.sum(), t.square().sum(), t.min(), -t.max()])]).double()
