@@ -134,7 +134,7 @@ def test_resuming_from_a_checkpoint_naming_no_device_says_it_is_damaged(trained,
 
 # -- files read from elsewhere --------------------------------------------------------------------
 
-@pytest.mark.parametrize("record", ["[1, 2]", '"x"', "3", "null"])
+@pytest.mark.parametrize("record", ["[1, 2]", '"x"', "3", "null", "[" * 100_000 + "]" * 100_000])  # (a RecursionError)
 def test_a_damaged_record_of_verified_files_is_checked_again(tmp_path, monkeypatch, record):
     monkeypatch.setenv("HIGHWAYNET_DATA", str(tmp_path / "cache"))
     (tmp_path / "cache").mkdir()

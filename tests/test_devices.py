@@ -78,6 +78,14 @@ def test_missing_devices_say_what_to_pass(gpus):
     for bad in ("cuda:-1", "gpu", ""):
         with pytest.raises(ValueError, match="is not a device: use auto, cpu, cuda, cuda:N or mps"):
             pick_device(bad)
+    # devices torch names but nothing runs on here: each was an error from inside torch at the first tensor (a
+    # RuntimeError, NotImplementedError, AssertionError or ModuleNotFoundError)
+    with pytest.raises(DeviceUnavailable, match="'meta' holds no values .* pass --device cpu"):
+        pick_device("meta")
+    with pytest.raises(DeviceUnavailable, match=r"'lazy': PyTorch cannot make a tensor there on this machine "
+                                                r"\(NotImplementedError: .*\); pass --device cpu"):
+        pick_device("lazy")
+    assert pick_device("cpu:0") == torch.device("cpu", 0)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from elmo_reference import TensorFlowReference, char_ids, options, write_model
 from highwaynet.data.download import DataNotFoundError, UncheckedDownloadWarning
 from highwaynet.elmo import MODELS, ELMo, ELMoBiLM, ProjectedLSTM, ScalarMix, batch_to_ids, download_model
 from highwaynet.elmo import files as elmo_files
+from highwaynet.elmo.chars import sentence_to_ids, word_to_ids
 from highwaynet.kernels import explain
 from highwaynet.kernels.lstmp import LSTMPPath, lstmp_recurrence, lstmp_recurrence_reference
 
@@ -59,6 +60,8 @@ def test_a_word_longer_than_50_characters_is_cut_to_48_bytes_as_the_original():
     (["a b", "   "], ValueError, "sentence 1 is empty"),
     ([["a", ""]], ValueError, "sentence 0, token 1 is empty"),
     ([["a", 3]], TypeError, "token 1 is a int"),
+    ([b"ab cd"], TypeError, "sentence 0 is bytes, not text: decode it"),  # (it said "token 0 is a int")
+    ([None, ["a"]], TypeError, "sentence 0 is a NoneType, not a list of tokens or a string"),  # (not "mix")
 ])
 def test_bad_sentences_are_refused_with_what_is_wrong(bad, error, words):
     with pytest.raises(error, match=words):
@@ -372,6 +375,7 @@ def test_options_and_weights_that_disagree_name_the_dataset_and_shapes(tmp_path)
 
 @pytest.mark.parametrize("text, words", [
     ("{not json", "not an ELMo options file: not JSON"),
+    ("[" * 100_000 + "]" * 100_000, "not an ELMo options file: .*nested too deeply"),  # (it was a RecursionError)
     ('{"char_cnn": {}}', "has no 'lstm' section"),
     ('{"lstm": {}}', "no 'char_cnn' section"),
     (json.dumps({**options(), "lstm": {**options()["lstm"], "dim": "ten"}}), "'dim' must be int"),
@@ -400,7 +404,7 @@ def test_an_options_file_of_the_wrong_kind_says_so(tmp_path):
 
 
 def test_an_options_file_with_a_clip_that_is_not_a_positive_number_is_named(tmp_path):
-    for clip in (float("nan"), -1.0, 0):
+    for clip in (float("nan"), -1.0, 0, 10**400):  # (10**400: beyond any float, it was an OverflowError)
         path = tmp_path / "options.json"
         path.write_text(json.dumps({**options(), "lstm": {**options()["lstm"], "cell_clip": clip}}))
         with pytest.raises(ValueError, match=rf"{path} \[lstm\]: 'cell_clip' must be a positive finite number"):
@@ -468,6 +472,103 @@ def test_a_weight_file_of_strings_is_named_as_damaged(tmp_path):
         ELMoBiLM.from_files(options_file, weights_file)
 
 
+def _external_link(f, name, tmp_path):
+    """``name`` made an external link to a file of its own holding the same values."""
+    with h5py.File(tmp_path / "elsewhere.h5", "w") as other:
+        other["values"] = f[name][...]
+    del f[name]
+    f[name] = h5py.ExternalLink(str(tmp_path / "elsewhere.h5"), "/values")
+
+
+def _external_storage(f, name, tmp_path):
+    """``name``'s values moved into a raw file of their own (HDF5's external storage)."""
+    values = f[name][...]
+    values.tofile(tmp_path / "raw.bin")
+    del f[name]
+    f.create_dataset(name, values.shape, dtype=values.dtype, external=[(str(tmp_path / "raw.bin"), 0, values.nbytes)])
+
+
+def _group_link(f, name, tmp_path):
+    """``name``'s group (``CNN``) made a soft link to a copy of it."""
+    f.copy("CNN", "CNN_copy")
+    del f["CNN"]
+    f["CNN"] = h5py.SoftLink("/CNN_copy")
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda f, name, _: (f.__delitem__(name), f.__setitem__(name, h5py.SoftLink("/CNN/b_cnn_1"))),
+     r"is a soft link \('CNN/b_cnn_2' to '/CNN/b_cnn_1'\)"),
+    (_group_link, r"is a soft link \('CNN' to '/CNN_copy'\)"),
+    (_external_link, r"is an external link \('CNN/b_cnn_2' to '/values' in the file '.*elsewhere.h5'\)"),
+    (_external_storage, r"keeps its values in other files \(external or virtual storage\)"),
+    (lambda f, name, _: (f.__delitem__(name), f.create_dataset(name, data=h5py.Empty("f4"))),
+     r"holds no values \(an empty dataspace\)"),  # (it was a TypeError: 'NoneType' object is not iterable)
+])
+def test_a_weight_file_whose_values_are_not_in_its_datasets_is_refused(tmp_path, edit, words):
+    """bilm-tf's files hold plain datasets. A link, or values kept in another file, were followed: data no
+    sha256 of the weight file covers (``--sha256`` pins that file alone), and where the other file was gone
+    an OSError from inside h5py; an empty dataspace was a TypeError."""
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    with h5py.File(weights_file, "a") as f:
+        edit(f, "CNN/b_cnn_2", tmp_path)
+    with pytest.raises(ValueError, match=rf"weights.hdf5: dataset 'CNN/\w+' {words}.*the file was edited or is "
+                                         r"damaged: use the weight file as published"):
+        ELMoBiLM.from_files(options_file, weights_file)
+
+
+def _damage_a_chunk(weights_file, arrays):
+    """A gzip chunk's bytes flipped: h5py's OSError "filter returned failure during read"."""
+    with h5py.File(weights_file, "a") as f:
+        del f["char_embed"]
+        chunk = f.create_dataset("char_embed", data=arrays["char_embed"], compression="gzip").id.get_chunk_info(0)
+    data = bytearray(weights_file.read_bytes())
+    for i in range(chunk.byte_offset + 10, chunk.byte_offset + 40):
+        data[i] ^= 0xFF
+    weights_file.write_bytes(bytes(data))
+
+
+def _damage_a_type(weights_file, arrays):
+    """A datatype message's character set made 2, which HDF5 does not define: h5py's TypeError "Unknown string
+    encoding (value 2)" on reading the dataset's dtype (a bit flip the fuzzing of a weight file found)."""
+    with h5py.File(weights_file, "a") as f:
+        del f["char_embed"]
+        f["char_embed"] = np.full(arrays["char_embed"].shape, b"x", dtype="S7")
+    data = bytearray(weights_file.read_bytes())
+    found = [m.start() for m in re.finditer(rb"\x13[\x00-\x02]\x00\x00\x07\x00\x00\x00", bytes(data))]
+    assert len(found) == 1  # (the message of the 7-byte string type: version 1, class 3, then its size)
+    data[found[0] + 1] |= 0x20
+    weights_file.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [_damage_a_chunk, _damage_a_type])
+def test_a_weight_file_damaged_inside_a_dataset_is_named_as_damaged(tmp_path, damage):
+    options_file, weights_file, arrays = write_model(tmp_path, options())
+    damage(weights_file, arrays)
+    with pytest.raises(ValueError, match=r"weights.hdf5: dataset 'char_embed' cannot be read \(.*\): the file is "
+                                         r"damaged; download it again"):
+        ELMoBiLM.from_files(options_file, weights_file)
+
+
+def test_a_weight_file_damaged_anywhere_loads_or_is_refused_as_damaged(tmp_path):
+    """Bytes overwritten in the file's index (a third of the way in) were h5py's RuntimeError "decoded heap block
+    address overflow" from inside the check for links; damage anywhere is a ValueError (or, in the values alone,
+    a model that loads: HDF5 keeps no checksum of them)."""
+    options_file, weights_file, _ = write_model(tmp_path, options())
+    data = weights_file.read_bytes()
+    rng = np.random.default_rng(0)
+    damaged = tmp_path / "damaged.hdf5"
+    for trial in range(40):
+        copy = bytearray(data)
+        start = len(data) // 3 if trial == 0 else int(rng.integers(len(data)))
+        end = min(len(data), start + (2000 if trial == 0 else int(rng.integers(1, 64))))
+        copy[start:end] = bytes(b ^ 0xFF for b in copy[start:end])
+        damaged.write_bytes(bytes(copy))
+        try:
+            ELMoBiLM.from_files(options_file, damaged)
+        except ValueError as error:
+            assert str(damaged) in str(error)
+
+
 def _small_bilm(**kwargs):
     return ELMoBiLM(4, 8, 1, filters=((1, 4), (2, 4)), num_highway=1, char_dim=4, **kwargs)
 
@@ -490,10 +591,35 @@ def _small_bilm(**kwargs):
     (lambda: batch_to_ids([["a"]], "50"), TypeError, "max_characters must be an int"),
     (lambda: _small_bilm().cache_words("abc"), TypeError, "wrap one word in a list"),
     (lambda: download_model("small", 5), TypeError, "data_dir must be a path"),
+    # max_characters sizes every row: batch_to_ids([["a"]], 10**9) was a process killed for its memory
+    (lambda: batch_to_ids([["a"]], 10_001), ValueError, r"max_characters must be at most 10,000 \(ELMo's: 50\)"),
+    (lambda: word_to_ids("a", 10_001), ValueError, "max_characters must be at most 10,000"),
+    (lambda: _small_bilm(max_characters=10_001), ValueError, "max_characters must be at most 10,000"),
+    # sentence_to_ids checked nothing: an AttributeError, a str's characters taken as tokens, 2 ids a token
+    (lambda: sentence_to_ids([1]), TypeError, "sentence_to_ids: in sentences, sentence 0, token 0 is a int"),
+    (lambda: sentence_to_ids("abc"), TypeError, "sentence_to_ids takes tokens, a list of strings, got a str"),
+    (lambda: sentence_to_ids(["a"], 2), ValueError, "max_characters must be at least 4"),
+    (lambda: sentence_to_ids(["a"], "5"), TypeError, "max_characters must be an int"),
+    (lambda: sentence_to_ids([]), ValueError, "sentence 0 is empty"),
+    # cache_words: Python's own "'int' object is not iterable", "unhashable type: 'list'", no word named
+    (lambda: _small_bilm().cache_words(5), TypeError, "words must be an iterable of words"),
+    (lambda: _small_bilm().cache_words(["a", ["b"]]), TypeError, r"words\[1\] is list"),
+    (lambda: _small_bilm().cache_words(["a", ""]), ValueError, r"words\[1\] is empty"),
+    # save_files: 3 was pathlib's TypeError, a file errno 17 (and "": test_save_files_into_no_folder_...)
+    (lambda: _small_bilm().save_files(3), TypeError, "folder must be a path"),
+    (lambda: _small_bilm().save_files(__file__), FileExistsError, "is a file: pass a folder"),
 ])
 def test_the_elmo_names_check_their_arguments_as_torch_nn_does(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_save_files_into_no_folder_is_refused_not_written_where_python_runs(tmp_path, monkeypatch):
+    """``save_files("")`` wrote options.json and weights.hdf5 into the working folder."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="folder must be a path, got an empty string"):
+        _small_bilm().save_files("")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("batch", [[], [["a", "b"]]])

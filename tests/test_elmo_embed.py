@@ -115,7 +115,21 @@ def _holds_the_vectors(model, path):
     with h5py.File(path, "r") as f:
         assert sorted(f, key=int) == [str(i) for i in range(len(LINES))]
         for i, expected in enumerate(expected_layers(model, LINES)):
+            assert f[str(i)].dtype == np.float32
             np.testing.assert_allclose(f[str(i)][...], expected, rtol=0, atol=1e-6)
+
+
+def _edit_line_0(f, how, folder):
+    """Line 0's vectors as this command never writes them: in float16, or kept in another file (an external
+    link to a file of the same values)."""
+    values = f["0"][...]
+    del f["0"]
+    if how == "float16":
+        f["0"] = values.astype(np.float16)
+    else:
+        with h5py.File(folder / "elsewhere.h5", "w") as other:
+            other["values"] = values
+        f["0"] = h5py.ExternalLink(str(folder / "elsewhere.h5"), "/values")
 
 
 def test_run_again_with_other_settings_is_refused_naming_each_and_restart_starts_over(model, tmp_path, capsys):
@@ -163,35 +177,93 @@ def test_a_damaged_output_is_refused_and_restart_embeds_it_again(model, tmp_path
     _holds_the_vectors(model, tmp_path / "vectors.hdf5")
 
 
-@pytest.mark.parametrize("damage", ["truncated", "a line missing", "a stranger dataset"])
+@pytest.mark.parametrize("damage, words", [
+    ("float16", "line 0's vectors are of dtype float16, not float32"),
+    ("external link", r"line 0's dataset is an external link \('0' to '/values' in the file '.*elsewhere.h5'\)"),
+    ("index", r"it cannot be read \(.*bad symbol table node signature\)"),
+])
+def test_an_output_holding_what_this_command_never_writes_is_damaged(model, tmp_path, capsys, damage, words):
+    """Float16 vectors, or a line's vectors linked to another file, were taken for a complete output; a damaged
+    index was a RuntimeError from inside h5py."""
+    assert embed(model, tmp_path) == 0
+    if damage == "index":
+        _damage_the_index(tmp_path / "vectors.hdf5")
+    else:
+        with h5py.File(tmp_path / "vectors.hdf5", "a") as f:
+            _edit_line_0(f, damage, tmp_path)
+    assert embed(model, tmp_path) == 2
+    message = capsys.readouterr().err
+    assert "was written by this command but is damaged" in message and re.search(words, message), message
+    assert embed(model, tmp_path, "--restart") == 0
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("layers", np.array(["all", "top"], dtype=h5py.string_dtype()),
+     r"embedded with other settings \(--layers \['all', 'top'\] there, 'all' asked\)"),
+    ("lines", np.array([6, 6]), r"is damaged: it says it holds \[6, 6\] lines, the input has 6"),
+])
+def test_an_output_whose_settings_were_edited_into_arrays_says_so_and_restart_goes_on(model, tmp_path, capsys, key,
+                                                                                       value, words):
+    """An attribute edited into an array was NumPy's "can only convert an array of size 1 to a Python scalar",
+    --restart too: no way on but removing the file by hand."""
+    assert embed(model, tmp_path) == 0
+    with h5py.File(tmp_path / "vectors.hdf5", "a") as f:
+        f.attrs[key] = value
+    assert embed(model, tmp_path) == 2
+    message = capsys.readouterr().err
+    assert re.search(words, message), message
+    assert embed(model, tmp_path, "--restart") == 0
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+
+
+def _damage_the_index(path):
+    """The file's list of datasets damaged (its one symbol table node's signature overwritten): h5py's
+    RuntimeError "bad symbol table node signature" where the datasets are listed."""
+    data = path.read_bytes()
+    assert data.count(b"SNOD") == 1
+    path.write_bytes(data.replace(b"SNOD", b"XXXX"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a line missing", "a stranger dataset", "float16", "external link",
+                                    "index"])
 def test_a_damaged_piece_is_embedded_again(model, tmp_path, capsys, monkeypatch, damage):
+    """Float16 passed as float32 (and was copied so into the output); an external link was followed (another
+    file's values copied into the output); a damaged index was a RuntimeError from inside h5py."""
     parts = _interrupted(model, tmp_path, monkeypatch)
     piece = parts / "batch-00000000.h5"
     if damage == "truncated":
         piece.write_bytes(piece.read_bytes()[:100])
+    elif damage == "index":
+        _damage_the_index(piece)
     else:
         with h5py.File(piece, "a") as f:
             if damage == "a line missing":
                 del f["2"]
-            else:
+            elif damage == "a stranger dataset":
                 f["x"] = np.zeros(3)
+            else:
+                _edit_line_0(f, damage, tmp_path)
     assert embed(model, tmp_path) == 0
     assert f"{piece} is damaged" in capsys.readouterr().out
     _holds_the_vectors(model, tmp_path / "vectors.hdf5")
 
 
+@pytest.mark.parametrize("settings", ['{"layers": ', "[" * 100_000 + "]" * 100_000])  # (that: a RecursionError)
 def test_the_pieces_folder_keeps_the_users_files_and_a_damaged_settings_file_asks_for_restart(
-        model, tmp_path, capsys, monkeypatch):
+        model, tmp_path, capsys, monkeypatch, settings):
+    """Files of the user's stay, "batch-notes.tmp" too (every "batch-*.tmp" was taken for a piece's and removed)."""
     parts = _interrupted(model, tmp_path, monkeypatch)
     (parts / "notes.txt").write_text("mine")
-    (parts / "settings.json").write_text('{"layers": ')
+    (parts / "batch-notes.tmp").write_text("mine too")
+    (parts / "settings.json").write_text(settings)
     assert embed(model, tmp_path) == 2
     assert "settings.json is damaged; start over with --restart" in capsys.readouterr().err
     assert embed(model, tmp_path, "--restart") == 0
     _holds_the_vectors(model, tmp_path / "vectors.hdf5")
-    assert (parts / "notes.txt").read_text() == "mine"
-    assert sorted(p.name for p in parts.iterdir()) == ["notes.txt"]
-    assert "holds files that are not this command's (notes.txt)" in capsys.readouterr().out
+    assert (parts / "notes.txt").read_text() == "mine" and (parts / "batch-notes.tmp").read_text() == "mine too"
+    assert sorted(p.name for p in parts.iterdir()) == ["batch-notes.tmp", "notes.txt"]
+    assert "holds files that are not this command's (batch-notes.tmp, notes.txt)" in capsys.readouterr().out
 
 
 def test_a_second_command_writing_the_same_file_is_refused_and_changes_nothing(model, tmp_path, capsys):
@@ -233,6 +305,30 @@ def test_a_folder_given_for_a_file_is_named_as_a_folder(model, tmp_path, capsys)
     assert main(["elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]), "--input", str(tmp_path),
                  "--out", str(tmp_path / "o.hdf5"), "--device", "cpu"]) == 2
     assert f"the input file {tmp_path} is a folder; pass the file" in capsys.readouterr().err
+
+
+def test_a_device_that_computes_nothing_is_refused_before_anything_is_made(model, tmp_path, capsys):
+    """``--device meta`` was a RuntimeError from inside torch ("Tensor.item() cannot be called on meta tensors"),
+    with the pieces folder made."""
+    assert embed(model, tmp_path, "--device", "meta") == 2
+    assert "device 'meta' holds no values (PyTorch's meta device" in capsys.readouterr().err
+    assert not (tmp_path / "vectors.hdf5").exists() and not (tmp_path / "vectors.hdf5.parts").exists()
+
+
+@pytest.mark.parametrize("change, error, words", [
+    ({"say": None}, TypeError, r"say must be a function of one str \(print, a logger's info\), got NoneType"),
+    ({"device": 0}, TypeError, r"device must be a str \(auto, cpu, cuda, cuda:N\) or a torch.device, got int 0"),
+])
+def test_embed_file_checks_its_arguments_before_it_embeds(model, tmp_path, change, error, words):
+    """``say=None`` was "'NoneType' object is not callable" once the file was written; ``device=0`` named
+    another function's argument ("name must be ...")."""
+    from highwaynet.elmo.embed import embed_file
+
+    source = tmp_path / "s.txt"
+    source.write_text("a b\n")
+    with pytest.raises(error, match=words):
+        embed_file(*model, source, tmp_path / "o.hdf5", **{"progress": False, **change})
+    assert not (tmp_path / "o.hdf5").exists() and not (tmp_path / "o.hdf5.parts").exists()
 
 
 @pytest.mark.parametrize("lines, words", [(["a b", "", "c"], "line 2 (counting from 1) is empty"),

@@ -24,13 +24,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
 from .._checks import check_flag, check_path
 
 __all__ = ["DataFile", "DataNotFoundError", "UncheckedDownloadWarning", "default_data_dir", "locate", "package_file",
-           "read_text", "search_folders", "sha256_of"]
+           "parse_json", "read_text", "search_folders", "sha256_of"]
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -176,7 +177,7 @@ def _check_once(path: Path, expected: str, source: str | None) -> None:
     key, seen = str(path.resolve()), [stat.st_size, stat.st_mtime_ns, expected]
     record = _verified_record()
     try:
-        verified = json.loads(record.read_text())
+        verified = parse_json(record.read_text())
     except (OSError, ValueError):
         verified = {}
     if not isinstance(verified, dict):  # (edited or damaged: a record of nothing, written anew below)
@@ -209,6 +210,16 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
                          f"{data[error.start:error.start + 1]!r} ({error.reason}); convert the file to UTF-8 "
                          f"(e.g. iconv -f latin1 -t utf-8)") from None
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``, where a file read from disk is not JSON a ``ValueError`` (``json.JSONDecodeError``),
+    nesting too deep for the parser too: a damaged or edited file of ``[[[[...`` is a RecursionError in
+    ``json`` itself."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read: the file is damaged") from None
 
 
 def check_sha256(path: Path, expected: str, source: str | None = None) -> None:

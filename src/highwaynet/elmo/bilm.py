@@ -33,6 +33,7 @@ from .._checks import (
     check_flag,
     check_input,
     check_int,
+    check_path,
     check_size,
     check_sizes,
     check_state,
@@ -43,7 +44,7 @@ from ..kernels.dispatch import note
 from ..kernels.lstmp import choose_path, lstmp_recurrence
 from ..nn import CharCNNHighway
 from ..nn._signature import settings_repr
-from .chars import MAX_CHARACTERS, NUM_IDS, word_to_ids
+from .chars import MAX_CHARACTERS, NUM_IDS, check_max_characters, word_to_ids
 from .files import ELMoOptions, read_options, read_weights
 
 __all__ = ["ELMO_FILTERS", "ELMoBiLM", "ProjectedLSTM"]
@@ -218,7 +219,7 @@ class ELMoBiLM(nn.Module):
         num_highway: highway layers. Default: 2.
         char_dim: the character embedding's width. Default: 16.
         activation: the convolutions' ``"relu"`` or ``"tanh"``. Default: ``"relu"``.
-        max_characters: character ids per token. Default: 50.
+        max_characters: character ids per token, 4 to 10,000. Default: 50.
         cell_clip, proj_clip: the LSTM's clipping bounds (None: none). Default: 3.0 each.
         skip_connections: residual connections around the layers above the first. Default: True.
         stateful: carry each batch row's LSTM state on to the next call, as the original does (see
@@ -263,7 +264,7 @@ class ELMoBiLM(nn.Module):
         filters = tuple(cast(tuple[int, int], check_sizes(f"filters[{i}]", f, length=2)) for i, f in enumerate(filters))
         projection_dim, cell_dim, num_layers = (check_size("projection_dim", projection_dim),
                                                 check_size("cell_dim", cell_dim), check_size("num_layers", num_layers))
-        char_dim, max_characters = check_size("char_dim", char_dim), check_size("max_characters", max_characters)
+        char_dim, max_characters = check_size("char_dim", char_dim), check_max_characters(max_characters)
         num_highway = check_int("num_highway", num_highway, minimum=0)
         activation = check_choice("activation", activation, ("relu", "tanh"))
         cell_clip, proj_clip = _check_clip("cell_clip", cell_clip), _check_clip("proj_clip", proj_clip)
@@ -343,7 +344,10 @@ class ELMoBiLM(nn.Module):
             import h5py
         except ImportError:
             raise ImportError("writing ELMo weights needs h5py, highwaynet's elmo extra: pip install h5py") from None
-        folder = Path(folder)
+        folder = check_path("folder", folder)
+        if folder.exists() and not folder.is_dir():
+            raise FileExistsError(f"save_files writes options.json and weights.hdf5 into a folder, and {folder} is a "
+                                  f"file: pass a folder")
         folder.mkdir(parents=True, exist_ok=True)
         opts = read_options(self.options())
         state = {k: v.detach().float().cpu() for k, v in self.state_dict().items()}
@@ -390,10 +394,16 @@ class ELMoBiLM(nn.Module):
         if isinstance(words, (str, bytes)):
             raise TypeError(f"words must be an iterable of words (strings), got {describe(words)}: wrap one word in "
                             f"a list")
+        if not isinstance(words, Iterable):
+            raise TypeError(f"words must be an iterable of words (strings), got {describe(words)}")
         batch_size = check_size("batch_size", batch_size)
+        words = list(words)
+        for index, word in enumerate(words):  # (before dict.fromkeys, which would fail on a list: unhashable)
+            if not isinstance(word, str):
+                raise TypeError(f"cache_words takes words, strings: words[{index}] is {describe(word)}")
+            if not word:
+                raise ValueError(f"cache_words takes words, non-empty strings: words[{index}] is empty")
         words = list(dict.fromkeys(words))
-        if not all(isinstance(w, str) and w for w in words):
-            raise TypeError("cache_words takes words, non-empty strings")
         ids = torch.tensor([word_to_ids(w, self.max_characters) for w in words], dtype=torch.long).reshape(
             -1, self.max_characters)
         with torch.no_grad():

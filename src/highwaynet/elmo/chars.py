@@ -24,7 +24,8 @@ from torch import Tensor
 
 from .._checks import check_int, describe
 
-__all__ = ["BOS", "BOW", "EOS", "EOW", "MAX_CHARACTERS", "PAD", "batch_to_ids", "sentence_to_ids", "word_to_ids"]
+__all__ = ["BOS", "BOW", "EOS", "EOW", "MAX_CHARACTERS", "MAX_CHARACTERS_BOUND", "PAD", "batch_to_ids",
+           "sentence_to_ids", "word_to_ids"]
 
 # The ids before the shift by one (bilm-tf's bos_char ... pad_char)
 BOS, EOS, BOW, EOW, PAD = 256, 257, 258, 259, 260
@@ -32,6 +33,20 @@ BOS, EOS, BOW, EOW, PAD = 256, 257, 258, 259, 260
 MAX_CHARACTERS = 50
 #: The ids' range after the shift: 0 (masked) to 261, so an embedding of 262 rows.
 NUM_IDS = PAD + 2
+#: The most ids per token taken (200 times ELMo's 50): ``max_characters`` sizes every row of ids, so a
+#: mistyped one (``10**9``) would allocate gigabytes a token; :func:`~highwaynet.elmo.read_options` takes no
+#: more from an options file either.
+MAX_CHARACTERS_BOUND = 10_000
+
+
+def check_max_characters(value: object) -> int:
+    """``max_characters`` checked: an int from 4 (a word's two markers and one byte) to
+    :data:`MAX_CHARACTERS_BOUND`."""
+    value = check_int("max_characters", value, minimum=4)
+    if value > MAX_CHARACTERS_BOUND:
+        raise ValueError(f"max_characters must be at most {MAX_CHARACTERS_BOUND:,} (ELMo's: {MAX_CHARACTERS}), got "
+                         f"{value:,}")
+    return value
 
 
 def _boundary(character: int, width: int) -> list[int]:
@@ -50,11 +65,11 @@ def word_to_ids(word: str, max_characters: int = MAX_CHARACTERS) -> list[int]:
     Raises:
         TypeError: ``word`` is not a str, or ``max_characters`` not an int.
         ValueError: ``max_characters`` is below 4 (a word's two markers and one byte, as in
-            :func:`batch_to_ids`).
+            :func:`batch_to_ids`) or above :data:`MAX_CHARACTERS_BOUND`.
     """
     if not isinstance(word, str):
         raise TypeError(f"word must be a str, got {describe(word)}")
-    return _word_ids(word, check_int("max_characters", max_characters, minimum=4))
+    return _word_ids(word, check_max_characters(max_characters))
 
 
 def _word_ids(word: str, max_characters: int) -> list[int]:
@@ -67,34 +82,54 @@ def _word_ids(word: str, max_characters: int) -> list[int]:
     return [BOW + 1, *(b + 1 for b in body), EOW + 1] + [PAD + 1] * (max_characters - 2 - len(body))
 
 
-def _tokens(sentence: str | Sequence[str], index: int, as_text: bool) -> list[str]:
+def _tokens(sentence: str | Sequence[str], index: int, as_text: bool, where: str = "batch_to_ids") -> list[str]:
     if as_text:
         if not isinstance(sentence, str):
-            raise TypeError(f"batch_to_ids: sentences mix strings and token lists (sentence 0 is a string, sentence "
+            raise TypeError(f"{where}: sentences mix strings and token lists (sentence 0 is a string, sentence "
                             f"{index} a {type(sentence).__name__}); pass all as strings (split at white space) or "
                             f"all as lists of tokens")
         tokens = sentence.split()
     else:
+        if isinstance(sentence, (bytes, bytearray)):
+            raise TypeError(f"{where}: sentence {index} is {type(sentence).__name__}, not text: decode it (a string "
+                            f"is split at white space) or pass a list of tokens")
         if isinstance(sentence, str) or not isinstance(sentence, Sequence):
-            raise TypeError(f"batch_to_ids: sentences mix token lists and strings (sentence 0 is a list of tokens, "
+            if index == 0:  # (the first sentence sets the kind: this one is neither)
+                raise TypeError(f"{where}: sentence 0 is a {type(sentence).__name__}, not a list of tokens or a "
+                                f"string")
+            raise TypeError(f"{where}: sentences mix token lists and strings (sentence 0 is a list of tokens, "
                             f"sentence {index} a {type(sentence).__name__}); pass all as strings (split at white "
                             f"space) or all as lists of tokens")
         tokens = list(sentence)
         for position, token in enumerate(tokens):
             if not isinstance(token, str):
-                raise TypeError(f"batch_to_ids: in sentences, sentence {index}, token {position} is a "
+                raise TypeError(f"{where}: in sentences, sentence {index}, token {position} is a "
                                 f"{type(token).__name__}, not a str")
             if not token:
-                raise ValueError(f"batch_to_ids: in sentences, sentence {index}, token {position} is empty: a token "
+                raise ValueError(f"{where}: in sentences, sentence {index}, token {position} is empty: a token "
                                  f"needs at least one character")
     if not tokens:
-        raise ValueError(f"batch_to_ids: in sentences, sentence {index} is empty: ELMo has no vector for it (the "
+        raise ValueError(f"{where}: in sentences, sentence {index} is empty: ELMo has no vector for it (the "
                          f"original would embed <S> </S> alone); leave it out and keep its place in your own index")
     return tokens
 
 
 def sentence_to_ids(tokens: Sequence[str], max_characters: int = MAX_CHARACTERS) -> list[list[int]]:
-    """A tokenized sentence's rows, ``<S>`` and ``</S>`` added: ``len(tokens) + 2`` rows of ids."""
+    """A tokenized sentence's rows, ``<S>`` and ``</S>`` added: ``len(tokens) + 2`` rows of ids.
+
+    Raises:
+        TypeError: ``tokens`` is not a list of strings (a string: split it, or use :func:`batch_to_ids`), or
+            ``max_characters`` not an int.
+        ValueError: ``tokens`` or a token is empty, or ``max_characters`` is out of :func:`word_to_ids`' range.
+    """
+    if isinstance(tokens, str):
+        raise TypeError(f"sentence_to_ids takes tokens, a list of strings, got a str {tokens[:20]!r}: split it "
+                        f"first, or pass it to batch_to_ids, which does")
+    return _sentence_ids(_tokens(tokens, 0, False, "sentence_to_ids"), check_max_characters(max_characters))
+
+
+def _sentence_ids(tokens: list[str], max_characters: int) -> list[list[int]]:
+    """:func:`sentence_to_ids` of arguments already checked (the loop over a batch's sentences)."""
     return [_boundary(BOS, max_characters), *(_word_ids(t, max_characters) for t in tokens),
             _boundary(EOS, max_characters)]
 
@@ -114,7 +149,8 @@ def batch_to_ids(sentences: Sequence[str] | Sequence[Sequence[str]], max_charact
 
     Raises:
         TypeError: ``sentences`` is a string, or mixes strings and token lists, or a token is not a str.
-        ValueError: a sentence or a token is empty, or ``max_characters`` is below 4.
+        ValueError: a sentence or a token is empty, or ``max_characters`` is below 4 or above
+            :data:`MAX_CHARACTERS_BOUND` (10,000).
 
     Example::
 
@@ -129,7 +165,7 @@ def batch_to_ids(sentences: Sequence[str] | Sequence[Sequence[str]], max_charact
         raise TypeError(f"batch_to_ids expects a list of sentences (each a list of tokens, or a string), got "
                         f"{type(sentences).__name__}" + (": wrap one sentence in a list" if isinstance(sentences, str)
                                                          else ""))
-    max_characters = check_int("max_characters", max_characters, minimum=4)  # (a word's markers and one byte)
+    max_characters = check_max_characters(max_characters)
     if not sentences:
         return torch.zeros(0, 2, max_characters, dtype=torch.long)
     as_text = isinstance(sentences[0], str)
@@ -137,5 +173,5 @@ def batch_to_ids(sentences: Sequence[str] | Sequence[Sequence[str]], max_charact
     length = max(len(t) for t in tokenized) + 2
     ids = torch.zeros(len(tokenized), length, max_characters, dtype=torch.long)
     for i, tokens in enumerate(tokenized):
-        ids[i, : len(tokens) + 2] = torch.tensor(sentence_to_ids(tokens, max_characters), dtype=torch.long)
+        ids[i, : len(tokens) + 2] = torch.tensor(_sentence_ids(tokens, max_characters), dtype=torch.long)
     return ids

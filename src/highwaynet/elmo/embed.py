@@ -29,21 +29,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from .._checks import check_choice, check_flag, check_path, check_size
-from ..data.download import read_text
+from .._checks import check_choice, check_flag, check_path, check_size, describe
+from ..data.download import parse_json, read_text
 from ..training.distributed import barrier, init_distributed
 from ..training.run_dir import release_lock, take_lock
 from .bilm import ELMoBiLM
 from .chars import batch_to_ids
+from .files import DAMAGED_HDF5, stored_dataset
 from .mix import remove_sentence_boundaries
 
 __all__ = ["LAYERS", "embed_file"]
@@ -121,9 +124,17 @@ def _stored_fingerprint(out: Path) -> dict[str, Any] | None:
         return None
     try:
         with h5py.File(out, "r") as f:
-            return {key: (value.item() if hasattr(value, "item") else value) for key, value in f.attrs.items()}
-    except OSError:
+            return {key: _attribute(value) for key, value in f.attrs.items()}
+    except DAMAGED_HDF5:
         return None
+
+
+def _attribute(value: Any) -> Any:
+    """An HDF5 attribute as a Python value to compare: a number or string as itself, an array (an edit: this
+    command writes none) as a list, which equals no setting."""
+    if isinstance(value, np.ndarray) and value.size != 1:
+        return value.tolist()
+    return value.item() if hasattr(value, "item") else value
 
 
 def _shown(key: str, value: Any) -> str:
@@ -145,21 +156,19 @@ def _ways_on(path: Path, what: str) -> str:
 def _check_vectors(handle: Any, lines: range, sentences: list[list[str]], layers: str, width: int) -> str | None:
     """What is wrong with the open HDF5 file ``handle`` as the vectors of ``lines`` (None: nothing):
     exactly one dataset per line, named by its index, of the shape its tokens and ``layers`` give."""
-    import h5py
-
     names = {str(i) for i in lines}
     extra = sorted(set(handle) - names)
     if extra:
         return f"it holds {extra[0]!r}, which is no line's vectors"
     for i in lines:
-        dataset = handle.get(str(i))
-        if not isinstance(dataset, h5py.Dataset):
-            return f"line {i}'s vectors are missing"
+        dataset, problem = stored_dataset(handle, str(i))
+        if problem:
+            return f"line {i}'s vectors are missing" if problem == "is missing" else f"line {i}'s dataset {problem}"
         shape, tokens = tuple(dataset.shape), len(sentences[i])
         if len(shape) != (3 if layers == "all" else 2) or shape[-2:] != (tokens, width):
             return (f"line {i}'s vectors have shape {shape}, not (..., {tokens}, {width}) for its {tokens} tokens "
                     f"with --layers {layers}")
-        if dataset.dtype.kind != "f":
+        if dataset.dtype != "float32":  # (what this command writes; float16 or float64 is an edit, not ours)
             return f"line {i}'s vectors are of dtype {dataset.dtype}, not float32"
     return None
 
@@ -169,12 +178,11 @@ def _damaged_output(out: Path, sentences: list[list[str]], layers: str, width: i
 
     try:
         with h5py.File(out, "r") as f:
-            lines = f.attrs.get("lines")
+            lines = _attribute(f.attrs.get("lines"))
             if lines != len(sentences):
-                said = lines.item() if hasattr(lines, "item") else lines
-                return f"it says it holds {said!r} lines, the input has {len(sentences)}"
+                return f"it says it holds {lines!r} lines, the input has {len(sentences)}"
             return _check_vectors(f, range(len(sentences)), sentences, layers, width)
-    except OSError as error:
+    except DAMAGED_HDF5 as error:
         return f"it cannot be read ({error})"
 
 
@@ -204,6 +212,7 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
         ``out``.
 
     Raises:
+        TypeError, ValueError: an argument is not of its kind, or out of its range (named).
         FileExistsError: ``out`` holds other settings' vectors or is damaged (``restart`` is the way on),
             or is a file this command did not write (never removed: choose another ``out``).
     """
@@ -213,6 +222,10 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
     batch_size = check_size("batch_size", batch_size)
     stateful, restart, progress = (check_flag("stateful", stateful), check_flag("restart", restart),
                                    check_flag("progress", progress))
+    if not callable(say):  # (checked before the work, where it is first called after the batches)
+        raise TypeError(f"say must be a function of one str (print, a logger's info), got {describe(say)}")
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str (auto, cpu, cuda, cuda:N) or a torch.device, got {describe(device)}")
     options, weights = check_path("options", options), check_path("weights", weights)
     input_path, out = check_path("input_path", input_path), check_path("out", out)
     _check_file("options", options)
@@ -290,7 +303,7 @@ def _piece_done(piece: Path, lines: range, sentences: list[list[str]], layers: s
     try:
         with h5py.File(piece, "r") as f:
             problem = _check_vectors(f, lines, sentences, layers, width)
-    except OSError as error:
+    except DAMAGED_HDF5 as error:
         problem = f"it cannot be read ({error})"
     if problem is None:
         return True
@@ -304,10 +317,14 @@ def _piece_done(piece: Path, lines: range, sentences: list[list[str]], layers: s
 _LOCK = ".lock"
 
 
+#: A piece's name, ``batch-00000012.h5`` (:func:`_write_piece`), or its temporary's, ``batch-00000012.h5.PID.tmp``.
+_PIECE = re.compile(r"batch-\d{8,}\.h5(\.\d+\.tmp)?")
+
+
 def _is_ours(name: str) -> bool:
-    """A file name this command writes in its pieces folder (a piece, its temporary, the settings, the lock)."""
-    return name in ("settings.json", "settings.json.tmp", _LOCK) or (name.startswith("batch-") and (
-        name.endswith(".h5") or name.endswith(".tmp")))
+    """A file name this command writes in its pieces folder (a piece, its temporary, the settings, the lock): only
+    these are ever removed, so that a file of the user's there (``batch-notes.tmp``) stays."""
+    return name in ("settings.json", "settings.json.tmp", _LOCK) or _PIECE.fullmatch(name) is not None
 
 
 def _holds_pieces(parts: Path) -> bool:
@@ -364,7 +381,7 @@ def _claim_parts(parts: Path, wanted: dict[str, Any]) -> None:
     settings = parts / "settings.json"
     if settings.is_file():
         try:
-            stored = json.loads(settings.read_text())
+            stored = parse_json(settings.read_text())
         except (OSError, ValueError):
             stored = None
         if not isinstance(stored, dict):
@@ -384,7 +401,7 @@ def _claim_parts(parts: Path, wanted: dict[str, Any]) -> None:
 
 
 def _check_parts(parts: Path, wanted: dict[str, Any]) -> None:
-    stored = json.loads((parts / "settings.json").read_text())
+    stored = parse_json((parts / "settings.json").read_text())
     if _differences(stored, wanted):
         raise FileExistsError(f"{parts}: rank 0 claimed it with other settings than this process's")
 

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_flag, check_path, describe
-from ..data.download import DataFile, locate, read_text, search_folders
-from .chars import NUM_IDS
+from ..data.download import DataFile, locate, parse_json, read_text, search_folders
+from .chars import MAX_CHARACTERS_BOUND, NUM_IDS
 
 __all__ = ["MODELS", "ELMoOptions", "download_model", "read_options", "read_weights"]
 
@@ -97,7 +97,7 @@ class ELMoOptions:
 #: The largest value :func:`read_options` takes for each size, with what ELMo's published models hold
 #: (small to original): a value far beyond them (an edited or damaged file) is refused, naming the file and
 #: the key, rather than met as an allocation error deep inside torch. By section: ``(what, bound, ELMo's)``.
-_SIZE_BOUNDS = {"max_characters": ("char_cnn", "'max_characters_per_token'", 10_000, "50"),
+_SIZE_BOUNDS = {"max_characters": ("char_cnn", "'max_characters_per_token'", MAX_CHARACTERS_BOUND, "50"),
                 "filters": ("char_cnn", "the number of 'filters'", 1_000, "7"),
                 "num_filters": ("char_cnn", "the sum of the 'filters' counts", 65_536, "2,048"),
                 "num_highway": ("char_cnn", "'n_highway'", 100, "1 or 2"),
@@ -144,7 +144,7 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
             raise FileNotFoundError(f"ELMo options file {path} " + ("is a folder; pass the file" if path.is_dir()
                                                                     else "not found"))
         try:
-            raw = json.loads(read_text(path))
+            raw = parse_json(read_text(path))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not an ELMo options file: not JSON ({error})") from None
         except ValueError as error:  # (not UTF-8 text: the weight file given for the options, say)
@@ -221,7 +221,12 @@ def read_options(options: str | Path | Mapping[str, Any]) -> ELMoOptions:
 
 
 def _float_or_none(value: int | float | None) -> float | None:
-    return None if value is None else float(value)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # (an int beyond any float, 10**400: refused as infinity is)
+        return math.inf
 
 
 def expected_shapes(opts: ELMoOptions) -> dict[str, tuple[int, ...]]:
@@ -261,6 +266,48 @@ def _set_by(name: str) -> str:
     return "lstm.projection_dim and lstm.dim"
 
 
+#: What h5py raises reading a file whose structure is damaged: OSError where HDF5 cannot read (a truncated file, a
+#: chunk that does not decompress), RuntimeError where the file's own index is corrupt (its links, groups or
+#: attributes: "bad symbol table node signature"), KeyError on a lookup through such an index, TypeError where a
+#: dataset's type is damaged ("Unknown string encoding").
+DAMAGED_HDF5 = (OSError, RuntimeError, KeyError, TypeError)
+
+
+def stored_dataset(handle: Any, name: str) -> tuple[Any, str | None]:
+    """The dataset ``name`` of the open HDF5 file ``handle``, where the file itself holds it: ``(dataset, None)``,
+    else ``(None, what is wrong)`` (a phrase: ``"is missing"``, ``"is a soft link to '/x'"``, ...).
+
+    bilm-tf's ``dump_weights`` and ``highwaynet elmo embed`` write plain datasets only. A link (soft, or external
+    to another file) or a dataset whose values lie in another file (external or virtual storage) is an edit:
+    followed, it would read data that no sha256 of this file covers, or fail deep inside h5py where the other
+    file is gone."""
+    import h5py
+
+    parts = name.split("/")
+    try:
+        for end in range(1, len(parts) + 1):
+            here = "/".join(parts[:end])
+            link = handle.get(here, getlink=True)
+            if link is None:
+                return None, "is missing"
+            if isinstance(link, h5py.SoftLink):
+                return None, f"is a soft link ({here!r} to {link.path!r}), not data stored there"
+            if isinstance(link, h5py.ExternalLink):
+                return None, f"is an external link ({here!r} to {link.path!r} in the file {link.filename!r}), not " \
+                             f"data stored in this file"
+        dataset = handle[name]
+        if not isinstance(dataset, h5py.Dataset):
+            return None, "is a group, not a dataset"
+        if dataset.external or dataset.is_virtual:
+            return None, "keeps its values in other files (external or virtual storage), not in this one"
+        if dataset.shape is None:
+            return None, "holds no values (an empty dataspace)"
+        dataset.dtype  # noqa: B018 (read once here, in the try: a damaged type raises where it is first read)
+    except DAMAGED_HDF5 as error:
+        return None, f"cannot be read ({error}): the file is damaged"
+    return dataset, None
+
+
 def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray]:
     """Every dataset of a bilm-tf ``weights.hdf5`` that ``opts`` calls for, as float32 arrays, each
     checked against the shape the options give it.
@@ -268,8 +315,10 @@ def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray
     Raises:
         ImportError: h5py, the ``elmo`` extra, is not installed (``pip install h5py``).
         FileNotFoundError: there is no such file.
-        ValueError: it is not an HDF5 file, a dataset is missing (named, with what to check), or a
-            dataset's shape is not the one the options give (both shapes named, and the options that set it).
+        ValueError: it is not an HDF5 file, a dataset is missing (named, with what to check), is a link or
+            keeps its values in another file (:func:`stored_dataset`), its shape is not the one the options give
+            (both shapes named, and the options that set it), it holds no numbers, or values that are not finite
+            in float32 (NaN, infinity: refused, not warned of, as every vector they reach would be NaN).
     """
     try:
         import h5py
@@ -289,18 +338,28 @@ def read_weights(weights: str | Path, opts: ELMoOptions) -> dict[str, np.ndarray
     arrays: dict[str, np.ndarray] = {}
     with handle:
         for name, shape in expected_shapes(opts).items():
-            dataset = handle.get(name)
-            if dataset is None or not isinstance(dataset, h5py.Dataset):
+            dataset, problem = stored_dataset(handle, name)
+            if problem in ("is missing", "is a group, not a dataset"):
                 hint = ("is this an ELMo weights.hdf5 (bilm-tf's dump_weights)?" if name == "char_embed"
                         else "does the options file belong to this weight file?")
                 raise ValueError(f"{path} has no dataset {name!r}: {hint}")
+            if problem and problem.startswith("cannot be read"):
+                raise ValueError(f"{path}: dataset {name!r} {problem}; download it again")
+            if problem:
+                raise ValueError(f"{path}: dataset {name!r} {problem}: bilm-tf's weight files hold their values "
+                                 f"in plain datasets; the file was edited or is damaged: use the weight file as "
+                                 f"published")
             if tuple(dataset.shape) != shape:
                 raise ValueError(f"{path}: dataset {name!r} has shape {tuple(dataset.shape)}, but the options give "
                                  f"{shape} (set by {_set_by(name)}): the options and the weights are not one model's")
             if dataset.dtype.kind not in "fiu":
                 raise ValueError(f"{path}: dataset {name!r} holds {dataset.dtype} values, not numbers: the file is "
                                  f"damaged or not an ELMo weight file")
-            array = np.asarray(dataset[...], dtype=np.float32)
+            try:
+                array = np.asarray(dataset[...], dtype=np.float32)
+            except DAMAGED_HDF5 as error:
+                raise ValueError(f"{path}: dataset {name!r} cannot be read ({error}): the file is damaged; download "
+                                 f"it again") from None
             if not np.isfinite(array).all():
                 raise ValueError(f"{path}: dataset {name!r} holds values that are not finite (NaN or infinity): "
                                  f"the file is damaged")

@@ -81,7 +81,8 @@ def pick_device(name: str | torch.device = "auto") -> torch.device:
 
     Raises:
         DeviceUnavailable: the machine has no such device (no CUDA, too few GPUs for the processes,
-            no MPS); the message says what to pass instead.
+            no MPS, a backend this PyTorch cannot make tensors on) or it computes nothing (``"meta"``);
+            the message says what to pass instead.
         ValueError: ``name`` is not a device.
         TypeError: ``name`` is neither a str nor a ``torch.device``.
     """
@@ -102,4 +103,16 @@ def pick_device(name: str | torch.device = "auto") -> torch.device:
     if device.type == "mps" and not _mps_available():
         raise DeviceUnavailable(f"device {name!r}: this machine has no MPS device (Apple silicon with a PyTorch "
                                 f"built for it); pass --device cpu, or auto")
+    if device.type == "meta":
+        raise DeviceUnavailable(f"device {name!r} holds no values (PyTorch's meta device: shapes alone), so nothing "
+                                f"can run there; pass --device cpu, or auto")
+    if device.type not in ("cpu", "mps"):
+        # Another backend torch names (xpu, hpu, vulkan, lazy, ...): this build or machine may lack it, which
+        # torch says only when a tensor is first made there, each backend in its own way.
+        try:
+            torch.empty(0, device=device)
+        except (RuntimeError, AssertionError, ImportError) as error:
+            raise DeviceUnavailable(f"device {name!r}: PyTorch cannot make a tensor there on this machine "
+                                    f"({type(error).__name__}: {str(error).splitlines()[0][:120]}); pass --device "
+                                    f"cpu, or auto") from None
     return device
