@@ -385,6 +385,7 @@ def test_tensorboard_missing_is_a_message(tmp_path, capsys, monkeypatch):
     (lambda record: record["config"].update(colour="blue"), "unexpected keyword argument 'colour'"),
     (lambda record: [1, 2], "is not a run's configuration"),
     (None, "is not valid JSON"),
+    ("[" * 100_000, "JSON nested too deeply to read"),
 ])
 def test_a_hand_edited_config_is_named(tmp_path, capsys, edit, message):
     out = tmp_path / "run"
@@ -392,6 +393,8 @@ def test_a_hand_edited_config_is_named(tmp_path, capsys, edit, message):
     path = out / "config.json"
     if edit is None:
         path.write_text(path.read_text()[:-20])
+    elif isinstance(edit, str):
+        path.write_text(edit)
     else:
         record = json.loads(path.read_text())
         path.write_text(json.dumps(edit(record) or record))
@@ -514,6 +517,7 @@ def test_random_contents_before_a_run_are_never_changed_removed_or_read(tmp_path
 
 DAMAGED = [
     ("not JSON", "it is not valid JSON"),
+    ("[" * 100_000, "it is not valid JSON"),  # (nested too deeply for json: a RecursionError, once)
     ([], "it holds list, not a JSON object"),
     (5, "it holds int, not a JSON object"),
     ({"kind": "run", "id": "x"}, "it has no 'written' list of the files highwaynet wrote"),

@@ -15,6 +15,7 @@ are metadata and always run.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import operator
@@ -55,6 +56,7 @@ __all__ = [
     "describe",
     "dtypes_meet",
     "tracing",
+    "parse_json",
     "warn_unused_dropout",
 ]
 
@@ -146,6 +148,16 @@ def check_probability(name: str, value: object) -> float:
     if not 0 <= p < 1:
         raise ValueError(f"{name} must be a probability in [0, 1), got {p}")
     return p
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``, where a file read from disk is not JSON a ``ValueError`` (``json.JSONDecodeError``),
+    nesting too deep for the parser too: a damaged or edited file of ``[[[[...`` is a RecursionError in
+    ``json`` itself."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read: the file is damaged") from None
 
 
 def warn_unused_dropout(dropout: float, num_layers: int) -> None:

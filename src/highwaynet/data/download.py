@@ -24,11 +24,10 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tqdm.auto import tqdm
 
-from .._checks import check_flag, check_path
+from .._checks import check_flag, check_path, parse_json
 
 __all__ = ["DataFile", "DataNotFoundError", "UncheckedDownloadWarning", "default_data_dir", "locate", "package_file",
            "parse_json", "read_text", "search_folders", "sha256_of"]
@@ -210,16 +209,6 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
                          f"{data[error.start:error.start + 1]!r} ({error.reason}); convert the file to UTF-8 "
                          f"(e.g. iconv -f latin1 -t utf-8)") from None
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-
-
-def parse_json(text: str) -> Any:
-    """``json.loads(text)``, where a file read from disk is not JSON a ``ValueError`` (``json.JSONDecodeError``),
-    nesting too deep for the parser too: a damaged or edited file of ``[[[[...`` is a RecursionError in
-    ``json`` itself."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply to read: the file is damaged") from None
 
 
 def check_sha256(path: Path, expected: str, source: str | None = None) -> None:

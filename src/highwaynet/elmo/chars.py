@@ -91,11 +91,11 @@ def _tokens(sentence: str | Sequence[str], index: int, as_text: bool, where: str
         tokens = sentence.split()
     else:
         if isinstance(sentence, (bytes, bytearray)):
-            raise TypeError(f"{where}: sentence {index} is {type(sentence).__name__}, not text: decode it (a string "
+            raise TypeError(f"{where}: sentences[{index}] is {type(sentence).__name__}, not text: decode it (a string "
                             f"is split at white space) or pass a list of tokens")
         if isinstance(sentence, str) or not isinstance(sentence, Sequence):
             if index == 0:  # (the first sentence sets the kind: this one is neither)
-                raise TypeError(f"{where}: sentence 0 is a {type(sentence).__name__}, not a list of tokens or a "
+                raise TypeError(f"{where}: sentences[0] is a {type(sentence).__name__}, not a list of tokens or a "
                                 f"string")
             raise TypeError(f"{where}: sentences mix token lists and strings (sentence 0 is a list of tokens, "
                             f"sentence {index} a {type(sentence).__name__}); pass all as strings (split at white "

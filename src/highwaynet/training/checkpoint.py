@@ -26,7 +26,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from .._checks import check_device
+from .._checks import check_device, parse_json
 
 __all__ = ["CheckpointMismatch", "CorruptCheckpoint", "RESUMABLE_SETTINGS", "START_OVER", "check_identity",
            "fit_state", "flat_settings", "gather_rng_states", "identity_in_folder", "read_checkpoint",
@@ -135,7 +135,7 @@ def run_identity(run_dir: Path | None, train_config: dict[str, Any]) -> dict[str
         text = read_regular(run_dir, "config.json")
         if text is not None:
             try:
-                saved = json.loads(text)
+                saved = parse_json(text)
                 if isinstance(saved, dict) and isinstance(saved.get("config"), dict):
                     config, source = saved["config"], "its run folder's config.json"
             except ValueError:
@@ -267,7 +267,7 @@ def identity_in_folder(folder: Path) -> tuple[str | None, str]:
         return None, f"its identity could not be taken back: {name} holds none (a checkpoint of 0.2)"
     text = read_regular(folder, "config.json")
     try:
-        record = json.loads(text.decode("utf-8")) if text is not None else None
+        record = parse_json(text.decode("utf-8")) if text is not None else None
     except (UnicodeDecodeError, ValueError):
         record = None
     if not isinstance(record, dict) or not isinstance(record.get("config"), dict):

@@ -42,6 +42,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from .._checks import parse_json
+
 try:  # the lock on a marker's update: POSIX only (elsewhere an update is not locked)
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -137,7 +139,7 @@ def _marker_problem(found: Any) -> str | None:
 
 def _parse_marker(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        found = json.loads(data.decode("utf-8"))
+        found = parse_json(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None, "it is not valid JSON"
     problem = _marker_problem(found)
@@ -207,7 +209,7 @@ def _names_a_recipe(folder: Path, name: str) -> bool:
     """Whether ``folder/name`` is a regular file (not a link) holding a JSON object that names a recipe."""
     data = read_regular(folder, name)
     try:
-        found = json.loads(data.decode("utf-8")) if data is not None else None
+        found = parse_json(data.decode("utf-8")) if data is not None else None
     except (UnicodeDecodeError, ValueError):
         return False
     return isinstance(found, dict) and isinstance(found.get("recipe"), str)

@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - Windows
 import numpy as np
 import torch
 
+from .._checks import parse_json
 from ..config.train import device_of
 from . import files
 from .checkpoint import flat_settings, identity_in_folder
@@ -99,7 +100,7 @@ def read_json(path: str | Path, what: str = "", optional: bool = False) -> Any:
                                      f"to a file elsewhere; put the file itself back")
         raise FileNotFoundError(f"{path} is missing" + (f" ({what})" if what else ""))
     try:
-        return json.loads(data.decode("utf-8"))
+        return parse_json(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
         raise ValueError(f"{path} is not valid JSON ({error}): it was damaged or edited by hand; put back the "
                          f"file the run wrote, or start the run over with --restart") from None
@@ -176,8 +177,8 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
     metrics: list[dict[str, float]] = []
     for number, line in enumerate(lines, 1):
         try:
-            found = json.loads(line)
-        except json.JSONDecodeError:
+            found = parse_json(line)
+        except ValueError:
             if number < len(lines):
                 raise ValueError(f"{path}, line {number}: not a line of metrics ({line[:60]!r}): it was damaged or "
                                  f"edited; put back the file the run wrote, or start the run over with --restart"
@@ -214,7 +215,7 @@ def read_results(run_dir: str | Path) -> dict[str, Any] | None:
     run_dir = Path(run_dir)
     data = files.read_regular(run_dir, "results.json")
     try:
-        results = json.loads(data.decode("utf-8")) if data is not None else None
+        results = parse_json(data.decode("utf-8")) if data is not None else None
     except (UnicodeDecodeError, ValueError):
         return None
     if not isinstance(results, dict):
