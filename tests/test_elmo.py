@@ -60,8 +60,8 @@ def test_a_word_longer_than_50_characters_is_cut_to_48_bytes_as_the_original():
     (["a b", "   "], ValueError, "sentence 1 is empty"),
     ([["a", ""]], ValueError, "sentence 0, token 1 is empty"),
     ([["a", 3]], TypeError, "token 1 is a int"),
-    ([b"ab cd"], TypeError, "sentences[0] is bytes, not text: decode it"),  # (it said "token 0 is a int")
-    ([None, ["a"]], TypeError, "sentences[0] is a NoneType, not a list of tokens or a string"),  # (not "mix")
+    ([b"ab cd"], TypeError, r"sentences\[0\] is bytes, not text: decode it"),  # (it said "token 0 is a int")
+    ([None, ["a"]], TypeError, r"sentences\[0\] is a NoneType, not a list of tokens or a string"),  # (not "mix")
 ])
 def test_bad_sentences_are_refused_with_what_is_wrong(bad, error, words):
     with pytest.raises(error, match=words):

@@ -150,7 +150,7 @@ def check_probability(name: str, value: object) -> float:
     return p
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str | bytes) -> Any:
     """``json.loads(text)``, where a file read from disk is not JSON a ``ValueError`` (``json.JSONDecodeError``),
     nesting too deep for the parser too: a damaged or edited file of ``[[[[...`` is a RecursionError in
     ``json`` itself."""
