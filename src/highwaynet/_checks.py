@@ -55,8 +55,8 @@ __all__ = [
     "check_tensor",
     "describe",
     "dtypes_meet",
-    "tracing",
     "parse_json",
+    "tracing",
     "warn_unused_dropout",
 ]
 
