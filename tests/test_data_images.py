@@ -1,5 +1,6 @@
 import gzip
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from highwaynet.data import (
     load_image_data,
     load_mnist5k,
 )
-from highwaynet.data.download import DataFile, package_file, sha256_of
+from highwaynet.data.download import DataFile, UncheckedDownloadWarning, locate, package_file, sha256_of
 
 HAVE_FASHION = images.DEBIAN_FASHION_MNIST.is_dir()
 
@@ -98,6 +99,38 @@ def test_corrupt_download_is_refused_and_removed(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="does not match its sha256.*download it again"):
         load_mnist5k(tmp_path / "home", download=True)
     assert list((tmp_path / "home").iterdir()) == []
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+def test_a_download_never_writes_through_a_planted_part_file(tmp_path, pinned):
+    # A link in the place of NAME.part (left there by someone else, pointing at a file of the user's)
+    # is neither written through nor left as the download's result; the partial file is nowhere after.
+    served = tmp_path / "server" / "data.csv.gz"
+    served.parent.mkdir()
+    with gzip.open(served, "wt") as f:
+        f.write("1,2,3\n")
+    home, victim = tmp_path / "home", tmp_path / "victim.txt"
+    home.mkdir()
+    victim.write_text("the user's own file")
+    (home / "data.csv.gz.part").symlink_to(victim)
+    file = DataFile("data.csv.gz", served.resolve().as_uri(), sha256_of(served) if pinned else "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncheckedDownloadWarning)
+        found = locate(file, [home], download=True, hint="")
+    assert victim.read_text() == "the user's own file"
+    assert found == home / "data.csv.gz" and not found.is_symlink() and found.read_bytes() == served.read_bytes()
+    assert sorted(p.name for p in home.iterdir()) == ["data.csv.gz", "data.csv.gz.part"]  # (the link, untouched)
+
+
+def test_a_failed_download_leaves_nothing_behind(tmp_path):
+    served = tmp_path / "server" / "data.csv.gz"
+    served.parent.mkdir()
+    with gzip.open(served, "wt") as f:
+        f.write("1,2,3\n")
+    home = tmp_path / "home"
+    with pytest.raises(OSError, match=r"data\.csv\.gz\.part does not match its sha256"):
+        locate(DataFile("data.csv.gz", served.resolve().as_uri(), "0" * 64), [home], download=True, hint="")
+    assert list(home.iterdir()) == []
 
 
 def test_truncated_idx_file(tmp_path):

@@ -661,6 +661,24 @@ def test_a_saved_biLM_loads_back_the_same(tmp_path):
                                                  strict=True))
 
 
+def test_save_files_writes_no_file_through_a_link_and_leaves_no_temporary(tmp_path):
+    """A link planted where save_files writes (its old temporary ``weights.hdf5.tmp``, ``options.json``) was
+    written through: h5py and ``write_text`` follow links, so a file elsewhere was overwritten."""
+    folder, victim = tmp_path / "out", tmp_path / "victim.txt"
+    folder.mkdir()
+    victim.write_text("the user's own file")
+    for name in ("weights.hdf5.tmp", "options.json"):
+        (folder / name).symlink_to(victim)
+    bilm = _small_bilm()
+    bilm.save_files(folder)
+    assert victim.read_text() == "the user's own file"
+    assert not (folder / "options.json").is_symlink() and json.loads((folder / "options.json").read_text())
+    assert sorted(p.name for p in folder.iterdir()) == ["options.json", "weights.hdf5", "weights.hdf5.tmp"]
+    again = ELMoBiLM.from_files(folder / "options.json", folder / "weights.hdf5")
+    assert all(torch.equal(a, b) for a, b in zip(bilm.state_dict().values(), again.state_dict().values(),
+                                                 strict=True))
+
+
 @pytest.fixture
 def tiny_published(tmp_path, monkeypatch):
     """A published model "tiny" whose files are file:// URLs (no network), without a sha256 as the

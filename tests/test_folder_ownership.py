@@ -679,12 +679,16 @@ def test_a_folder_replaced_by_a_link_while_it_is_cleared_is_not_followed(tmp_pat
     assert outside.read_text() == "the user's own\n" and (sweep / "run").is_symlink()
 
 
-def test_two_processes_writing_a_folder_at_once_both_list_every_file(tmp_path):
+@pytest.mark.parametrize("same_file", [False, True])
+def test_two_processes_writing_a_folder_at_once_both_list_every_file(tmp_path, same_file):
     """A run writing its folder while ``highwaynet report`` writes the report there (which needs no run lock:
     it writes files the run never does): each lists the files it writes in the folder's marker at once. Each
     update of the marker reads, adds and writes it again; unserialised, one process's names were lost (the
     folder then looked foreign: "X was not written by highwaynet"), or its temporary file, shared, was put
-    in place half-written by the other (a damaged marker) or was missing (FileNotFoundError)."""
+    in place half-written by the other (a damaged marker) or was missing (FileNotFoundError).
+
+    ``same_file``: two reports of one run written at once write the same file through the same temporary
+    (``NAME.tmp``); unserialised, one found the other's temporary in its place (FileExistsError) or gone."""
     import subprocess
     import sys
     import time
@@ -694,9 +698,10 @@ def test_two_processes_writing_a_folder_at_once_both_list_every_file(tmp_path):
     import highwaynet
 
     files.claim(tmp_path, "run")
+    name = "'report.html'" if same_file else "f'{sys.argv[2]}{i}'"
     script = ("import sys, time; from pathlib import Path; from highwaynet.training import files\n"
               "while time.time() < float(sys.argv[3]): time.sleep(0.001)\n"  # (both start at once, imports done)
-              "for i in range(300): files.write_text(Path(sys.argv[1]) / f'{sys.argv[2]}{i}', 'x')\n")
+              f"for i in range(300): files.write_text(Path(sys.argv[1]) / {name}, sys.argv[2] * 10000)\n")
     env = {**os.environ, "PYTHONPATH": str(Path(highwaynet.__file__).parents[1])}
     start = str(time.time() + 5)
     writers = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), who, start], env=env,
@@ -704,7 +709,11 @@ def test_two_processes_writing_a_folder_at_once_both_list_every_file(tmp_path):
     errors = [writer.communicate(timeout=process_timeout(120))[1] for writer in writers]
     assert [writer.returncode for writer in writers] == [0, 0], errors
     listed = files.written(tmp_path)
-    assert {f"{who}{i}" for who in ("run", "report") for i in range(300)} <= listed
+    if same_file:
+        assert (tmp_path / "report.html").read_text() in ("run" * 10000, "report" * 10000)
+        assert not (tmp_path / "report.html.tmp").exists() and {"report.html", "report.html.tmp"} <= listed
+    else:
+        assert {f"{who}{i}" for who in ("run", "report") for i in range(300)} <= listed
 
 
 def _marked(folder: Path, kind: str, *names: str) -> Path:
@@ -751,6 +760,31 @@ def test_a_removal_waits_for_the_marker_held_by_another(tmp_path, removal):
         os.close(fd)
     worker.join(10)
     assert done.is_set() and expect()
+
+
+def test_claiming_a_new_folder_waits_for_the_marker_held_by_another(tmp_path):
+    """Two processes claiming one new folder at once (two runs started with the same --out): the second waits
+    for the first's marker and takes it, rather than writing a marker of its own over it (two identities,
+    and the names the first listed meanwhile lost)."""
+    import fcntl
+    import threading
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    claimed: list[dict] = []
+    worker = threading.Thread(target=lambda: claimed.append(files.claim(folder, "run")), daemon=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive() and not (folder / files.MARKER).exists(), "marked while another held the marker"
+        mine = files._new_marker("run", ["a"])  # (the other process's marker, and a file it listed)
+        (folder / files.MARKER).write_text(json.dumps(mine))  # (as it would: written, not through our lock)
+    finally:
+        os.close(fd)
+    worker.join(10)
+    assert claimed == [mine] and files.written(folder) == {"a"}
 
 
 def test_a_thread_holding_the_marker_may_clear_the_folder(tmp_path):

@@ -89,6 +89,22 @@ def test_projection_and_resize_take_the_factory_keywords():
     assert make_resize("projection", 3, 4, device="meta").weight.is_meta
 
 
+@pytest.mark.parametrize("name", [*LAYERS, "ELMoBiLM"])
+def test_a_cuda_device_the_machine_lacks_is_refused_by_name(name, monkeypatch):
+    from elmo_reference import options
+
+    from highwaynet.elmo import ELMoBiLM
+
+    make = (lambda **k: ELMoBiLM.from_options(options(), **k)) if name == "ELMoBiLM" else LAYERS[name][0]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"device='cuda': this machine has no CUDA device.*pass device='cpu'"):
+        make(device="cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ValueError, match=r"device=device\(type='cuda', index=2\): this machine has 2 CUDA"):
+        make(device=torch.device("cuda", 2))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", list(LAYERS))
 def test_parameters_made_on_the_gpu(name):

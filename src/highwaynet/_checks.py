@@ -206,9 +206,18 @@ def check_device(name: str, value: object) -> torch.device:
 
 def check_factory(device: object, dtype: object) -> dict[str, Any]:
     """``{"device": ..., "dtype": ...}`` for a layer's parameters, as ``torch.nn``'s factory
-    arguments: a device torch knows (or None) and a floating-point dtype (or None)."""
+    arguments: a device torch knows (or None) and a floating-point dtype (or None). A CUDA device this
+    machine lacks is refused here, where ``torch.nn`` lets an ``AssertionError`` ("Torch not compiled with
+    CUDA enabled") or "invalid device ordinal" come from deep inside torch."""
     if device is not None:
-        check_device("device", device)
+        where = check_device("device", device)
+        if where.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: this machine has no CUDA device that PyTorch can use "
+                             f"(torch.cuda.is_available() is False: a CPU-only build of PyTorch, or no GPU or "
+                             f"driver); pass device='cpu' or leave device out")
+        if where.type == "cuda" and where.index is not None and where.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                             f"numbered from 0; pass one of them")
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {describe(dtype)}")
     return {"device": device, "dtype": dtype}

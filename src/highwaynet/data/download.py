@@ -17,7 +17,7 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
+import tempfile
 import urllib.error
 import urllib.request
 import warnings
@@ -145,9 +145,13 @@ def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hi
 
 
 def _download(url: str, sha256: str, target: Path, pin: str) -> None:
-    partial = target.with_name(target.name + ".part")
+    # The partial file is written in a folder made for this download alone (``mkdtemp``: new, the user's
+    # only): a ``NAME.part`` planted beside the target, a link to a file elsewhere, is never written
+    # through, and two downloads of the same file at once never write into each other's.
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".download", dir=target.parent))
+    partial = scratch / (target.name + ".part")
     try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
+        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "xb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=f"downloading {target.name}") as bar:
                 for block in iter(lambda: response.read(1 << 16), b""):
@@ -159,10 +163,10 @@ def _download(url: str, sha256: str, target: Path, pin: str) -> None:
             warnings.warn(f"{target} was downloaded from {url} without a sha256 check: its publisher gives none. "
                           f"Its sha256 is {sha256_of(partial)}; once you trust this copy, {pin}, and the file "
                           f"will be checked against it from then on", UncheckedDownloadWarning, stacklevel=4)
-    except BaseException:
+        os.replace(partial, target)
+    finally:
         partial.unlink(missing_ok=True)
-        raise
-    shutil.move(partial, target)
+        scratch.rmdir()
 
 
 def _verified_record() -> Path:

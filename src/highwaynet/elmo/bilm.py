@@ -18,6 +18,8 @@ r"""ELMo's bidirectional language model: the character encoder, then LSTMs with 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -352,12 +354,22 @@ class ELMoBiLM(nn.Module):
         opts = read_options(self.options())
         state = {k: v.detach().float().cpu() for k, v in self.state_dict().items()}
         arrays = arrays_from_state_dict(state, opts)
-        tmp = folder / "weights.hdf5.tmp"
-        with h5py.File(tmp, "w") as f:
-            for name, value in arrays.items():
-                f.create_dataset(name, data=value)
-        tmp.replace(folder / "weights.hdf5")
-        (folder / "options.json").write_text(json.dumps(self.options(), indent=1) + "\n")
+        # Both files are written whole in a folder made for this call alone (a link planted in the place
+        # of a temporary is never written through), then each is moved into place in one step (a reader,
+        # or a kill, never meets half of one; a link in place of options.json is replaced, not followed).
+        scratch = Path(tempfile.mkdtemp(prefix=".save_files.", dir=folder))
+        names = ("options.json", "weights.hdf5")
+        try:
+            with h5py.File(scratch / "weights.hdf5", "w") as f:
+                for name, value in arrays.items():
+                    f.create_dataset(name, data=value)
+            (scratch / "options.json").write_text(json.dumps(self.options(), indent=1) + "\n")
+            for name in names:
+                os.replace(scratch / name, folder / name)
+        finally:
+            for name in names:
+                (scratch / name).unlink(missing_ok=True)
+            scratch.rmdir()
         return folder / "options.json", folder / "weights.hdf5"
 
     # -- the state -------------------------------------------------------------------------------

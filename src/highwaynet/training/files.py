@@ -321,11 +321,18 @@ def claim(folder: str | Path, kind: str, what: str = "", *, identity: Identity |
     says so (``log``, default ``print``). Anything else raises :class:`FolderNotOurs` (:func:`check_claimable`).
     """
     folder = Path(folder)
+    if check_claimable(folder, kind, what) is None:
+        make_dirs(folder)
+    with _marker_held(folder):  # (two processes claiming a new folder at once: one marks it, the other takes it)
+        return _claim_held(folder, kind, what, identity, log)
+
+
+def _claim_held(folder: Path, kind: str, what: str, identity: Identity | None,
+                log: Callable[[str], None] | None) -> dict[str, Any]:
     found = check_claimable(folder, kind, what)
     if found is not None:
         return found
-    problem = read_marker(folder)[1] if folder.is_dir() else None
-    make_dirs(folder)
+    problem = read_marker(folder)[1]
     entries = _entries(folder)
     listed = _its_own(folder, kind, entries) if problem is not None else entries
     found = _new_marker(kind, listed)
@@ -701,21 +708,25 @@ def _replace(path: Path, data: bytes, keep_previous: Path | None = None) -> None
     with ``keep_previous``, the file it replaces is moved there first."""
     _refuse_link(path)
     tmp = path.with_name(path.name + ".tmp")
-    _record(tmp)  # (listed before it exists: a kill leaves it listed, and the next run may remove it)
-    if tmp.is_symlink() or tmp.is_dir():
-        raise FolderNotOurs(f"{tmp} is in the place of highwaynet's temporary file and is not one: move it out of "
-                            f"{tmp.parent} and run again")
-    tmp.unlink(missing_ok=True)  # a stale one of ours, left by a kill
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "wb") as f:
-            _write_all(f, data)
-    except OSError as error:
-        tmp.unlink(missing_ok=True)
-        raise _disk_full(path, error) from None
-    if keep_previous is not None and path.exists():
-        os.replace(path, keep_previous)
-    os.replace(tmp, path)
+    # The folder's marker is held from the temporary's listing to its move into place: two processes writing
+    # the same file at once (two reports of one run) would otherwise share ``NAME.tmp``, one removing or
+    # moving the other's half-written one.
+    with _marker_held(path.parent):
+        _record(tmp)  # (listed before it exists: a kill leaves it listed, and the next run may remove it)
+        if tmp.is_symlink() or tmp.is_dir():
+            raise FolderNotOurs(f"{tmp} is in the place of highwaynet's temporary file and is not one: move it "
+                                f"out of {tmp.parent} and run again")
+        tmp.unlink(missing_ok=True)  # a stale one of ours, left by a kill
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with os.fdopen(fd, "wb") as f:
+                _write_all(f, data)
+        except OSError as error:
+            tmp.unlink(missing_ok=True)
+            raise _disk_full(path, error) from None
+        if keep_previous is not None and path.exists():
+            os.replace(path, keep_previous)
+        os.replace(tmp, path)
 
 
 def write_bytes(path: str | Path, data: bytes, keep_previous: str | Path | None = None) -> None:
