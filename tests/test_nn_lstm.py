@@ -239,6 +239,40 @@ def test_dropout_between_blocks_with_one_block_warns_as_nn_lstm_does(highway):
         HighwayLSTMBlock(3, 4, dropout=0.5, highway=highway)  # (a block's dropout is on its own H)
 
 
+@pytest.mark.parametrize("model", ["HighwayLSTM", "HighwayLSTM packed", "LSTMLanguageModel", "CharAwareLanguageModel"])
+def test_a_bfloat16_lstm_runs_on_torchs_own_where_onednn_has_none(model, monkeypatch):
+    """Where oneDNN has no bfloat16 LSTM (a processor without AVX-512), torch 2.3 ran a bfloat16 ``nn.LSTM``
+    on the CPU through it all the same and failed ("could not create a primitive descriptor for an LSTM
+    forward propagation primitive"); the layers then run it with oneDNN off (torch's own LSTM, which later
+    releases choose themselves there), and a float32 one as it was. Checked here by what each LSTM runs
+    under, on any processor; on torch 2.3 without AVX-512 by the benchmarks' and the layers' own tests."""
+    import highwaynet.nn.lstm as lstm_module
+    from highwaynet.models.lm import CharAwareLanguageModel, LSTMLanguageModel
+
+    torch.manual_seed(0)
+    if model.startswith("HighwayLSTM"):
+        net, x = HighwayLSTM(8, 6, num_layers=2, batch_first=True), torch.randn(2, 5, 8)
+        kwargs = {"lengths": torch.tensor([5, 2])} if model.endswith("packed") else {}
+        lstms = [block.lstm for block in net.blocks]
+    else:
+        net = (LSTMLanguageModel(20, 6) if model == "LSTMLanguageModel" else
+               CharAwareLanguageModel(torch.randint(1, 9, (20, 4)), 9, 6, encoder_options={"filters": [[2, 4]]}))
+        x, kwargs, lstms = torch.randint(0, 20, (5, 2)), {}, [net.rnn]
+    onednn = []
+    for lstm in lstms:
+        lstm.register_forward_pre_hook(lambda m, args: onednn.append(torch.backends.mkldnn.enabled))
+    cases = [(False, torch.float32), (False, torch.bfloat16), (True, torch.float32)]
+    if lstm_module.ONEDNN_BFLOAT16:  # (where it has none, torch 2.3 fails on it: what is checked)
+        cases.append((True, torch.bfloat16))
+    for has_it, dtype in cases:
+        monkeypatch.setattr(lstm_module, "ONEDNN_BFLOAT16", has_it)
+        onednn.clear()
+        out = net.to(dtype)(x if x.dtype == torch.long else x.to(dtype), **kwargs)[0]
+        assert out.dtype == dtype and torch.isfinite(out).all()
+        assert onednn == [has_it or dtype == torch.float32] * len(lstms), (has_it, dtype)
+    assert torch.backends.mkldnn.enabled  # (on again after each call)
+
+
 def test_the_state_by_nn_lstm_keyword_hx():
     torch.manual_seed(0)
     stack = HighwayLSTM(3, 4, num_layers=2)

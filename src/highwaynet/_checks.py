@@ -237,24 +237,27 @@ def tracing() -> bool:
     return torch.compiler.is_compiling() or _capturing_or_jit()
 
 
+#: torch >= 2.4 asks autocast's state by device type; 2.3 has one function a device type. Decided here, not by
+#: catching the TypeError: inside ``torch.compile`` 2.3's compiler raises its own error for that call.
+_AUTOCAST_BY_DEVICE_TYPE = release(torch.__version__) >= (2, 4)
+
+
 def autocasting(device_type: str) -> bool:
     """Whether autocast is on for ``device_type`` (inputs then need not have the parameters' dtype)."""
-    try:
+    if _AUTOCAST_BY_DEVICE_TYPE:
         return bool(torch.is_autocast_enabled(device_type))
-    except TypeError:  # torch < 2.4: no device type here
-        if device_type == "cpu":
-            return bool(torch.is_autocast_cpu_enabled())
-        return bool(torch.is_autocast_enabled())
+    if device_type == "cpu":
+        return bool(torch.is_autocast_cpu_enabled())
+    return bool(torch.is_autocast_enabled())
 
 
 def autocast_dtype(device_type: str) -> torch.dtype | None:
     """The dtype autocast casts to on ``device_type``, None when it is off there."""
     if not autocasting(device_type):
         return None
-    try:
+    if hasattr(torch, "get_autocast_dtype"):
         return torch.get_autocast_dtype(device_type)
-    except AttributeError:  # torch < 2.4: one function a device type
-        return torch.get_autocast_cpu_dtype() if device_type == "cpu" else torch.get_autocast_gpu_dtype()
+    return torch.get_autocast_cpu_dtype() if device_type == "cpu" else torch.get_autocast_gpu_dtype()
 
 
 def dtypes_meet(dtype: torch.dtype, other: torch.dtype, device_type: str) -> bool:

@@ -19,7 +19,7 @@ from .._checks import check_choice, check_flag, check_ids, check_probability, ch
 from ..nn import RHN, CharCNNHighway
 from ..nn._signature import settings_repr
 from ..nn.char import PRESETS
-from ..nn.lstm import lstm_inputs
+from ..nn.lstm import lstm_inputs, run_lstm
 from ..nn.rhn import variational_dropout
 from .transformer import CausalTransformer
 
@@ -141,7 +141,7 @@ class LSTMLanguageModel(_LanguageModel):
 
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
         check_lstm_state(type(self).__name__, state, self.num_layers, self.hidden_size, x)
-        return self.rnn(*lstm_inputs(x, cast("tuple[Tensor, Tensor] | None", state)))
+        return run_lstm(self.rnn, *lstm_inputs(x, cast("tuple[Tensor, Tensor] | None", state)))
 
 
 def check_lstm_state(owner: str, state: object, num_layers: int, hidden_size: int, x: Tensor) -> None:
@@ -237,8 +237,9 @@ class CharAwareLanguageModel(nn.Module):
         x = variational_dropout(x, self.input_dropout, self.training)
         if self.rnn_kind == "lstm":
             check_lstm_state(type(self).__name__, state, self.num_layers, self.hidden_size, x)
-            x, state = lstm_inputs(x, cast("tuple[Tensor, Tensor] | None", state))
-        out, state = self.rnn(x, state)
+            out, state = run_lstm(cast(nn.LSTM, self.rnn), *lstm_inputs(x, cast("tuple[Tensor, Tensor] | None", state)))
+        else:
+            out, state = self.rnn(x, state)
         out = variational_dropout(out, self.output_dropout, self.training)
         return self.decoder(out), state
 

@@ -119,6 +119,45 @@ def lstm_inputs(x: Tensor, state: LSTMState | None) -> tuple[Tensor, LSTMState |
     return cast(x), None if state is None else (cast(state[0]), cast(state[1]))
 
 
+def _onednn_has_bfloat16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # (a build without oneDNN: nothing of it to avoid)
+        return True
+
+
+#: Whether oneDNN has a bfloat16 LSTM on this processor (AVX-512 and after). Where it has none, torch
+#: 2.3 runs a bfloat16 ``nn.LSTM`` on the CPU through it all the same and fails ("could not create a
+#: primitive descriptor for an LSTM forward propagation primitive"); later releases take torch's own LSTM
+#: there, as :func:`run_lstm` then has every release do.
+ONEDNN_BFLOAT16 = _onednn_has_bfloat16()
+
+
+@overload
+def run_lstm(lstm: nn.LSTM, x: Tensor, state: LSTMState | None) -> tuple[Tensor, LSTMState]: ...
+
+
+@overload
+def run_lstm(lstm: nn.LSTM, x: PackedSequence, state: LSTMState | None) -> tuple[PackedSequence, LSTMState]: ...
+
+
+def run_lstm(lstm: nn.LSTM, x: Tensor | PackedSequence,
+             state: LSTMState | None) -> tuple[Tensor | PackedSequence, LSTMState]:
+    """``lstm(x, state)``, for an input already in its dtype (:func:`lstm_inputs`); on a processor whose
+    oneDNN has no bfloat16 LSTM, a bfloat16 one runs on torch's own LSTM (see :data:`ONEDNN_BFLOAT16`)."""
+    data = x.data if isinstance(x, PackedSequence) else x
+    if (ONEDNN_BFLOAT16 or data.dtype != torch.bfloat16 or data.device.type != "cpu"
+            or torch.compiler.is_compiling() or not torch.backends.mkldnn.enabled):
+        return lstm(x, state)  # type: ignore[no-any-return]
+    # (the switch alone, ``torch.backends.mkldnn.enabled``: ``torch.backends.mkldnn.flags`` sets oneDNN's TF32
+    # too, which torch 2.13 warns of at each call)
+    setattr(torch.backends.mkldnn, "enabled", False)  # noqa: B010 (typed as the property object it is)
+    try:
+        return lstm(x, state)  # type: ignore[no-any-return]
+    finally:
+        setattr(torch.backends.mkldnn, "enabled", True)  # noqa: B010
+
+
 def _weight(block: HighwayLSTMBlock) -> Tensor | None:
     """The block's LSTM's first weight, whose dtype and device an input must have; None while
     compiled, where touching an ``nn.LSTM`` at all makes Dynamo give up on the whole frame (nn.LSTM
@@ -221,7 +260,7 @@ class HighwayLSTMBlock(nn.Module):
         if lengths is None:
             # No packing when nothing is padded: faster, and no shape that depends on data (so that
             # torch.export can trace the block).
-            h, state = self.lstm(*lstm_inputs(x, state))
+            h, state = run_lstm(self.lstm, *lstm_inputs(x, state))
             # (a view that changes nothing, but for torch 2.10 to 2.12's export, which gives nn.LSTM's
             # final state a shape of four dimensions, (D, 1, B, H), that its ONNX export then fails on)
             shape = (self.lstm.num_layers * (2 if self.lstm.bidirectional else 1), x.shape[0], self.lstm.hidden_size)
@@ -237,8 +276,8 @@ class HighwayLSTMBlock(nn.Module):
                 h, state = unpacked_lstm(self.lstm, lstm_x, lengths, mask, state)
             else:
                 packed = pack_padded_sequence(lstm_x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-                h, state = self.lstm(packed, state)
-                h, _ = pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
+                packed_h, state = run_lstm(self.lstm, packed, state)
+                h, _ = pad_packed_sequence(packed_h, batch_first=True, total_length=x.shape[1])
         if not self.highway:
             return self.dropout(h), state
         y = self.gate(self.dropout(h), self.transform(x), self.resize(x))
