@@ -123,14 +123,22 @@ def test_a_download_never_writes_through_a_planted_part_file(tmp_path, pinned):
 
 
 def test_a_failed_download_leaves_nothing_behind(tmp_path):
+    """Refused, truncated or not the published file, nothing of it is left, and the message names the file
+    and where it came from: it named the partial file, in a folder of its own that was removed with it
+    (``HOME/.data.csv.gz.k2j4.download/data.csv.gz.part``), and said to delete it."""
     served = tmp_path / "server" / "data.csv.gz"
     served.parent.mkdir()
     with gzip.open(served, "wt") as f:
         f.write("1,2,3\n")
     home = tmp_path / "home"
-    with pytest.raises(OSError, match=r"data\.csv\.gz\.part does not match its sha256"):
-        locate(DataFile("data.csv.gz", served.resolve().as_uri(), "0" * 64), [home], download=True, hint="")
-    assert list(home.iterdir()) == []
+    file = DataFile("data.csv.gz", served.resolve().as_uri(), "0" * 64)
+    for problem in ("does not match its sha256", "is corrupt"):
+        with pytest.raises(OSError) as info:
+            locate(file, [home], download=True, hint="")
+        assert str(info.value).startswith(f"{home / 'data.csv.gz'} (downloaded from {file.url}) {problem} (")
+        assert str(info.value).endswith("nothing of it was kept: download it again")
+        assert list(home.iterdir()) == []
+        served.write_bytes(served.read_bytes()[:-4])  # (a gzip cut short)
 
 
 def test_truncated_idx_file(tmp_path):

@@ -158,7 +158,7 @@ def _download(url: str, sha256: str, target: Path, pin: str) -> None:
                     out.write(block)
                     bar.update(len(block))
         if sha256:
-            check_sha256(partial, sha256, url)
+            check_sha256(partial, sha256, url, download_of=target)
         else:
             warnings.warn(f"{target} was downloaded from {url} without a sha256 check: its publisher gives none. "
                           f"Its sha256 is {sha256_of(partial)}; once you trust this copy, {pin}, and the file "
@@ -215,14 +215,18 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def check_sha256(path: Path, expected: str, source: str | None = None) -> None:
-    """Raise ``OSError`` naming the file, both hashes and what to do when ``path`` is not ``expected``."""
+def check_sha256(path: Path, expected: str, source: str | None = None, *, download_of: Path | None = None) -> None:
+    """Raise ``OSError`` naming the file, both hashes and what to do when ``path`` is not ``expected``.
+    ``download_of``: ``path`` is the partial download of that file (from ``source``), in a folder of its own
+    that is removed with it, so the message names the file and where it came from, not the partial."""
+    name = path if download_of is None else f"{download_of} (downloaded from {source})"
+    again = ("delete it and download it again" + (f" from {source}" if source else "") if download_of is None else
+             "nothing of it was kept: download it again")
     try:
         actual = sha256_of(path)
     except (OSError, EOFError) as error:
-        raise OSError(f"{path} is corrupt ({error}); delete it and download it again") from error
+        raise OSError(f"{name} is corrupt ({error}); {again}") from error
     if actual != expected:
-        raise OSError(f"{path} does not match its sha256 (expected {expected}, got {actual}); "
-                      f"the file is corrupt or not the published one: delete it and download it again"
-                      + (f" from {source}" if source else ""))
+        raise OSError(f"{name} does not match its sha256 (expected {expected}, got {actual}); "
+                      f"the file is corrupt or not the published one: {again}")
 
