@@ -1,5 +1,7 @@
 import gzip
+import os
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -139,6 +141,35 @@ def test_a_failed_download_leaves_nothing_behind(tmp_path):
         assert str(info.value).endswith("nothing of it was kept: download it again")
         assert list(home.iterdir()) == []
         served.write_bytes(served.read_bytes()[:-4])  # (a gzip cut short)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: a download's folder is not locked there")
+def test_what_a_killed_download_left_is_removed_by_the_next_one_and_one_under_way_is_not(tmp_path):
+    """A download killed before its end (SIGKILL, SIGTERM, a closed terminal) left its folder, hidden, with
+    all it had downloaded, for ever: each such kill one more. The next download of the file removes it;
+    one under way (its folder locked), one not yet begun (no partial file), and a look-alike stay."""
+    import fcntl
+
+    served = tmp_path / "server" / "data.csv.gz"
+    served.parent.mkdir()
+    with gzip.open(served, "wt") as f:
+        f.write("1,2,3\n")
+    home = tmp_path / "home"
+    killed, running, empty, other = (home / f".data.csv.gz.{k}.download" for k in ("k1ll3d_x", "runn1ng_", "empty123",
+                                                                                   "a.b"))
+    for folder in (killed, running, empty, other):
+        folder.mkdir(parents=True)
+    for folder in (killed, running, other):
+        (folder / "data.csv.gz.part").write_bytes(b"half a download")
+    lock = os.open(running, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        locate(DataFile("data.csv.gz", served.resolve().as_uri(), sha256_of(served)), [home], download=True,
+               hint="")
+    finally:
+        os.close(lock)
+    assert sorted(p.name for p in home.iterdir()) == sorted(["data.csv.gz", running.name, empty.name, other.name])
+    assert (running / "data.csv.gz.part").read_bytes() == b"half a download"
 
 
 def test_truncated_idx_file(tmp_path):
