@@ -1,5 +1,7 @@
 import gzip
+import os
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -123,14 +125,51 @@ def test_a_download_never_writes_through_a_planted_part_file(tmp_path, pinned):
 
 
 def test_a_failed_download_leaves_nothing_behind(tmp_path):
+    """Refused, truncated or not the published file, nothing of it is left, and the message names the file
+    and where it came from: it named the partial file, in a folder of its own that was removed with it
+    (``HOME/.data.csv.gz.k2j4.download/data.csv.gz.part``), and said to delete it."""
     served = tmp_path / "server" / "data.csv.gz"
     served.parent.mkdir()
     with gzip.open(served, "wt") as f:
         f.write("1,2,3\n")
     home = tmp_path / "home"
-    with pytest.raises(OSError, match=r"data\.csv\.gz\.part does not match its sha256"):
-        locate(DataFile("data.csv.gz", served.resolve().as_uri(), "0" * 64), [home], download=True, hint="")
-    assert list(home.iterdir()) == []
+    file = DataFile("data.csv.gz", served.resolve().as_uri(), "0" * 64)
+    for problem in ("does not match its sha256", "is corrupt"):
+        with pytest.raises(OSError) as info:
+            locate(file, [home], download=True, hint="")
+        assert str(info.value).startswith(f"{home / 'data.csv.gz'} (downloaded from {file.url}) {problem} (")
+        assert str(info.value).endswith("nothing of it was kept: download it again")
+        assert list(home.iterdir()) == []
+        served.write_bytes(served.read_bytes()[:-4])  # (a gzip cut short)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: a download's folder is not locked there")
+def test_what_a_killed_download_left_is_removed_by_the_next_one_and_one_under_way_is_not(tmp_path):
+    """A download killed before its end (SIGKILL, SIGTERM, a closed terminal) left its folder, hidden, with
+    all it had downloaded, for ever: each such kill one more. The next download of the file removes it;
+    one under way (its folder locked), one not yet begun (no partial file), and a look-alike stay."""
+    import fcntl
+
+    served = tmp_path / "server" / "data.csv.gz"
+    served.parent.mkdir()
+    with gzip.open(served, "wt") as f:
+        f.write("1,2,3\n")
+    home = tmp_path / "home"
+    killed, running, empty, other = (home / f".data.csv.gz.{k}.download" for k in ("k1ll3d_x", "runn1ng_", "empty123",
+                                                                                   "a.b"))
+    for folder in (killed, running, empty, other):
+        folder.mkdir(parents=True)
+    for folder in (killed, running, other):
+        (folder / "data.csv.gz.part").write_bytes(b"half a download")
+    lock = os.open(running, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        locate(DataFile("data.csv.gz", served.resolve().as_uri(), sha256_of(served)), [home], download=True,
+               hint="")
+    finally:
+        os.close(lock)
+    assert sorted(p.name for p in home.iterdir()) == sorted(["data.csv.gz", running.name, empty.name, other.name])
+    assert (running / "data.csv.gz.part").read_bytes() == b"half a download"
 
 
 def test_truncated_idx_file(tmp_path):

@@ -363,8 +363,8 @@ def test_a_published_model_downloads_unchecked_saying_so_or_pinned_with_sha256(m
                      str(source), "--out", str(tmp_path / data / "o.hdf5"), "--device", "cpu", "--no-progress", *extra])
 
     assert run("pinned", "--sha256", digests[0], "0" * 64) == 2
-    assert f"weights.hdf5.part does not match its sha256 (expected {'0' * 64}, got {digests[1]})" in \
-        capsys.readouterr().err
+    assert f"weights.hdf5 (downloaded from {model[1].as_uri()}) does not match its sha256 (expected {'0' * 64}, got " \
+           f"{digests[1]})" in capsys.readouterr().err
     assert not (tmp_path / "pinned" / "tiny" / "weights.hdf5").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncheckedDownloadWarning)

@@ -273,6 +273,56 @@ def test_a_bfloat16_lstm_runs_on_torchs_own_where_onednn_has_none(model, monkeyp
     assert torch.backends.mkldnn.enabled  # (on again after each call)
 
 
+def test_a_bfloat16_lstm_in_another_thread_runs_with_onednn_off_to_its_end(monkeypatch):
+    """oneDNN's switch is one for the whole process: a bfloat16 LSTM whose call began while another
+    thread's had switched it off took it as the user's own setting, and ran on once the other's end had
+    switched it back on, through oneDNN (torch 2.3 on a processor without AVX-512: "could not create a
+    primitive descriptor for an LSTM forward propagation primitive", now and then, two threads at once).
+    Checked by the switch each LSTM meets: off for both, then back as it was (on; off where the user set it)."""
+    import threading
+
+    import highwaynet.nn.lstm as lstm_module
+
+    monkeypatch.setattr(lstm_module, "ONEDNN_BFLOAT16", False)
+    first, second = (HighwayLSTM(4, 3, batch_first=True).to(torch.bfloat16) for _ in range(2))
+    x = torch.randn(2, 3, 4, dtype=torch.bfloat16)
+    inside, second_began, first_ended = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first_lstm(module, args):
+        inside.set()
+        assert second_began.wait(10)
+
+    def second_lstm(module, args):
+        second_began.set()
+        assert first_ended.wait(10)  # (the first call over: the switch as the first left it)
+        seen["second"] = torch.backends.mkldnn.enabled
+
+    def run_first():
+        first(x)
+        first_ended.set()
+
+    def run_second():
+        assert inside.wait(10)
+        second(x)
+
+    first.blocks[0].lstm.register_forward_pre_hook(first_lstm)
+    second.blocks[0].lstm.register_forward_pre_hook(second_lstm)
+    threads = [threading.Thread(target=run_first), threading.Thread(target=run_second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert seen == {"second": False} and torch.backends.mkldnn.enabled
+    first.blocks[0].lstm._forward_pre_hooks.clear()
+    torch.backends.mkldnn.enabled = False  # (the user's own setting: kept)
+    try:
+        first(x)
+        assert not torch.backends.mkldnn.enabled
+    finally:
+        torch.backends.mkldnn.enabled = True
+
+
 def test_the_state_by_nn_lstm_keyword_hx():
     torch.manual_seed(0)
     stack = HighwayLSTM(3, 4, num_layers=2)

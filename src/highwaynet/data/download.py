@@ -22,12 +22,21 @@ import urllib.error
 import urllib.request
 import warnings
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 from tqdm.auto import tqdm
 
 from .._checks import check_flag, check_path, parse_json
+
+try:  # (a download's own folder locked while it runs, so that one left by a kill is told from it: POSIX only)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+_DIRECTORY, _NOFOLLOW = getattr(os, "O_DIRECTORY", 0), getattr(os, "O_NOFOLLOW", 0)
 
 __all__ = ["DataFile", "DataNotFoundError", "UncheckedDownloadWarning", "default_data_dir", "locate", "package_file",
            "parse_json", "read_text", "search_folders", "sha256_of"]
@@ -147,10 +156,14 @@ def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hi
 def _download(url: str, sha256: str, target: Path, pin: str) -> None:
     # The partial file is written in a folder made for this download alone (``mkdtemp``: new, the user's
     # only): a ``NAME.part`` planted beside the target, a link to a file elsewhere, is never written
-    # through, and two downloads of the same file at once never write into each other's.
+    # through, and two downloads of the same file at once never write into each other's. That folder is locked
+    # while the download runs: one that a kill left (SIGKILL, SIGTERM, a closed terminal), with all it had
+    # downloaded, is not, and the next download of the file removes it (hidden, it would stay for ever).
+    _remove_killed_downloads(target)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".download", dir=target.parent))
-    partial = scratch / (target.name + ".part")
+    partial, held = scratch / (target.name + ".part"), None
     try:
+        held = _lock_folder(scratch)
         with urllib.request.urlopen(url, timeout=60) as response, open(partial, "xb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=f"downloading {target.name}") as bar:
@@ -158,7 +171,7 @@ def _download(url: str, sha256: str, target: Path, pin: str) -> None:
                     out.write(block)
                     bar.update(len(block))
         if sha256:
-            check_sha256(partial, sha256, url)
+            check_sha256(partial, sha256, url, download_of=target)
         else:
             warnings.warn(f"{target} was downloaded from {url} without a sha256 check: its publisher gives none. "
                           f"Its sha256 is {sha256_of(partial)}; once you trust this copy, {pin}, and the file "
@@ -166,7 +179,52 @@ def _download(url: str, sha256: str, target: Path, pin: str) -> None:
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+        if held is not None:
+            os.close(held)
         scratch.rmdir()
+
+
+def _lock_folder(folder: Path) -> int | None:
+    """A descriptor of ``folder`` holding an OS lock on it (released when it is closed, or the process dies);
+    None where there is no such lock (Windows). Where the file system has none, the folder is open unlocked,
+    and :func:`_remove_killed_downloads` removes nothing there."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return None
+    fd = os.open(folder, os.O_RDONLY)
+    with suppress(OSError):  # (blocks only while another download looks at it: never long)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _remove_killed_downloads(target: Path) -> None:
+    """Remove the folders that downloads of ``target`` killed before their end left beside it (each with
+    its partial file): those whose lock (:func:`_lock_folder`) can be taken. One under way holds its lock;
+    one just made holds no partial file yet, and is left."""
+    if fcntl is None:  # pragma: no cover - Windows
+        return
+    prefix, suffix, part = f".{target.name}.", ".download", target.name + ".part"
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        middle = name[len(prefix):-len(suffix)]
+        if not (name.startswith(prefix) and name.endswith(suffix) and middle and "." not in middle):
+            continue
+        try:
+            fd = os.open(target.parent / name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (held: a download under way; no lock here: left)
+            if not S_ISREG(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
+                continue
+            os.unlink(part, dir_fd=fd)
+            os.rmdir(target.parent / name)  # (anything else in it: left, with the folder)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
 
 
 def _verified_record() -> Path:
@@ -215,14 +273,18 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def check_sha256(path: Path, expected: str, source: str | None = None) -> None:
-    """Raise ``OSError`` naming the file, both hashes and what to do when ``path`` is not ``expected``."""
+def check_sha256(path: Path, expected: str, source: str | None = None, *, download_of: Path | None = None) -> None:
+    """Raise ``OSError`` naming the file, both hashes and what to do when ``path`` is not ``expected``.
+    ``download_of``: ``path`` is the partial download of that file (from ``source``), in a folder of its own
+    that is removed with it, so the message names the file and where it came from, not the partial."""
+    name = path if download_of is None else f"{download_of} (downloaded from {source})"
+    again = ("delete it and download it again" + (f" from {source}" if source else "") if download_of is None else
+             "nothing of it was kept: download it again")
     try:
         actual = sha256_of(path)
     except (OSError, EOFError) as error:
-        raise OSError(f"{path} is corrupt ({error}); delete it and download it again") from error
+        raise OSError(f"{name} is corrupt ({error}); {again}") from error
     if actual != expected:
-        raise OSError(f"{path} does not match its sha256 (expected {expected}, got {actual}); "
-                      f"the file is corrupt or not the published one: delete it and download it again"
-                      + (f" from {source}" if source else ""))
+        raise OSError(f"{name} does not match its sha256 (expected {expected}, got {actual}); "
+                      f"the file is corrupt or not the published one: {again}")
 

@@ -12,7 +12,9 @@ or by zero padding (:mod:`highwaynet.nn.resize`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import cast, overload
 
 import torch
@@ -146,16 +148,39 @@ def run_lstm(lstm: nn.LSTM, x: Tensor | PackedSequence,
     """``lstm(x, state)``, for an input already in its dtype (:func:`lstm_inputs`); on a processor whose
     oneDNN has no bfloat16 LSTM, a bfloat16 one runs on torch's own LSTM (see :data:`ONEDNN_BFLOAT16`)."""
     data = x.data if isinstance(x, PackedSequence) else x
-    if (ONEDNN_BFLOAT16 or data.dtype != torch.bfloat16 or data.device.type != "cpu"
-            or torch.compiler.is_compiling() or not torch.backends.mkldnn.enabled):
+    if ONEDNN_BFLOAT16 or data.dtype != torch.bfloat16 or data.device.type != "cpu" or torch.compiler.is_compiling():
         return lstm(x, state)  # type: ignore[no-any-return]
-    # (the switch alone, ``torch.backends.mkldnn.enabled``: ``torch.backends.mkldnn.flags`` sets oneDNN's TF32
-    # too, which torch 2.13 warns of at each call)
-    setattr(torch.backends.mkldnn, "enabled", False)  # noqa: B010 (typed as the property object it is)
+    with _onednn_off():
+        return lstm(x, state)  # type: ignore[no-any-return]
+
+
+_onednn_switch = threading.Lock()
+#: How many calls of :func:`run_lstm` run with oneDNN off now (in any thread), and whether it was on before
+#: the first of them switched it off.
+_onednn_off_calls = 0
+_onednn_was_on = True
+
+
+@contextmanager
+def _onednn_off() -> Iterator[None]:
+    """oneDNN off (``torch.backends.mkldnn.enabled``, one switch for the whole process) until the last of the
+    calls under way in any thread ends, then as it was before the first: a call that switched it back on at
+    its own end while another thread's LSTM had yet to start ran that one through oneDNN, where it fails."""
+    global _onednn_off_calls, _onednn_was_on
+    with _onednn_switch:
+        if _onednn_off_calls == 0:
+            _onednn_was_on = bool(torch.backends.mkldnn.enabled)
+            # (the switch alone: ``torch.backends.mkldnn.flags`` sets oneDNN's TF32 too, which torch 2.13 warns
+            # of at each call)
+            setattr(torch.backends.mkldnn, "enabled", False)  # noqa: B010 (typed as the property object it is)
+        _onednn_off_calls += 1
     try:
-        return lstm(x, state)  # type: ignore[no-any-return]
+        yield
     finally:
-        setattr(torch.backends.mkldnn, "enabled", True)  # noqa: B010
+        with _onednn_switch:
+            _onednn_off_calls -= 1
+            if _onednn_off_calls == 0:
+                setattr(torch.backends.mkldnn, "enabled", _onednn_was_on)  # noqa: B010
 
 
 def _weight(block: HighwayLSTMBlock) -> Tensor | None:
