@@ -237,8 +237,8 @@ def tracing() -> bool:
     return torch.compiler.is_compiling() or _capturing_or_jit()
 
 
-#: torch >= 2.4 asks autocast's state by device type; 2.3 has one function a device type. Decided here, not by
-#: catching the TypeError: inside ``torch.compile`` 2.3's compiler raises its own error for that call.
+#: torch >= 2.4 asks autocast's state and dtype by device type; 2.3 has one function a device type. Decided here,
+#: not by catching the TypeError: inside ``torch.compile`` 2.3's compiler raises its own error for that call.
 _AUTOCAST_BY_DEVICE_TYPE = release(torch.__version__) >= (2, 4)
 
 
@@ -255,7 +255,7 @@ def autocast_dtype(device_type: str) -> torch.dtype | None:
     """The dtype autocast casts to on ``device_type``, None when it is off there."""
     if not autocasting(device_type):
         return None
-    if hasattr(torch, "get_autocast_dtype"):
+    if _AUTOCAST_BY_DEVICE_TYPE:
         return torch.get_autocast_dtype(device_type)
     return torch.get_autocast_cpu_dtype() if device_type == "cpu" else torch.get_autocast_gpu_dtype()
 
