@@ -172,6 +172,19 @@ def test_what_a_killed_download_left_is_removed_by_the_next_one_and_one_under_wa
     assert (running / "data.csv.gz.part").read_bytes() == b"half a download"
 
 
+def test_a_folder_in_the_place_of_a_download_is_named_before_it_is_downloaded(tmp_path):
+    """A folder where a download goes (``DATA/NAME``) failed only once the file was downloaded, and the error
+    named the download's own hidden folder ("Is a directory: 'DATA/.NAME.k2j4.download/NAME.part' ->
+    'DATA/NAME'"). It is named before anything is fetched (the URL here answers nothing), with what to do."""
+    home = tmp_path / "home"
+    (home / "data.csv.gz").mkdir(parents=True)
+    file = DataFile("data.csv.gz", (tmp_path / "nowhere.gz").as_uri(), "0" * 64)
+    with pytest.raises(IsADirectoryError, match=f"^{home / 'data.csv.gz'} is a folder, where the download of "
+                                                f"data.csv.gz writes the file data.csv.gz: move or rename"):
+        locate(file, [home], download=True, hint="")
+    assert [p.name for p in home.iterdir()] == ["data.csv.gz"]
+
+
 def test_truncated_idx_file(tmp_path):
     path = tmp_path / "x-idx3-ubyte"
     header = bytes([0, 0, 8, 3]) + (10).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2

@@ -17,26 +17,17 @@ import hashlib
 import importlib.util
 import json
 import os
-import tempfile
 import urllib.error
 import urllib.request
 import warnings
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISREG
 
 from tqdm.auto import tqdm
 
 from .._checks import check_flag, check_path, parse_json
-
-try:  # (a download's own folder locked while it runs, so that one left by a kill is told from it: POSIX only)
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
-
-_DIRECTORY, _NOFOLLOW = getattr(os, "O_DIRECTORY", 0), getattr(os, "O_NOFOLLOW", 0)
+from .._files import check_replaceable, private_folder, replace_all
 
 __all__ = ["DataFile", "DataNotFoundError", "UncheckedDownloadWarning", "default_data_dir", "locate", "package_file",
            "parse_json", "read_text", "search_folders", "sha256_of"]
@@ -158,12 +149,12 @@ def _download(url: str, sha256: str, target: Path, pin: str) -> None:
     # only): a ``NAME.part`` planted beside the target, a link to a file elsewhere, is never written
     # through, and two downloads of the same file at once never write into each other's. That folder is locked
     # while the download runs: one that a kill left (SIGKILL, SIGTERM, a closed terminal), with all it had
-    # downloaded, is not, and the next download of the file removes it (hidden, it would stay for ever).
-    _remove_killed_downloads(target)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".download", dir=target.parent))
-    partial, held = scratch / (target.name + ".part"), None
-    try:
-        held = _lock_folder(scratch)
+    # downloaded, is not, and the next download of the file removes it (hidden, it would stay for ever). Its
+    # place is checked before the download, and again before the move (a folder there is named, not met after).
+    what, part = f"the download of {target.name}", target.name + ".part"
+    check_replaceable([target], what)
+    with private_folder(target.parent, f".{target.name}.", ".download", (part,)) as scratch:
+        partial = scratch / part
         with urllib.request.urlopen(url, timeout=60) as response, open(partial, "xb") as out:
             total = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=f"downloading {target.name}") as bar:
@@ -176,55 +167,7 @@ def _download(url: str, sha256: str, target: Path, pin: str) -> None:
             warnings.warn(f"{target} was downloaded from {url} without a sha256 check: its publisher gives none. "
                           f"Its sha256 is {sha256_of(partial)}; once you trust this copy, {pin}, and the file "
                           f"will be checked against it from then on", UncheckedDownloadWarning, stacklevel=4)
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-        if held is not None:
-            os.close(held)
-        scratch.rmdir()
-
-
-def _lock_folder(folder: Path) -> int | None:
-    """A descriptor of ``folder`` holding an OS lock on it (released when it is closed, or the process dies);
-    None where there is no such lock (Windows). Where the file system has none, the folder is open unlocked,
-    and :func:`_remove_killed_downloads` removes nothing there."""
-    if fcntl is None:  # pragma: no cover - Windows
-        return None
-    fd = os.open(folder, os.O_RDONLY)
-    with suppress(OSError):  # (blocks only while another download looks at it: never long)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
-
-
-def _remove_killed_downloads(target: Path) -> None:
-    """Remove the folders that downloads of ``target`` killed before their end left beside it (each with
-    its partial file): those whose lock (:func:`_lock_folder`) can be taken. One under way holds its lock;
-    one just made holds no partial file yet, and is left."""
-    if fcntl is None:  # pragma: no cover - Windows
-        return
-    prefix, suffix, part = f".{target.name}.", ".download", target.name + ".part"
-    try:
-        names = os.listdir(target.parent)
-    except OSError:
-        return
-    for name in names:
-        middle = name[len(prefix):-len(suffix)]
-        if not (name.startswith(prefix) and name.endswith(suffix) and middle and "." not in middle):
-            continue
-        try:
-            fd = os.open(target.parent / name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (held: a download under way; no lock here: left)
-            if not S_ISREG(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
-                continue
-            os.unlink(part, dir_fd=fd)
-            os.rmdir(target.parent / name)  # (anything else in it: left, with the folder)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
+        replace_all([(partial, target)], what)
 
 
 def _verified_record() -> Path:

@@ -38,16 +38,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .._checks import parse_json
-
-try:  # the lock on a marker's update: POSIX only (elsewhere an update is not locked)
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+from .._files import NOFOLLOW, lock, open_folder
 
 __all__ = ["KINDS", "MARKER", "DamagedMarker", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt", "append_line",
            "check_claimable", "claim", "clear", "make_dirs", "make_folder", "marker", "read_marker", "read_regular",
@@ -79,8 +75,6 @@ _ANALYSIS_FOLDERS = ("gates", "lesion")
 _BEFORE_TRAINING = frozenset({"config.json", "sweep.json", "vocab.json"})
 #: The files highwaynet writes in its folders: none may be a link (checked before a command writes anything).
 _WRITES = (_LEGACY_RUN_FILES | _ANALYSIS_FILES | frozenset({"sweep.json", "summary.json"})) - {".lock", "tensorboard"}
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 class FolderNotOurs(FileExistsError):
@@ -151,7 +145,7 @@ def _read_marker_at(folder: Path | int) -> tuple[dict[str, Any] | None, str | No
     path or an open folder's descriptor. The marker itself is opened without following a link."""
     dir_fd, path = (folder, MARKER) if isinstance(folder, int) else (None, Path(folder) / MARKER)
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW, dir_fd=dir_fd)
     except FileNotFoundError:
         return None, None
     except OSError as error:
@@ -425,11 +419,10 @@ def _marker_held(folder: str | Path, parent: int | None = None) -> Iterator[int 
     try:
         info = os.fstat(fd)
         key, held = (info.st_dev, info.st_ino), _held.folders
-        if fcntl is None or key in held:
+        if key in held:
             yield fd
             return
-        with suppress(OSError):  # (a file system without flock on folders: as before, unlocked)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        lock(fd, wait=True)  # (no lock where the OS or the file system has none: as before, unlocked)
         held.add(key)
         try:
             yield fd
@@ -458,7 +451,7 @@ def make_folder(path: str | Path) -> None:
 
 def _open_folder(name: str | Path, parent: int | None = None) -> int:
     """An open descriptor of a folder; below an open ``parent``, never through a link."""
-    return os.open(name, os.O_RDONLY | _DIRECTORY | (_NOFOLLOW if parent is not None else 0), dir_fd=parent)
+    return open_folder(name, parent, follow=parent is None)
 
 
 def _unlink_infrastructure(fd: int) -> None:
@@ -492,7 +485,7 @@ def _write_marker_at(fd: int, found: dict[str, Any]) -> None:
         os.unlink(tmp, dir_fd=fd)
     except FileNotFoundError:
         pass
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=fd)
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644, dir_fd=fd)
     with os.fdopen(out, "wb") as f:
         f.write((json.dumps(found, indent=1) + "\n").encode())
     os.replace(tmp, MARKER, src_dir_fd=fd, dst_dir_fd=fd)
@@ -718,7 +711,7 @@ def _replace(path: Path, data: bytes, keep_previous: Path | None = None) -> None
                                 f"out of {tmp.parent} and run again")
         tmp.unlink(missing_ok=True)  # a stale one of ours, left by a kill
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as f:
                 _write_all(f, data)
         except OSError as error:
@@ -755,7 +748,7 @@ def append_line(path: str | Path, line: str) -> None:
     _refuse_link(path)
     _record(path)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, 0o644)
         with os.fdopen(fd, "ab") as f:
             _write_all(f, (line + "\n").encode("utf-8"))
     except OSError as error:
@@ -796,7 +789,7 @@ def read_regular(folder: str | Path, name: str) -> bytes | None:
                          p.is_relative_to(folder)) or not path.is_file():
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from .._checks import parse_json
+from .._files import NOFOLLOW
 from ..config.train import device_of
 from . import files
 from .checkpoint import flat_settings, identity_in_folder
@@ -309,7 +310,7 @@ def take_lock(path: Path, busy: Callable[[str], Exception]) -> int | None:
     if fcntl is None:  # pragma: no cover - Windows: no lock
         return None
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o644)
     except OSError:
         if path.is_symlink():
             raise files.LinkInFolder(f"{path} is a symbolic link: highwaynet keeps its own lock file there and does "
