@@ -3,8 +3,11 @@ computation (tests/elmo_reference.py), on small files the tests write with h5py 
 
 import hashlib
 import json
+import os
 import re
+import sys
 import warnings
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -677,6 +680,157 @@ def test_save_files_writes_no_file_through_a_link_and_leaves_no_temporary(tmp_pa
     again = ELMoBiLM.from_files(folder / "options.json", folder / "weights.hdf5")
     assert all(torch.equal(a, b) for a, b in zip(bilm.state_dict().values(), again.state_dict().values(),
                                                  strict=True))
+
+
+def _hidden(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: a save's folder is not locked there")
+def test_a_killed_save_leaves_its_folder_to_the_next_save_and_one_under_way_keeps_it(tmp_path):
+    """A save killed midway (SIGKILL, SIGTERM, a closed terminal) left its hidden folder (``.save_files.*``, with
+    the weights it had written) for ever, one more for each such kill. The next save into the folder removes it;
+    that of a save under way in another process (locked) stays, and that save ends as if alone."""
+    import signal
+    import subprocess
+
+    from conftest import process_timeout
+
+    import highwaynet
+
+    folder = tmp_path / "out"
+    _small_bilm().save_files(folder)
+    script = ("import sys, time, types\n"
+              "import highwaynet.elmo.bilm as bilm\n"
+              "def stall(*args, **kwargs):\n"  # (mid-save: weights.hdf5 written in its folder, options.json not)
+              "    print('saving', flush=True)\n"
+              "    sys.stdin.readline()\n"
+              "    return json.dumps(*args, **kwargs)\n"
+              "json, bilm.json = bilm.json, types.SimpleNamespace(dumps=stall)\n"
+              "bilm.ELMoBiLM(4, 8, 1, filters=((1, 4), (2, 4)), num_highway=1, char_dim=4).save_files(sys.argv[1])\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(highwaynet.__file__).parents[1])}
+
+    def saving():
+        writer = subprocess.Popen([sys.executable, "-c", script, str(folder)], env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert writer.stdout.readline() == "saving\n"
+        return writer
+
+    writer = saving()
+    try:
+        under_way = _hidden(folder)
+        assert len(under_way) == 1 and (folder / under_way[0] / "weights.hdf5").is_file()
+        bilm = _small_bilm()
+        bilm.save_files(folder)  # (meanwhile: the other's folder is left)
+        assert _hidden(folder) == under_way
+        assert torch.equal(ELMoBiLM.from_files(folder / "options.json", folder / "weights.hdf5").state_dict()[
+            "token_encoder.projection.weight"], bilm.state_dict()["token_encoder.projection.weight"])
+        writer.stdin.write("\n")
+        writer.stdin.close()
+        assert writer.wait(timeout=process_timeout(60)) == 0 and _hidden(folder) == []  # (it ended as if alone)
+        writer = saving()
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=process_timeout(60))
+        assert len(_hidden(folder)) == 1
+        _small_bilm().save_files(folder)
+        assert _hidden(folder) == [] and sorted(p.name for p in folder.iterdir()) == ["options.json", "weights.hdf5"]
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: a save's folder is not locked there")
+def test_what_a_killed_save_left_is_told_from_a_users_folder_and_one_just_made(tmp_path):
+    """The next save removes only a killed save's folder (unlocked, holding its files): one under way (locked),
+    one not yet begun (empty), a look-alike name and a folder holding anything else stay."""
+    import fcntl
+
+    folder = tmp_path / "out"
+    killed, running, empty, other, mine = (folder / f".save_files.{k}" for k in ("k1ll3d_x", "runn1ng_", "empty123",
+                                                                                "a.b", "m1n3_abc"))
+    for scratch in (killed, running, empty, other, mine):
+        scratch.mkdir(parents=True)
+    for scratch in (killed, running, other, mine):
+        (scratch / "weights.hdf5").write_bytes(b"half the weights")
+    (killed / "options.json").write_text("{}")
+    (mine / "notes.txt").write_text("the user's own")
+    lock = os.open(running, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _small_bilm().save_files(folder)
+    finally:
+        os.close(lock)
+    assert _hidden(folder) == sorted(p.name for p in (running, empty, other, mine))
+    assert (running / "weights.hdf5").read_bytes() == b"half the weights"
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def _obstacle(folder, monkeypatch, kind):
+    """Put ``kind`` in the way of a save into ``folder``; the path it is at, and the words of its error."""
+    if kind in ("weights.hdf5", "options.json"):
+        (folder / kind).unlink()
+        (folder / kind).mkdir()
+        (folder / kind / "yours.txt").write_text("the user's own")
+        return folder / kind, IsADirectoryError, "is a folder, where save_files writes the file .*: move or rename"
+    if kind == "unwritable":
+        folder.chmod(0o555)
+        real = os.access
+        if os.geteuid() == 0:  # (root writes anywhere: what the OS would say to another user)
+            monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != folder and real(path, mode, **kw))
+        return folder, PermissionError, "is not writable by this user .*: save_files writes weights.hdf5 there"
+    # another user's options.json in a folder, such as /tmp, where only a file's owner may replace it
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    folder.chmod(0o1777)
+    for name, user in (("weights.hdf5", 1234), ("options.json", 4321)):  # (the folder: root's, as /tmp)
+        os.chown(folder / name, user, user)
+    monkeypatch.setattr(os, "geteuid", lambda: 1234)  # (root may replace it: what the OS says to user 1234)
+    return folder / "options.json", PermissionError, r"belongs to another user \(uid 4321\).*sticky bit"
+
+
+@pytest.mark.parametrize("kind", ["weights.hdf5", "options.json", "unwritable", "sticky"])
+def test_save_files_checks_every_place_before_it_writes_or_moves_anything(tmp_path, monkeypatch, kind):
+    """A save that failed between its two moves (``weights.hdf5`` a folder) left the new options.json beside
+    the old weights, with an error that named its own hidden folder ("Is a directory:
+    'OUT/.save_files.x1y2/weights.hdf5' -> 'OUT/weights.hdf5'"); a folder it could not write, or another
+    user's file where only its owner may replace it, failed as bare. Each is refused, named with what to do,
+    before anything is written: the files there stay as they were."""
+    folder = tmp_path / "out"
+    _small_bilm().save_files(folder)
+    path, error, words = _obstacle(folder, monkeypatch, kind)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    try:
+        with pytest.raises(error, match=f"^{re.escape(str(path))} {words}.*nothing was changed"):
+            ELMoBiLM(6, 8, 1, filters=((1, 4), (2, 4)), num_highway=1, char_dim=4).save_files(folder)
+    finally:
+        folder.chmod(0o755)
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    assert _hidden(folder) == []
+    if kind in ("weights.hdf5", "options.json"):
+        assert (folder / kind / "yours.txt").read_text() == "the user's own"
+
+
+def test_where_options_json_is_new_so_are_the_weights(tmp_path, monkeypatch):
+    """The two files are moved weights first, options.json (which says what the weights are) last: an OS
+    failure between the two moves leaves the new weights beside the old options (a folder whose options.json
+    is new holds the new weights too), and nothing of the save's own behind."""
+    folder = tmp_path / "out"
+    _small_bilm().save_files(folder)
+    old = {name: (folder / name).read_bytes() for name in ("options.json", "weights.hdf5")}
+    real, moves = os.replace, []
+
+    def failing_second(source, target):
+        moves.append(Path(target).name)
+        if len(moves) == 2:
+            raise OSError(5, "Input/output error")
+        real(source, target)
+
+    monkeypatch.setattr(os, "replace", failing_second)
+    with pytest.raises(OSError, match="Input/output error"):
+        ELMoBiLM(6, 8, 1, filters=((1, 4), (2, 4)), num_highway=1, char_dim=4).save_files(folder)
+    assert moves == ["weights.hdf5", "options.json"]
+    assert (folder / "options.json").read_bytes() == old["options.json"]
+    assert (folder / "weights.hdf5").read_bytes() != old["weights.hdf5"] and _hidden(folder) == []
 
 
 @pytest.fixture

@@ -18,8 +18,6 @@ r"""ELMo's bidirectional language model: the character encoder, then LSTMs with 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -42,6 +40,7 @@ from .._checks import (
     check_tensor,
     describe,
 )
+from .._files import check_replaceable, private_folder, replace_all
 from ..kernels.dispatch import note
 from ..kernels.lstmp import choose_path, lstmp_recurrence
 from ..nn import CharCNNHighway
@@ -341,7 +340,21 @@ class ELMoBiLM(nn.Module):
 
     def save_files(self, folder: str | Path) -> tuple[Path, Path]:
         """Write ``options.json`` and ``weights.hdf5`` in bilm-tf's layout into ``folder`` (a fine-tuned biLM
-        for bilm-tf, AllenNLP or :meth:`from_files`), in float32; returns their paths."""
+        for bilm-tf, AllenNLP or :meth:`from_files`), in float32; returns their paths.
+
+        Both files are written whole in a hidden folder of this call's own in ``folder`` (``.save_files.*``), then
+        each is moved into its place in one step: a reader, or a kill, never meets half of one, and a link in the
+        place of either is replaced, never written through. What a save killed before its end left there (its
+        folder, with what it had written) is removed by the next save into ``folder``; the folder of a save under
+        way in another process is locked (POSIX), and stays.
+
+        Both places are checked before anything is written, and again before the first move: a folder in the
+        place of either file, another user's file where the folder lets only its owner replace it, or a folder
+        this user cannot write is refused (the path named, and what to do), nothing changed. The two moves then
+        follow each other at once, ``weights.hdf5`` first and ``options.json``, which says what the weights
+        are, last: where ``options.json`` is new, so are the weights. Only a kill, or an OS failure, in the
+        microseconds between the two moves leaves the new weights beside the old ``options.json``.
+        """
         try:
             import h5py
         except ImportError:
@@ -351,25 +364,17 @@ class ELMoBiLM(nn.Module):
             raise FileExistsError(f"save_files writes options.json and weights.hdf5 into a folder, and {folder} is a "
                                   f"file: pass a folder")
         folder.mkdir(parents=True, exist_ok=True)
+        names = ("weights.hdf5", "options.json")  # (in the order they are moved: options.json last)
+        check_replaceable([folder / name for name in names], "save_files")  # (before the weights are written)
         opts = read_options(self.options())
         state = {k: v.detach().float().cpu() for k, v in self.state_dict().items()}
         arrays = arrays_from_state_dict(state, opts)
-        # Both files are written whole in a folder made for this call alone (a link planted in the place
-        # of a temporary is never written through), then each is moved into place in one step (a reader,
-        # or a kill, never meets half of one; a link in place of options.json is replaced, not followed).
-        scratch = Path(tempfile.mkdtemp(prefix=".save_files.", dir=folder))
-        names = ("options.json", "weights.hdf5")
-        try:
+        with private_folder(folder, ".save_files.", "", names) as scratch:
             with h5py.File(scratch / "weights.hdf5", "w") as f:
                 for name, value in arrays.items():
                     f.create_dataset(name, data=value)
             (scratch / "options.json").write_text(json.dumps(self.options(), indent=1) + "\n")
-            for name in names:
-                os.replace(scratch / name, folder / name)
-        finally:
-            for name in names:
-                (scratch / name).unlink(missing_ok=True)
-            scratch.rmdir()
+            replace_all([(scratch / name, folder / name) for name in names], "save_files")
         return folder / "options.json", folder / "weights.hdf5"
 
     # -- the state -------------------------------------------------------------------------------
