@@ -249,3 +249,30 @@ def test_a_gate_pickled_with_its_lesion_as_an_attribute_loads():
     with lesion(torch.nn.Sequential(old), 0):
         pass
     assert old.lesioned
+
+
+def test_record_gates_refuses_a_cuda_device_this_machine_lacks_before_the_block(monkeypatch):
+    """record_gates(net, "cuda") on a machine without CUDA was torch's AssertionError ("Torch not compiled with
+    CUDA enabled") at the first gate of the first forward, inside the block."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"device='cuda': this machine has no CUDA device"):
+        with record_gates(Highway(4, 1), "cuda"):
+            pass
+
+
+def test_recording_a_model_on_the_meta_device_says_why_it_cannot():
+    """On the meta device record_gates copied each gate's values to the CPU ("Cannot copy out of meta tensor;
+    no data!"), and gate_means failed when the block ended (Tensor.item() on a meta tensor), hiding any error
+    raised in the block; with device=None the shapes are recorded."""
+    net = Highway(4, 2, device="meta")
+    x = torch.randn(3, 4, device="meta")
+    with pytest.raises(ValueError, match="'gates.0' ran on the meta device.*pass device=None"):
+        with record_gates(net):
+            net(x)
+    with pytest.raises(ValueError, match="'gates.0' ran on the meta device.*gate_means has no mean"):
+        with gate_means(net):
+            net(x)
+    with record_gates(net, device=None) as record:
+        net(x)
+    assert record.transform["gates.1"][0].shape == (3, 4) and record.transform["gates.1"][0].is_meta
+    assert all(not gate._observers for _, gate in gate_modules(net))

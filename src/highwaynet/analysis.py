@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_device, check_int, check_module, describe
+from ._checks import check_int, check_module, check_usable_device, describe
 from .nn.gate import Gate, GateObserver
 
 __all__ = ["GateRecord", "gate_means", "gate_modules", "lesion", "record_gates"]
@@ -124,19 +124,23 @@ def record_gates(model: nn.Module, device: str | torch.device | None = "cpu") ->
 
     Args:
         model: any module containing highway layers.
-        device: where to keep the recorded values (``None``: where they were computed).
+        device: where to keep the recorded values (``None``: where they were computed; a model on the
+            meta device, which computes no values, records their shapes there).
 
     Yields:
         a :class:`GateRecord`, filled as forward passes run.
     """
     gates = gate_modules(model)
     if device is not None:
-        device = check_device("device", device)
+        device = check_usable_device("device", device)
     record = GateRecord(names=[name for name, _ in gates])
     record.transform = {name: [] for name in record.names}
     record.carry = {name: [] for name in record.names}
 
     def observe(name: str, t: Tensor, c: Tensor | None) -> None:
+        if t.is_meta and device is not None and device.type != "meta":
+            raise ValueError(f"gate {name!r} ran on the meta device, which computes no values to keep on {device}: "
+                             f"pass device=None to record their shapes, or record a model with its weights")
         record.transform[name].append(t.detach().to(device) if device else t.detach())
         if c is not None:
             record.carry[name].append(c.detach().to(device) if device else c.detach())
@@ -213,6 +217,9 @@ def gate_means(model: nn.Module) -> Iterator[dict[str, float]]:
     sums: dict[str, list[Tensor]] = {}
 
     def observe(name: str, t: Tensor, c: Tensor | None) -> None:
+        if t.is_meta:  # (refused here: float() of its sum failed when the block ended, hiding any error of its own)
+            raise ValueError(f"gate {name!r} ran on the meta device, which computes no values: gate_means has no "
+                             f"mean of them; run a model with its weights")
         t = t.detach()
         # (both in float64: a count in the gate's dtype, bfloat16 say, stops growing exactly after a few
         # hundred values)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .._checks import check_finite, check_size, check_tensor
@@ -34,9 +33,10 @@ class RandomCropFlip:
         p = self.padding
         if p:
             # Zero in standardised units is the mean pixel; pad with the batch's minimum (the background),
-            # kept on the device (no host round trip, so that a training step can be a CUDA graph).
-            low = x.amin()
-            padded = F.pad(x - low, (p, p, p, p)) + low
+            # kept on the device (no host round trip, so that a training step can be a CUDA graph). The images
+            # are copied in as they are: shifting them to pad with zeros and back rounded every pixel.
+            padded = x.amin().expand(n, x.shape[1], h + 2 * p, w + 2 * p).clone()
+            padded[:, :, p:p + h, p:p + w] = x
             dy = torch.randint(0, 2 * p + 1, (n,), device=x.device)
             dx = torch.randint(0, 2 * p + 1, (n,), device=x.device)
             rows = (dy[:, None] + torch.arange(h, device=x.device))[:, None, :, None]

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_finite, check_ids, check_int, check_size, describe
+from .._checks import check_choice, check_finite, check_flag, check_ids, check_int, check_path, check_size, describe
 from .download import DataFile, locate, read_text, search_folders
 
 __all__ = ["AUSTEN_NOVELS", "NGRAM_CELLS", "Corpus", "load_corpus", "tokenize_words"]
@@ -208,6 +208,9 @@ def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = No
     if max_vocab is not None:
         check_size("max_vocab", max_vocab)
     check_size("min_count", min_count)
+    check_flag("download", download)  # (and data_dir: checked here, for a folder too, which does not read them)
+    if data_dir is not None:
+        check_path("data_dir", data_dir)
     name = os.fspath(name)
     if not name:
         raise ValueError("name must be a corpus's name or a folder, got an empty string")

@@ -12,6 +12,7 @@ A file whose publisher gives no sha256 is downloaded unchecked, and says so: an
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import importlib.util
@@ -210,9 +211,11 @@ def read_text(path: Path, encoding: str = "utf-8") -> str:
         text = data.decode(encoding)
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{path} is not UTF-8 text: byte {error.start} (line {line}) is "
-                         f"{data[error.start:error.start + 1]!r} ({error.reason}); convert the file to UTF-8 "
-                         f"(e.g. iconv -f latin1 -t utf-8)") from None
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+        what, how = ("UTF-8 text", "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") if utf8 else (
+            f"{encoding} text as asked", "pass the encoding the file is written in")
+        raise ValueError(f"{path} is not {what}: byte {error.start} (line {line}) is "
+                         f"{data[error.start:error.start + 1]!r} ({error.reason}); {how}") from None
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 

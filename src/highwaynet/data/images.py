@@ -8,6 +8,8 @@ images ``(N, 1, H, W)`` float32, standardised with the training set's mean and s
 from __future__ import annotations
 
 import gzip
+import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ import torch
 from torch import Tensor
 
 from .._checks import check_int, check_path, check_size
-from .download import DataFile, locate, package_file, search_folders
+from .download import DataFile, DataNotFoundError, locate, package_file, search_folders
 
 __all__ = ["IMAGE_DATASETS", "ImageData", "load_digits", "load_fashion_mnist", "load_image_data",
            "load_mnist", "load_mnist5k", "read_idx"]
@@ -53,14 +55,21 @@ def read_idx(path: Path) -> np.ndarray:
     """Read an IDX file (the MNIST format), gzipped or not, into a uint8 array."""
     path = check_path("path", path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:  # (a .gz that is not one, or is cut short)
+        raise ValueError(f"{path} is not a whole gzip file ({error}): delete it and get it again (a file that is "
+                         f"not compressed is read under its name without .gz)") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
         raise ValueError(f"{path} is not an IDX file of unsigned bytes (bad magic number {data[:4]!r})")
     ndim = data[3]
-    dims = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
     offset = 4 + 4 * ndim
-    if len(data) - offset != int(np.prod(dims)):
+    if len(data) < offset:
+        raise ValueError(f"{path} is truncated or corrupt: its header ends after {len(data)} bytes, where {ndim} "
+                         f"dimensions need {offset}; delete it and get it again")
+    dims = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    if len(data) - offset != math.prod(dims):  # (in Python's integers: NumPy's int64 product can wrap)
         raise ValueError(f"{path} is truncated or corrupt: header says {dims}, "
                          f"but it holds {len(data) - offset} values; delete it and get it again")
     return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
@@ -68,7 +77,11 @@ def read_idx(path: Path) -> np.ndarray:
 
 def _standardise(splits: dict[str, tuple[np.ndarray, np.ndarray]], name: str, num_classes: int,
                  scale: float) -> ImageData:
-    train_x = splits["train"][0].astype(np.float32) / scale
+    pixels = splits["train"][0]
+    if pixels.size and pixels.min() == pixels.max():  # (a std of 0, or float32's rounding of one: NaN or noise)
+        raise ValueError(f"{name}: every pixel of the training images has one value ({pixels.flat[0]}): they cannot "
+                         f"be standardised; check the image files")
+    train_x = pixels.astype(np.float32) / scale
     mean, std = float(train_x.mean()), float(train_x.std())
 
     def tensors(x: np.ndarray, y: np.ndarray) -> tuple[Tensor, Tensor]:
@@ -143,10 +156,26 @@ DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 def _load_idx_set(files: dict[str, DataFile], folders: list, download: bool, hint: str, name: str,
                   val_size: int, split_seed: int, max_train: int | None) -> ImageData:
-    arrays = {k: read_idx(locate(f, folders, download=download, hint=hint)) for k, f in files.items()}
+    paths = {k: locate(f, folders, download=download, hint=hint) for k, f in files.items()}
+    arrays = {k: read_idx(path) for k, path in paths.items()}
+    for part in ("train", "test"):  # (the files checked against each other: a user's own may be anything)
+        images, labels = arrays[f"{part}_images"], arrays[f"{part}_labels"]
+        if images.ndim != 3 or 0 in images.shape:
+            raise ValueError(f"{paths[f'{part}_images']}: expected images (N, H, W), got an array of shape "
+                             f"{images.shape}; check that it is the {part} images' IDX file")
+        if labels.ndim != 1:
+            raise ValueError(f"{paths[f'{part}_labels']}: expected labels (N,), got an array of shape "
+                             f"{labels.shape}; check that it is the {part} labels' IDX file")
+        if len(images) != len(labels):
+            raise ValueError(f"{name}: {len(images)} {part} images ({paths[f'{part}_images']}) but {len(labels)} "
+                             f"labels ({paths[f'{part}_labels']})")
+        if labels.size and labels.max() >= 10:
+            raise ValueError(f"{paths[f'{part}_labels']}: label {labels.max()} is not a class of {name} (0..9); "
+                             f"check that it is the {part} labels' IDX file")
+    if arrays["test_images"].shape[1:] != arrays["train_images"].shape[1:]:
+        raise ValueError(f"{name}: the test images are {arrays['test_images'].shape[1:]} pixels, the training images "
+                         f"{arrays['train_images'].shape[1:]}: check the IDX files")
     x, y = arrays["train_images"][:, None], arrays["train_labels"]
-    if len(x) != len(y):
-        raise ValueError(f"{name}: {len(x)} training images but {len(y)} labels")
     if val_size >= len(y):
         raise ValueError(f"val_size must leave images to train on: {name} has {len(y)} training images, got "
                          f"val_size={val_size}")
@@ -179,6 +208,9 @@ def load_mnist(data_dir: str | Path, *, val_size: int = 5000, split_seed: int = 
     ``train-images-idx3-ubyte.gz``, else ``train-images-idx3-ubyte``); no download."""
     _check_settings(split_seed, max_train, val_size)
     folder = check_path("data_dir", data_dir)
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise DataNotFoundError(f"the data folder {folder} {what}: pass the folder that holds MNIST's four IDX files")
     # Same file names as Fashion-MNIST; no hash (nothing is downloaded, the user's files are read).
     files = {k: DataFile(f.name if (folder / f.name).is_file() or not (folder / f.name.removesuffix(".gz")).is_file()
                          else f.name.removesuffix(".gz"), None, "") for k, f in FASHION_MNIST.items()}

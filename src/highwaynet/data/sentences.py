@@ -81,7 +81,7 @@ def _read_lines(path: Path, encoding: str = "utf-8") -> Located:
         if not line.strip():
             continue
         label, _, sentence = line.strip().partition(" ")
-        if not label.isdigit() or not sentence.strip():
+        if not label.isdecimal() or not sentence.strip():  # (isdigit() is True for "²", which int() refuses)
             raise ValueError(f"{path}, line {number}: expected 'LABEL sentence' with an integer label, "
                              f"got {line.strip()[:60]!r}")
         examples.append((int(label), sentence.split(), (path, number)))
@@ -173,6 +173,14 @@ def _carve(examples: Located, fraction: float, seed: int) -> tuple[Located, Loca
     return [examples[i] for i in order[n:]], [examples[i] for i in order[:n]]
 
 
+def _check_carved(task: str, train: Located, dev: Located, dev_fraction: float) -> None:
+    """A dev split carved by ``dev_fraction`` leaves examples in both parts."""
+    if not train or not dev:
+        empty = "training" if not train else "dev"
+        raise ValueError(f"{task}: dev_fraction={dev_fraction} of {len(train) + len(dev)} training examples leaves "
+                         f"the {empty} split empty; pass a dev_fraction that leaves examples in both")
+
+
 def cv_folds(n: int, folds: int = 10, seed: int = 0) -> list[np.ndarray]:
     """The test indices of each of ``folds`` folds: a seeded permutation cut into near-equal parts."""
     return np.array_split(np.random.default_rng(seed).permutation(n), folds)
@@ -206,6 +214,9 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
     check_size("min_count", min_count)
     dev_fraction = check_finite("dev_fraction", dev_fraction)
     check_flag("spellings", spellings)
+    check_flag("download", download)  # (and data_dir: checked here, for a folder too, which does not read them)
+    if data_dir is not None:
+        check_path("data_dir", data_dir)
     if not 0 < dev_fraction < 1:
         raise ValueError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
     if task in SENTENCE_TASKS:
@@ -219,6 +230,13 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
                                _ENCODING.get(name, "utf-8"))
     elif Path(task).expanduser().is_dir():  # (~/sentences: a folder the shell did not expand)
         folder = Path(task).expanduser()
+        for part in ("train", "dev", "test"):  # (a dev that is a folder or a broken link is not passed over)
+            path = folder / part
+            if (path.is_symlink() or path.exists()) and not path.is_file():
+                what = "a folder" if path.is_dir() else "a link to no file"
+                absent = " (or absent: then a dev split is carved from train)" if part == "dev" else ""
+                raise ValueError(f"{path} is {what}: a sentence folder's {part} must be a file of 'LABEL sentence' "
+                                 f"lines{absent}")
         files = {s: s for s in ("train", "dev", "test") if (folder / s).is_file()}
         if "train" not in files or "test" not in files:
             raise FileNotFoundError(f"{folder}: a sentence folder needs files 'train' and 'test' (and optionally "
@@ -237,13 +255,24 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
         num_classes = _check_labels(task, everything)
         test_index = set(cv_folds(len(everything), folds, seed)[fold].tolist())
         test = [e for i, e in enumerate(everything) if i in test_index]
+        if not test:
+            raise ValueError(f"folds must be at most the {len(everything)} examples of {task}, got {folds}: fold "
+                             f"{fold} holds none")
         train, dev = _carve([e for i, e in enumerate(everything) if i not in test_index], dev_fraction, seed)
+        _check_carved(task, train, dev, dev_fraction)
     else:
         train, test = read(files["train"]), read(files["test"])
-        train, dev = (train, read(files["dev"])) if "dev" in files else _carve(train, dev_fraction, seed)
+        if "dev" in files:
+            dev = read(files["dev"])
+        else:
+            _check_labels(task, train)  # (the file's labels first: what is wrong with them matters more)
+            train, dev = _carve(train, dev_fraction, seed)
+            _check_carved(task, train, dev, dev_fraction)
         num_classes = _check_labels(task, train, dev, test)
 
     counts = Counter(t for _, tokens, _ in train for t in tokens)
+    for special in (PAD, UNK):  # (a <unk> in the text is the unknown word, not a second entry for it)
+        counts.pop(special, None)
     vocab = [PAD, UNK] + sorted((t for t, c in counts.items() if c >= min_count), key=lambda t: (-counts[t], t))
     num_words = len(vocab)
     if spellings:
