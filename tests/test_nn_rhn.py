@@ -79,6 +79,15 @@ def test_batch_first_and_given_state():
     np.testing.assert_allclose(state.detach().numpy(), ref_state, rtol=1e-10)
 
 
+
+@pytest.mark.parametrize("state", [(torch.zeros(1, 2, 4),), [torch.zeros(1, 2, 4)] * 3])
+def test_a_tuple_for_the_state_is_refused_as_not_the_one_tensor_it_is(state):
+    """RHN(...)(x, (h,)) (RHNLanguageModel's too) said that its state must be "a pair (h_0, c_0)": an LSTM's
+    state, not its own, which is one tensor."""
+    with pytest.raises(TypeError, match=r"RHN expects state to be a torch.Tensor \(num_layers \* num_directions, B, "
+                                        r"hidden_size\), got a (tuple|list) of [13]"):
+        RHN(4, 4)(torch.randn(3, 2, 4), state)
+
 def test_state_carried_across_calls_equals_one_call():
     torch.manual_seed(0)
     rhn = RHN(4, 6, depth=3, num_layers=2).double()

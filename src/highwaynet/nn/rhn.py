@@ -285,7 +285,7 @@ class RHN(nn.Module):
         state = initial_state("RHN", state, hx)
         input, lengths, packed = unpack_sequence(input, lengths, self.batch_first)
         x, state, unbatched = batch_sequence("RHN", input, self.input_size, self.batch_first, time_major=True,
-                                             state=state, lengths=lengths)
+                                             state=state, lengths=lengths, pair=False)
         lengths = self._check(x, state, lengths)
         steps, batch = x.shape[0], x.shape[1]
         directions = self.directions

@@ -61,14 +61,18 @@ def pack_like(output: Tensor, lengths: Tensor, packed: PackedSequence, batch_fir
 
 
 def batch_sequence(name: str, input: Tensor, input_size: int, batch_first: bool, time_major: bool,
-                   state: State, lengths: Tensor | None = None) -> tuple[Tensor, State, bool]:
+                   state: State, lengths: Tensor | None = None, *, pair: bool = True) -> tuple[Tensor, State, bool]:
     """``input`` as a batch in the layer's layout (``(T, B, F)`` if ``time_major`` else ``(B, T, F)``),
     ``state`` with a batch dimension of one added where the input had none (each tensor's
-    dimension 1, as ``nn.LSTM``), and whether the input was unbatched."""
+    dimension 1, as ``nn.LSTM``), and whether the input was unbatched. ``pair``: the layer's state is a
+    pair ``(h_0, c_0)``, else one tensor."""
     if not isinstance(input, Tensor):
         raise TypeError(f"{name} expects input to be a torch.Tensor or PackedSequence, got {describe(input)}")
     given: Tensor | tuple[Tensor, ...] | None = state  # (State's bound, which isinstance narrows)
     if isinstance(given, (tuple, list)):
+        if not pair:  # (a layer whose state is one tensor: a tuple of one is no pair short of a tensor)
+            raise TypeError(f"{name} expects state to be a torch.Tensor (num_layers * num_directions, B, "
+                            f"hidden_size), got a {type(given).__name__} of {len(given)}")
         if len(given) != 2:
             raise ValueError(f"{name} expects state to be a pair (h_0, c_0), got {len(given)} tensors")
         for part, tensor in zip(("h_0", "c_0"), given, strict=True):
