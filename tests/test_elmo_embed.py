@@ -425,3 +425,172 @@ def test_two_processes_under_torchrun_write_one_file_that_one_process_writes(mod
             for name in one:
                 np.testing.assert_array_equal(one[name][...], two[name][...])
         assert not (tmp_path / "out2.hdf5.parts").exists()
+
+
+def _lines_of(path):
+    with h5py.File(path, "r") as f:
+        return len(f), f.attrs["layers"]
+
+
+@pytest.mark.parametrize("planted", ["a link", "another output"])
+def test_what_is_at_out_tmp_is_neither_written_through_nor_taken(model, tmp_path, capsys, planted):
+    """The output was written as ``OUT.tmp`` through h5py, then renamed: a link planted there was written
+    through (the file it names overwritten with the vectors) and became ``OUT``; a file there, another command's
+    output ``--out OUT.tmp``, was written over and moved away."""
+    there = tmp_path / "vectors.hdf5.tmp"
+    if planted == "a link":
+        victim = tmp_path / "victim.txt"
+        victim.write_text("precious")
+        there.symlink_to(victim)
+    else:
+        assert embed(model, tmp_path, "--layers", "top", out="vectors.hdf5.tmp") == 0
+    before = there.read_bytes()
+    assert embed(model, tmp_path) == 0
+    assert there.read_bytes() == before and there.is_symlink() == (planted == "a link")
+    assert not (tmp_path / "vectors.hdf5").is_symlink()
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".", "vectors"))) == [
+        "vectors.hdf5", "vectors.hdf5.tmp"]  # (nothing left beside them)
+    if planted == "another output":
+        assert _lines_of(there) == (len(LINES), "top")
+    capsys.readouterr()
+
+
+def test_a_link_at_a_pieces_old_temporary_name_is_not_written_through(model, tmp_path, capsys, monkeypatch):
+    """A piece was written as ``batch-N.h5.PID.tmp`` through h5py: a link planted there was written through."""
+    parts = _interrupted(model, tmp_path, monkeypatch)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (parts / f"batch-00000001.h5.{os.getpid()}.tmp").symlink_to(victim)
+    assert embed(model, tmp_path) == 0
+    assert victim.read_text() == "precious"
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+    assert [p.name for p in parts.iterdir()] == [f"batch-00000001.h5.{os.getpid()}.tmp"]  # (a link: not ours)
+    assert "holds files that are not this command's" in capsys.readouterr().out
+
+
+def test_an_output_written_meanwhile_by_another_command_is_checked_under_the_lock(model, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """``OUT`` was checked before the lock was taken: a command that ended in between (its lock let go, ``OUT``
+    written with other settings) had its output written over without a word."""
+    from highwaynet.elmo import embed as embed_module
+
+    lock_parts, others = embed_module._lock_parts, []
+
+    def another_command_first(out, parts):
+        if not others:
+            others.append(out)
+            assert embed(model, tmp_path, "--layers", "top") == 0  # (it ends just before this one's lock)
+        return lock_parts(out, parts)
+
+    monkeypatch.setattr(embed_module, "_lock_parts", another_command_first)
+    assert embed(model, tmp_path) == 2
+    assert "holds vectors embedded with other settings (--layers 'top' there, 'all' asked)" in capsys.readouterr().err
+    assert _lines_of(tmp_path / "vectors.hdf5") == (len(LINES), "top")
+    assert not (tmp_path / "vectors.hdf5.parts").exists()  # (the refused command's lock: removed with its folder)
+
+
+def test_a_lock_taken_on_a_lock_file_removed_meanwhile_is_taken_again(model, tmp_path, monkeypatch):
+    """The command that holds the lock removes its file at its end: a second that opened the file before and locked
+    it after held a lock on a file no longer there, which a third made anew and locked too (two writers)."""
+    from highwaynet.elmo import embed as embed_module
+
+    real, calls, checked = embed_module.take_lock, [], []
+
+    def opened_before_the_holder_removed_it(path, busy):
+        fd = real(path, busy)
+        if not calls:
+            path.unlink()  # (as the command that held it does at its end)
+        calls.append(path)
+        return fd
+
+    claim = embed_module._claim_parts
+
+    def a_third_command(parts, wanted):
+        with pytest.raises(FileExistsError):  # (the lock on the file in the folder is held)
+            real(parts / ".lock", FileExistsError)
+        checked.append(parts)
+        return claim(parts, wanted)
+
+    monkeypatch.setattr(embed_module, "take_lock", opened_before_the_holder_removed_it)
+    monkeypatch.setattr(embed_module, "_claim_parts", a_third_command)
+    assert embed(model, tmp_path) == 0
+    assert len(calls) == 2 and checked
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+
+
+KILLER = """
+import os, signal, sys
+from highwaynet.cli import main
+from highwaynet.elmo import embed
+
+replace_all = embed.replace_all
+
+def killed(moves, what):
+    if moves[0][1].name == sys.argv[1]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return replace_all(moves, what)
+
+embed.replace_all = killed
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("killed_at", ["batch-00000001.h5", "vectors.hdf5"])
+def test_what_a_killed_run_left_is_removed_or_resumed_by_the_next(model, tmp_path, capsys, killed_at):
+    """A run killed (SIGKILL) while it wrote a piece, or gathered the pieces into ``OUT``, leaves its folder with
+    what it had written (hidden): the next run removes it, and goes on from the pieces written."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "sentences.txt"
+    source.write_text("".join(line + "\n" for line in LINES))
+    (tmp_path / "killer.py").write_text(KILLER)
+    args = ["elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]), "--input", str(source),
+            "--out", str(tmp_path / "vectors.hdf5"), "--batch-size", "4", "--device", "cpu", "--no-progress"]
+    done = subprocess.run([sys.executable, str(tmp_path / "killer.py"), killed_at, *args], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == -9, done.stderr
+    hidden = [p for p in [*tmp_path.iterdir(), *(tmp_path / "vectors.hdf5.parts").iterdir()]
+              if p.name.startswith(f".{killed_at}.")]
+    assert len(hidden) == 1 and (hidden[0] / killed_at).is_file()
+    assert main(args) == 0
+    assert "resuming: " in capsys.readouterr().out
+    _holds_the_vectors(model, tmp_path / "vectors.hdf5")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["killer.py", "model", "sentences.txt", "vectors.hdf5"]
+
+
+def test_a_folder_given_as_out_is_named_as_a_folder(model, tmp_path, capsys):
+    """It said "exists and is not a file this command wrote (an HDF5 file with its settings)"."""
+    (tmp_path / "vectors").mkdir()
+    assert embed(model, tmp_path, out="vectors") == 2
+    assert f"{tmp_path / 'vectors'} is a folder: --out names the output file (as " \
+           f"{tmp_path / 'vectors' / 'vectors.hdf5'})" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("vectors")] == ["vectors"]
+
+
+def test_the_pieces_folder_made_again_by_the_next_command_as_it_is_removed_is_left_to_it(tmp_path, monkeypatch):
+    """A command at its end removes its files from the pieces folder, then the folder: a next command that made its
+    lock file there in between failed the removal ("Directory not empty"), a traceback once ``OUT`` was written."""
+    from highwaynet.elmo import embed as embed_module
+
+    parts = tmp_path / "vectors.hdf5.parts"
+    parts.mkdir()
+    (parts / "settings.json").write_text("{}")
+    (parts / "batch-00000000.h5").write_bytes(b"")
+    scandir = os.scandir
+
+    class ThenTheNextCommand:
+        def __init__(self, path):
+            self.entries = scandir(path)
+
+        def __enter__(self):
+            return self.entries.__enter__()
+
+        def __exit__(self, *error):
+            self.entries.__exit__(*error)
+            (parts / ".lock").write_text("process 1 on host\n")  # (after the listing, before the folder's removal)
+
+    monkeypatch.setattr(os, "scandir", ThenTheNextCommand)
+    assert embed_module._remove_parts(parts) == []
+    assert [p.name for p in parts.iterdir()] == [".lock"]

@@ -1,6 +1,6 @@
 """The low-level pieces of highwaynet's safe file writing, shared by its writers (:mod:`highwaynet.data.download`,
-:mod:`highwaynet.training.files`, :meth:`highwaynet.elmo.ELMoBiLM.save_files`). It imports nothing of the
-package's, so that each can use it (``data`` never imports ``training``).
+:mod:`highwaynet.training.files`, :meth:`highwaynet.elmo.ELMoBiLM.save_files`, ``elmo embed``). It imports nothing
+of the package's, so that each can use it (``data`` never imports ``training``).
 
 - :data:`DIRECTORY`, :data:`NOFOLLOW`: ``os.open``'s flags, 0 where the OS has none.
 - :func:`open_folder`, :func:`lock`: a folder opened (never through a link in its place, where asked), and an OS

@@ -9,13 +9,18 @@ The output's layout (what AllenNLP's removed ``elmo`` command wrote, its keys an
 - the file's attributes: ``layers``, ``lines``, ``stateful``, ``batch_size``, the sha256 of the
   input, options and weight files, and the ``highwaynet_version`` that wrote it.
 
-Nothing half-written is ever the output: each batch's vectors go to a piece file of their own
-(written to a temporary name, then renamed) in ``OUT.parts/``; when every piece is there, they are
-copied into ``OUT.tmp``, which is renamed to ``OUT``, and the pieces are removed. Run again with the
+Nothing half-written is ever the output: each batch's vectors go to a piece file of their own in
+``OUT.parts/``; when every piece is there, they are copied into one file, which is moved to ``OUT``,
+and the pieces are removed. Each file (a piece, the pieces' ``settings.json``, the output) is written
+whole in a folder made for it alone (``highwaynet/_files.py``: ``OUT.parts/.NAME.x1y2.tmp``,
+``.OUT.x1y2.embed`` beside ``OUT``), then moved into its place in one step: never through a link planted at
+its name, never into a file of another's (``OUT.tmp`` may be another command's ``--out``); the folder a kill
+left (hidden, with what it had written) is removed by the next run. Run again with the
 same settings, the command goes on from the pieces already written (and says so), or, where ``OUT``
 is complete, says so and does nothing; with other settings it is refused, naming each difference and
 the two ways on (``--restart``, another ``--out``); while one command writes ``OUT`` (it holds
-``OUT.parts/.lock``), a second is refused. ``--restart`` removes what the command wrote
+``OUT.parts/.lock``), a second is refused, and ``OUT`` is read again once the lock is taken (a command
+that ended meanwhile may have written it). ``--restart`` removes what the command wrote
 (``OUT``, where it carries this command's settings, and its pieces) and starts over; a file of the
 user's is never removed. What is read back is checked first: a piece or an output that does not hold
 each of its lines' vectors, with their shapes, is damaged (a damaged piece is embedded again; a
@@ -41,6 +46,7 @@ from tqdm.auto import tqdm
 
 from .. import __version__
 from .._checks import check_choice, check_flag, check_path, check_size, describe
+from .._files import check_replaceable, private_folder, remove_killed, replace_all
 from ..data.download import parse_json, read_text
 from ..training.distributed import barrier, init_distributed
 from ..training.run_dir import release_lock, take_lock
@@ -88,14 +94,23 @@ def _select(layers: list[torch.Tensor], kind: str) -> torch.Tensor:
     return stacked
 
 
+#: What writes the output, for the messages of :func:`check_replaceable`.
+_WHAT = "elmo embed"
+#: The end of the name of the folder a piece, or ``settings.json``, is written in (``OUT.parts/.NAME.x1y2.tmp``),
+#: and of that the output is written in (``.OUT.x1y2.embed``, beside it): :func:`private_folder`'s.
+_SCRATCH, _MERGE_SCRATCH = ".tmp", ".embed"
+
+
 def _write_piece(path: Path, first_line: int, vectors: torch.Tensor, lengths: list[int]) -> None:
+    """Write a batch's piece whole in a folder of this call's own in the pieces folder (``.NAME.x1y2.tmp``: never
+    through a link, never into another process's), then move it into place."""
     import h5py
 
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    with h5py.File(tmp, "w") as f:
-        for row, length in enumerate(lengths):
-            f.create_dataset(str(first_line + row), data=vectors[row, ..., :length, :].numpy())
-    os.replace(tmp, path)
+    with private_folder(path.parent, f".{path.name}.", _SCRATCH, (path.name,)) as scratch:
+        with h5py.File(scratch / path.name, "x") as f:
+            for row, length in enumerate(lengths):
+                f.create_dataset(str(first_line + row), data=vectors[row, ..., :length, :].numpy())
+        replace_all([(scratch / path.name, path)], _WHAT)
 
 
 def _check_file(what: str, path: Path) -> None:
@@ -235,28 +250,22 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
     rank, size = init_distributed(device)
     target = pick_device(device)
     bilm = ELMoBiLM.from_files(options, weights, stateful=stateful, device=target)
-    if out.exists() or out.is_symlink():  # (every process reads it before rank 0 may remove it)
-        stored = _stored_fingerprint(out)
-        if stored is None or stored.get("format") != "highwaynet elmo embed":
-            raise FileExistsError(f"{out} exists and is not a file this command wrote (an HDF5 file with its "
-                                  f"settings): pass another --out (--restart removes only this command's files)")
-        if not restart:
-            differ = _differences(stored, wanted)
-            if differ:
-                raise FileExistsError(f"{out} holds vectors embedded with other settings ({differ}). "
-                                      f"{_ways_on(out, 'the file is')}")
-            problem = _damaged_output(out, sentences, layers, bilm.output_size)
-            if problem:
-                raise FileExistsError(f"{out} was written by this command but is damaged: {problem} (edited or "
-                                      f"cut short after it was written?). Embed it again with --restart (the file "
-                                      f"is removed), or pass another --out")
-            say(f"{out} is complete ({len(sentences)} lines); nothing to do (--restart embeds it again)")
-            return out
+    # (every process reads OUT before rank 0 may remove it; read again once the lock is held, as another command
+    # may have written it meanwhile: a complete OUT, or one with other settings, is never written over unchecked)
+    if _complete(out, sentences, wanted, layers, bilm.output_size, restart, say):
+        return out
     parts = out.with_name(out.name + ".parts")
     barrier()
     lock = _lock_parts(out, parts) if rank == 0 else None  # (one command writes OUT at a time; under torchrun, rank 0)
     try:
+        barrier()
+        if _complete(out, sentences, wanted, layers, bilm.output_size, restart, say):
+            return out
+        barrier()
         if rank == 0:
+            remove_killed(out.parent, f".{out.name}.", _MERGE_SCRATCH, (out.name,))  # (what a kill cut short)
+            _remove_killed_scratch(parts)
+            check_replaceable([out], _WHAT)  # (before the work, not at its end)
             if restart:
                 _start_over(out, parts, say)
             _claim_parts(parts, wanted)
@@ -288,8 +297,39 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
             say(f"wrote {out}: {len(sentences)} lines, layers={layers}")
         barrier()
     finally:
+        if lock is not None:
+            _remove_lone_lock(parts)
         release_lock(lock)
     return out
+
+
+def _complete(out: Path, sentences: list[list[str]], wanted: dict[str, Any], layers: str, width: int, restart: bool,
+              say: Callable[[str], None]) -> bool:
+    """Whether ``out`` is complete (said so: nothing to do); False where it is missing, or is to be embedded again
+    (``restart``). Raises ``FileExistsError`` where it is not this command's, holds other settings' vectors, or is
+    damaged."""
+    if not (out.exists() or out.is_symlink()):
+        return False
+    if out.is_dir() and not out.is_symlink():
+        raise FileExistsError(f"{out} is a folder: --out names the output file (as {out / 'vectors.hdf5'}); pass a "
+                              f"file's path")
+    stored = _stored_fingerprint(out)
+    if stored is None or stored.get("format") != "highwaynet elmo embed":
+        raise FileExistsError(f"{out} exists and is not a file this command wrote (an HDF5 file with its "
+                              f"settings): pass another --out (--restart removes only this command's files)")
+    if restart:
+        return False
+    differ = _differences(stored, wanted)
+    if differ:
+        raise FileExistsError(f"{out} holds vectors embedded with other settings ({differ}). "
+                              f"{_ways_on(out, 'the file is')}")
+    problem = _damaged_output(out, sentences, layers, width)
+    if problem:
+        raise FileExistsError(f"{out} was written by this command but is damaged: {problem} (edited or "
+                              f"cut short after it was written?). Embed it again with --restart (the file "
+                              f"is removed), or pass another --out")
+    say(f"{out} is complete ({len(sentences)} lines); nothing to do (--restart embeds it again)")
+    return True
 
 
 def _piece_done(piece: Path, lines: range, sentences: list[list[str]], layers: str, width: int,
@@ -317,8 +357,11 @@ def _piece_done(piece: Path, lines: range, sentences: list[list[str]], layers: s
 _LOCK = ".lock"
 
 
-#: A piece's name, ``batch-00000012.h5`` (:func:`_write_piece`), or its temporary's, ``batch-00000012.h5.PID.tmp``.
+#: A piece's name, ``batch-00000012.h5`` (:func:`_write_piece`), or the temporary of one that 0.3 wrote beside it,
+#: ``batch-00000012.h5.PID.tmp`` (a kill's left: removed as this command's).
 _PIECE = re.compile(r"batch-\d{8,}\.h5(\.\d+\.tmp)?")
+#: The folder a piece or ``settings.json`` is written in (:func:`private_folder`): ``.batch-00000012.h5.x1y2.tmp``.
+_SCRATCH_FOLDER = re.compile(r"\.(batch-\d{8,}\.h5|settings\.json)\.[^.]+" + re.escape(_SCRATCH))
 
 
 def _is_ours(name: str) -> bool:
@@ -340,10 +383,50 @@ def _lock_parts(out: Path, parts: Path) -> int | None:
     above = next(p for p in parts.parents if p.exists() or p.is_symlink())
     if not above.is_dir():
         raise FileExistsError(f"{out} cannot be written: {above} is a file, not a folder; pass another --out")
-    parts.mkdir(parents=True, exist_ok=True)
-    return take_lock(parts / _LOCK, lambda holder: FileExistsError(
-        f"{out} is being written by {holder} (it holds {parts / _LOCK}): wait for that command to end, or pass "
-        f"another --out"))
+    def busy(holder: str) -> Exception:
+        return FileExistsError(f"{out} is being written by {holder} (it holds {parts / _LOCK}): wait for that "
+                               f"command to end, or pass another --out")
+
+    # The command that holds the lock removes its file, and the folder, at its end (:func:`_remove_parts`): a lock
+    # taken on the file it had opened, or in the folder it was removing, is on a file no longer there, which a
+    # third command would make anew and lock too. The lock is held where its file is still the one in the folder.
+    for _ in range(100):
+        parts.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = take_lock(parts / _LOCK, busy)
+        except FileNotFoundError:  # (the folder removed between the two)
+            continue
+        if fd is None:  # pragma: no cover - Windows: no lock
+            return None
+        try:
+            if os.path.samestat(os.fstat(fd), os.lstat(parts / _LOCK)):
+                return fd
+        except FileNotFoundError:
+            pass
+        release_lock(fd)
+    raise busy("another process")  # (pragma: no cover - a folder removed and made a hundred times meanwhile)
+
+
+def _remove_lone_lock(parts: Path) -> None:
+    """Remove the lock file, and the pieces folder, where it holds nothing else (a command refused, or one that
+    found ``OUT`` complete, once the lock was taken); before the lock is let go."""
+    try:
+        if os.listdir(parts) == [_LOCK]:
+            os.unlink(parts / _LOCK)
+            parts.rmdir()
+    except OSError:  # (gone, or a file of another's there since)
+        pass
+
+
+def _remove_killed_scratch(parts: Path) -> None:
+    """Remove the folders (:func:`private_folder`'s) in which writers of pieces or ``settings.json`` killed before
+    their end left what they had written: held by none, hidden, they would stay for ever."""
+    try:
+        entries = os.listdir(parts)
+    except OSError:
+        return
+    for name in {m[1] for m in map(_SCRATCH_FOLDER.fullmatch, entries) if m}:
+        remove_killed(parts, f".{name}.", _SCRATCH, (name,))
 
 
 def _remove_parts(parts: Path, keep: tuple[str, ...] = ()) -> list[str]:
@@ -351,6 +434,7 @@ def _remove_parts(parts: Path, keep: tuple[str, ...] = ()) -> list[str]:
     named in ``keep``, and the folder once empty; returns the names of what stays (files of the user's)."""
     if parts.is_symlink() or not parts.is_dir():
         return []
+    _remove_killed_scratch(parts)
     kept = []
     with os.scandir(parts) as entries:
         for entry in entries:
@@ -361,7 +445,10 @@ def _remove_parts(parts: Path, keep: tuple[str, ...] = ()) -> list[str]:
             else:
                 kept.append(entry.name)
     if not kept and not keep:
-        parts.rmdir()
+        try:
+            parts.rmdir()
+        except OSError:  # (the folder of the next command writing OUT, made in it since: its lock file there)
+            pass
     return sorted(kept)
 
 
@@ -395,9 +482,10 @@ def _claim_parts(parts: Path, wanted: dict[str, Any]) -> None:
     if _holds_pieces(parts):
         raise FileExistsError(f"{parts} holds pieces without their settings.json; start over with --restart (its "
                               f"pieces are removed) or pass another --out")
-    tmp = settings.with_name("settings.json.tmp")
-    tmp.write_text(json.dumps(wanted, indent=1))
-    os.replace(tmp, settings)
+    with private_folder(parts, f".{settings.name}.", _SCRATCH, (settings.name,)) as scratch:
+        with open(scratch / settings.name, "x") as f:
+            f.write(json.dumps(wanted, indent=1))
+        replace_all([(scratch / settings.name, settings)], _WHAT)
 
 
 def _check_parts(parts: Path, wanted: dict[str, Any]) -> None:
@@ -409,19 +497,21 @@ def _check_parts(parts: Path, wanted: dict[str, Any]) -> None:
 def _merge(parts: Path, out: Path, batches: int, attributes: dict[str, Any], say: Callable[[str], None]) -> None:
     import h5py
 
-    tmp = out.with_name(out.name + ".tmp")
-    with h5py.File(tmp, "w") as f:
-        for k in range(batches):
-            piece = parts / f"batch-{k:08d}.h5"
-            if not piece.is_file():
-                raise FileNotFoundError(f"{piece} is missing: a process did not finish its batches; run the command "
-                                        f"again to write what is missing")
-            with h5py.File(piece, "r") as p:
-                for name in p:
-                    p.copy(p[name], f, name)
-        for key, value in attributes.items():
-            f.attrs[key] = value
-    os.replace(tmp, out)
+    # (written in a folder of this command's own beside OUT, ``.OUT.x1y2.embed``: never through a link, never
+    # into a file of another's, ``OUT.tmp`` another command's output; one a kill left is removed by the next run)
+    with private_folder(out.parent, f".{out.name}.", _MERGE_SCRATCH, (out.name,)) as scratch:
+        with h5py.File(scratch / out.name, "x") as f:
+            for k in range(batches):
+                piece = parts / f"batch-{k:08d}.h5"
+                if piece.is_symlink() or not piece.is_file():
+                    raise FileNotFoundError(f"{piece} is missing: a process did not finish its batches; run the "
+                                            f"command again to write what is missing")
+                with h5py.File(piece, "r") as p:
+                    for name in p:
+                        p.copy(p[name], f, name)
+            for key, value in attributes.items():
+                f.attrs[key] = value
+        replace_all([(scratch / out.name, out)], _WHAT)
     kept = _remove_parts(parts)
     if kept:
         say(f"{parts} is kept: it holds files that are not this command's ({', '.join(kept)})")
