@@ -159,7 +159,7 @@ def test_what_a_killed_download_left_is_removed_by_the_next_one_and_one_under_wa
     killed, running, empty, other = (home / f".data.csv.gz.{k}.download" for k in ("k1ll3d_x", "runn1ng_", "empty123",
                                                                                    "a.b"))
     for folder in (killed, running, empty, other):
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, mode=0o700)  # (as mkdtemp makes it)
     for folder in (killed, running, other):
         (folder / "data.csv.gz.part").write_bytes(b"half a download")
     lock = os.open(running, os.O_RDONLY)

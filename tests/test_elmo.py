@@ -741,18 +741,21 @@ def test_a_killed_save_leaves_its_folder_to_the_next_save_and_one_under_way_keep
 
 @pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: a save's folder is not locked there")
 def test_what_a_killed_save_left_is_told_from_a_users_folder_and_one_just_made(tmp_path):
-    """The next save removes only a killed save's folder (unlocked, holding its files): one under way (locked),
-    one not yet begun (empty), a look-alike name and a folder holding anything else stay."""
+    """The next save removes only a killed save's folder (unlocked, as ``mkdtemp`` makes it, holding its files and
+    nothing else): one under way (locked), one not yet begun (empty), a look-alike name, and a folder of the user's
+    (holding anything else, or open to others as a folder a user makes is, ``0755``) stay whole. The save took the
+    weights out of a user's folder that held other files too, and removed a user's ``0755`` folder of a backup."""
     import fcntl
 
     folder = tmp_path / "out"
-    killed, running, empty, other, mine = (folder / f".save_files.{k}" for k in ("k1ll3d_x", "runn1ng_", "empty123",
-                                                                                "a.b", "m1n3_abc"))
-    for scratch in (killed, running, empty, other, mine):
-        scratch.mkdir(parents=True)
-    for scratch in (killed, running, other, mine):
+    killed, running, empty, other, mine, backup = (
+        folder / f".save_files.{k}" for k in ("k1ll3d_x", "runn1ng_", "empty123", "a.b", "m1n3_abc", "old"))
+    for scratch in (killed, running, empty, other, mine, backup):
+        scratch.mkdir(parents=True, mode=0o755 if scratch == backup else 0o700)
+    for scratch in (killed, running, other, mine, backup):
         (scratch / "weights.hdf5").write_bytes(b"half the weights")
-    (killed / "options.json").write_text("{}")
+    for scratch in (killed, backup):
+        (scratch / "options.json").write_text("{}")
     (mine / "notes.txt").write_text("the user's own")
     lock = os.open(running, os.O_RDONLY)
     try:
@@ -760,9 +763,10 @@ def test_what_a_killed_save_left_is_told_from_a_users_folder_and_one_just_made(t
         _small_bilm().save_files(folder)
     finally:
         os.close(lock)
-    assert _hidden(folder) == sorted(p.name for p in (running, empty, other, mine))
+    assert _hidden(folder) == sorted(p.name for p in (running, empty, other, mine, backup))
     assert (running / "weights.hdf5").read_bytes() == b"half the weights"
-    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "weights.hdf5"]
+    assert sorted(p.name for p in backup.iterdir()) == ["options.json", "weights.hdf5"]
 
 
 def _obstacle(folder, monkeypatch, kind):

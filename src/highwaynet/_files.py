@@ -112,10 +112,12 @@ def _middle(entry: str, prefix: str, suffix: str) -> str | None:
 def remove_killed(beside: Path, prefix: str, suffix: str, names: Sequence[str]) -> list[str]:
     """Remove the folders that writers of the files ``names`` killed before their end (SIGKILL, SIGTERM, a closed
     terminal) left in ``beside`` (:func:`private_folder`'s, ``prefix``, ``suffix``), with what they had written;
-    returns their names. A folder is removed where its lock can be taken (a writer at work holds it) and it
-    holds one of ``names`` as a regular file (one just made holds none yet, and is left). Only those files are
-    removed, then the folder: one that holds anything else is left, with it; so is every one where the OS or
-    the file system has no lock."""
+    returns their names. A folder is removed only where it looks as a writer's does and no writer holds it: its
+    lock can be taken (a writer at work holds it), it is this user's and closed to others (``mkdtemp``'s
+    ``0700``: a folder of the user's own making, ``0755``, is not one), and it holds one of ``names`` or more
+    as regular files, and nothing else (one just made holds none yet; one that holds anything else, or a link,
+    is not a writer's). Such a folder is left whole, with all it holds; so is every one where the OS or the file
+    system has no lock."""
     if fcntl is None:  # pragma: no cover - Windows
         return []
     try:
@@ -134,7 +136,7 @@ def remove_killed(beside: Path, prefix: str, suffix: str, names: Sequence[str]) 
             if not lock(fd, wait=False):  # (held: a writer at work; no lock on this file system: left)
                 continue
             found = _regular_files(fd, names)
-            if not found:
+            if not found or not _a_writers(fd, found):
                 continue
             for name in found:
                 os.unlink(name, dir_fd=fd)
@@ -145,6 +147,14 @@ def remove_killed(beside: Path, prefix: str, suffix: str, names: Sequence[str]) 
         finally:
             os.close(fd)
     return removed
+
+
+def _a_writers(fd: int, found: list[str]) -> bool:
+    """Whether the open folder ``fd``, which holds the regular files ``found``, is as :func:`private_folder` makes
+    them: this user's, closed to others (``mkdtemp``'s ``0700``), and holding those files alone."""
+    info = os.fstat(fd)
+    euid = os.geteuid() if hasattr(os, "geteuid") else info.st_uid
+    return info.st_uid == euid and not info.st_mode & 0o077 and sorted(os.listdir(fd)) == sorted(found)
 
 
 def _regular_files(fd: int, names: Sequence[str]) -> list[str]:
@@ -165,7 +175,9 @@ def private_folder(beside: Path, prefix: str, suffix: str, names: Sequence[str])
     (a ``prefix`` that starts with a dot hides it), in which it writes the files ``names`` (and nothing else),
     to move them into place (:func:`replace_all`). It is locked (:func:`lock`) while it is in use; the folders
     that killed writers of the same files left in ``beside`` are removed first (:func:`remove_killed`). On
-    leaving, whatever happened, those of ``names`` still in it are removed, then the folder."""
+    leaving, whatever happened, those of ``names`` still in it are removed, then the folder; where that fails
+    (a file of another's put in it), the folder is left as it is, and the error of the block, if any, is the one
+    raised."""
     remove_killed(beside, prefix, suffix, names)
     folder = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=beside))
     fd = None
@@ -179,6 +191,8 @@ def private_folder(beside: Path, prefix: str, suffix: str, names: Sequence[str])
             for name in names:
                 (folder / name).unlink(missing_ok=True)
             folder.rmdir()  # (before its lock is let go)
+        except OSError:  # (not to hide the block's own error, or fail a write that is in place: the folder is left)
+            pass
         finally:
             if fd is not None:
                 os.close(fd)

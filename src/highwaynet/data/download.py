@@ -152,11 +152,13 @@ def _download(url: str, sha256: str, target: Path, pin: str) -> None:
     # while the download runs: one that a kill left (SIGKILL, SIGTERM, a closed terminal), with all it had
     # downloaded, is not, and the next download of the file removes it (hidden, it would stay for ever). Its
     # place is checked before the download, and again before the move (a folder there is named, not met after).
+    # The partial file is made before the server is asked (which may take a minute): a folder a kill left while it
+    # waited, empty, would be taken for one just made, and left for ever.
     what, part = f"the download of {target.name}", target.name + ".part"
     check_replaceable([target], what)
     with private_folder(target.parent, f".{target.name}.", ".download", (part,)) as scratch:
         partial = scratch / part
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "xb") as out:
+        with open(partial, "xb") as out, urllib.request.urlopen(url, timeout=60) as response:
             total = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=total, unit="B", unit_scale=True, desc=f"downloading {target.name}") as bar:
                 for block in iter(lambda: response.read(1 << 16), b""):
@@ -193,9 +195,12 @@ def _check_once(path: Path, expected: str, source: str | None) -> None:
     verified[key] = seen
     try:  # (where the record cannot be written, the file is simply checked again next time)
         record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(verified, indent=1))
-        os.replace(tmp, record)
+        # (written in a folder of its own, as a download is: never through a link planted at a temporary's name,
+        # never into another process's, which ``verified.json.PID.tmp`` was where two hosts share the folder)
+        with private_folder(record.parent, f".{record.name}.", ".tmp", (record.name,)) as scratch:
+            with open(scratch / record.name, "x") as f:
+                f.write(json.dumps(verified, indent=1))
+            os.replace(scratch / record.name, record)
     except OSError:
         pass
 

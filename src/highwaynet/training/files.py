@@ -714,9 +714,11 @@ def _replace(path: Path, data: bytes, keep_previous: Path | None = None) -> None
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as f:
                 _write_all(f, data)
-        except OSError as error:
+        except BaseException as error:  # (Ctrl-C midway too: the half-written temporary is not left)
             tmp.unlink(missing_ok=True)
-            raise _disk_full(path, error) from None
+            if isinstance(error, OSError):
+                raise _disk_full(path, error) from None
+            raise
         if keep_previous is not None and path.exists():
             os.replace(path, keep_previous)
         os.replace(tmp, path)
