@@ -4,6 +4,7 @@ writer's folder is told from, the error a block raises, what a kill or Ctrl-C le
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -164,3 +165,48 @@ def test_a_run_folders_file_written_when_ctrl_c_comes_leaves_no_temporary(tmp_pa
         files.write_bytes(tmp_path / "checkpoint.pt", b"epoch 2")
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
     assert (tmp_path / "checkpoint.pt").read_bytes() == b"epoch 1"
+
+
+def _unwritable(folder: Path, monkeypatch) -> None:
+    """``folder`` as the OS shows a folder this user cannot write (root writes anywhere): ``os.access`` says so,
+    and a folder made in it is refused."""
+    folder.chmod(0o555)
+    access, mkdir = os.access, os.mkdir
+
+    def refused(path, *args, **kwargs):
+        if Path(path).parent == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != folder and access(path, mode, **kw))
+    monkeypatch.setattr(os, "mkdir", refused)
+
+
+@pytest.mark.parametrize("below", ["", "new/"])
+def test_a_folder_this_user_cannot_write_is_named_before_anything_is_made_in_it(tmp_path, monkeypatch, capsys,
+                                                                                 below):
+    """Where the folder a writer makes (``OUT.parts``, ``save_files``' folder, a download's data folder) was to be
+    made in a folder this user cannot write, the OS's error came through ("[Errno 13] Permission denied:
+    'RO/v.hdf5.parts'"), not the message that names the folder and what to do."""
+    from elmo_reference import options, write_model
+
+    from highwaynet.cli import main
+    from highwaynet.elmo import ELMoBiLM
+
+    model = write_model(tmp_path / "model", options())[:2]
+    source = tmp_path / "sentences.txt"
+    source.write_text("a b c\n")
+    served = tmp_path / "served.txt"
+    served.write_text("1 2 3\n")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    _unwritable(ro, monkeypatch)
+    words = f"{ro} is not writable by this user (or is on a read-only file system): "
+    assert main(["elmo", "embed", "--options", str(model[0]), "--weights", str(model[1]), "--input", str(source),
+                 "--out", str(ro / f"{below}v.hdf5"), "--device", "cpu", "--no-progress"]) == 2
+    assert words + "elmo embed writes " in capsys.readouterr().err
+    with pytest.raises(PermissionError, match=f"^{re.escape(words)}save_files writes "):
+        ELMoBiLM.from_files(*model).save_files(ro / below)
+    with pytest.raises(PermissionError, match=f"^{re.escape(words)}the download of served.txt writes "):
+        locate(DataFile("served.txt", served.as_uri(), sha256_of(served)), [ro / below], download=True, hint="")
+    assert list(ro.iterdir()) == []

@@ -60,20 +60,26 @@ def lock(fd: int, *, wait: bool) -> bool:
 def check_replaceable(paths: Sequence[Path], what: str) -> None:
     """Raise, naming the path and what to do, where a new file moved into the place of one of ``paths``
     (:func:`replace_all`) would be refused by the OS; nothing is changed. ``what`` names the writer (``"the
-    download of NAME"``). A link in the place is no obstacle: it is replaced, never followed.
+    download of NAME"``). A link in the place is no obstacle: it is replaced, never followed. Where the folder
+    that holds the place is yet to be made, the folder it would be made in is checked.
 
     Raises:
         IsADirectoryError: a folder stands in the place of the file.
-        PermissionError: the folder that holds the place is not writable by this user (or is on a read-only
-            file system); or the place holds another user's file in a folder where only a file's owner may
-            replace it (its sticky bit, as ``/tmp``'s).
+        PermissionError: the folder that holds the place (or that it would be made in) is not writable by this
+            user (or is on a read-only file system); or the place holds another user's file in a folder where
+            only a file's owner may replace it (its sticky bit, as ``/tmp``'s).
     """
     for path in paths:
-        folder = path.parent
+        folder = next((p for p in path.parents if os.path.lexists(p)), Path("."))
+        if not folder.is_dir():  # (a file, or a link to none, above the place: making its folder names it)
+            continue
         if not os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+            where = f"writes {path.name} there" if folder == path.parent else f"writes {path} below it"
             raise PermissionError(f"{folder} is not writable by this user (or is on a read-only file system): {what} "
-                                  f"writes {path.name} there; make it writable, or pass another folder, and run "
-                                  f"again (nothing was changed)")
+                                  f"{where}; make it writable, or pass another folder, and run again (nothing was "
+                                  f"changed)")
+        if folder != path.parent:
+            continue
         try:
             found = os.lstat(path)
         except FileNotFoundError:

@@ -136,6 +136,7 @@ def locate(file: DataFile, folders: Sequence[Path | None], *, download: bool, hi
         how = f"pass download=True (CLI: --download) to fetch it from {file.url}, or " if file.url else ""
         raise DataNotFoundError(f"{file.name} not found; looked in: {looked}. To get it, {how}{hint}")
     target = places[0] / file.name
+    check_replaceable([target], f"the download of {target.name}")  # (before its folder is made)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         _download(file.url, file.sha256, target, pin)

@@ -363,8 +363,9 @@ class ELMoBiLM(nn.Module):
         if folder.exists() and not folder.is_dir():
             raise FileExistsError(f"save_files writes options.json and weights.hdf5 into a folder, and {folder} is a "
                                   f"file: pass a folder")
-        folder.mkdir(parents=True, exist_ok=True)
         names = ("weights.hdf5", "options.json")  # (in the order they are moved: options.json last)
+        check_replaceable([folder / name for name in names], "save_files")  # (before the folder is made)
+        folder.mkdir(parents=True, exist_ok=True)
         check_replaceable([folder / name for name in names], "save_files")  # (before the weights are written)
         opts = read_options(self.options())
         state = {k: v.detach().float().cpu() for k, v in self.state_dict().items()}

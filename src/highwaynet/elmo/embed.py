@@ -390,6 +390,7 @@ def _lock_parts(out: Path, parts: Path) -> int | None:
     # The command that holds the lock removes its file, and the folder, at its end (:func:`_remove_parts`): a lock
     # taken on the file it had opened, or in the folder it was removing, is on a file no longer there, which a
     # third command would make anew and lock too. The lock is held where its file is still the one in the folder.
+    check_replaceable([out], _WHAT)  # (a folder this user cannot write named, before anything is made in it)
     for _ in range(100):
         parts.mkdir(parents=True, exist_ok=True)
         try:
