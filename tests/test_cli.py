@@ -75,6 +75,8 @@ def test_a_shorthand_sets_its_fields_and_an_own_option_wins():
     (["reproduce", "sentences", "--folds", "11"], "--folds must be below 11, got 11"),
     (["reproduce", "sentences", "--encoder", "gru"], "--encoder must be one of"),
     (["reproduce", "rhn-depth", "--corpora", "austen"], "corpora entries are 'name:level'"),
+    (["reproduce", "rhn-depth", "--seeds", "0,1,0"], "--seeds lists 0 more than once"),
+    (["reproduce", "rhn-depth", "--seed", "3"], "the depth study trains each model with each of its seeds (--seeds)"),
 ])
 def test_the_configurations_checks_name_the_option(argv, message, capsys):
     assert cli.main(argv) == 2

@@ -1,6 +1,7 @@
 """Language modelling end to end on real text, and the lm / generate / reproduce commands."""
 
 import json
+import math
 import warnings
 
 import pytest
@@ -13,7 +14,7 @@ from highwaynet.data.download import DataFile
 from highwaynet.models import CharAwareLanguageModel, LSTMLanguageModel, RHNLanguageModel
 from highwaynet.models.lm import count_parameters, generate
 from highwaynet.nn import CharVocab
-from highwaynet.recipes import lm
+from highwaynet.recipes import lm, rhn_depth
 from highwaynet.training import TrainConfig
 
 
@@ -174,28 +175,154 @@ def test_an_lstm_run_records_the_state_dropout_it_applies_and_an_older_folder_go
 def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ["reproduce", "rhn-depth", "--depths", "1,2", "--budget", "15000", "--epochs", "1",
-            "--steps-per-epoch", "2", "--batch-size", "8", "--data-dir", str(shared_data / "text"), "--out", str(out)]
+            "--steps-per-epoch", "2", "--batch-size", "8", "--data-dir", str(shared_data / "text"), "--out", str(out),
+            "--seeds", "0,1", "--eval-windows", "2"]
     assert main(args) == 0
     report = (out / "report.md").read_text()
     assert (out / "depth.png").stat().st_size > 10_000
-    assert "| RHN | 1 |" in report and "| RHN | 2 |" in report and "| LSTM | - |" in report
+    assert "| RHN" in report and "| LSTM, same time | - |" in report and "| LSTM, same steps | - |" in report
     summary = json.loads((out / "summary.json").read_text())
-    rows = summary["corpora"]["tinyshakespeare:char"]["rhn"]
+    result = summary["corpora"]["tinyshakespeare:char"]
+    rows = result["rhn"]
     assert all(abs(r["parameters"] - 15_000) < 1_000 for r in rows)
     assert f"| {rows[0]['parameters']:,} |" in report  # thousands separated
+    # Checked against the run folders' own results, computed here again: the depth chosen on validation
+    # (mean over the seeds), the equal-time LSTM's budget (the median of that depth's times: of two, the
+    # mean), and the paired differences of test bpc, seed by seed, with Student's t for 1 degree of freedom.
+    folder = out / "tinyshakespeare-char"
+
+    def ran(name):
+        return json.loads((folder / name / "results.json").read_text())
+
+    valid = {d: (ran(f"rhn-depth{d}-seed0")["best_val"] + ran(f"rhn-depth{d}-seed1")["best_val"]) / 2 for d in (1, 2)}
+    best = min(valid, key=valid.get)
+    assert rhn_depth.chosen(result)["depth"] == best
+    times = [ran(f"rhn-depth{best}-seed{s}")["train_seconds"] for s in (0, 1)]
+    assert result["lstm"]["max_seconds"] == pytest.approx((times[0] + times[1]) / 2)
+    for lstm in ("lstm", "lstm_steps"):
+        name = "lstm-seed" if lstm == "lstm" else "lstm-steps-seed"
+        d = [ran(f"rhn-depth{best}-seed{s}")["test"]["bpc"] - ran(f"{name}{s}")["test"]["bpc"] for s in (0, 1)]
+        mean, sd = (d[0] + d[1]) / 2, abs(d[0] - d[1]) / math.sqrt(2)
+        half = 12.706 * sd / math.sqrt(2)
+        c = rhn_depth.contrast(result, lstm)
+        assert (c["n"], c["seeds"]) == (2, [0, 1])
+        assert (c["mean"], c["lo"], c["hi"]) == pytest.approx((mean, mean - half, mean + half))
+        assert f"{mean:+.3f} bpc [{mean - half:+.3f}, {mean + half:+.3f}] (95%, paired over 2 seeds)" in report
+    assert "2 steps of 8 × 50 characters (800 characters), 2 seeds)" in report  # the scale
     assert main(args) == 0 and f"the study in {out} is done" in capsys.readouterr().out  # run again: done
     assert main(args + ["--resume"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("done, skipped") == 3 and "keeps the settings" not in printed
+    assert printed.count("done, skipped") == 8 and "keeps the settings" not in printed
     other = args[:11] + ["3"] + args[12:]  # another batch size: refused; with --resume, the study keeps its own
     assert main(other) == 2
     assert f"{out} holds a study with other settings (--batch-size 8 there, 3 asked)" in capsys.readouterr().err
     assert main(other + ["--resume"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("done, skipped") == 3 and "keeps the settings" not in printed
+    assert printed.count("done, skipped") == 8 and "keeps the settings" not in printed
     assert "not applied: --batch-size 8 (asked 3)" in printed  # (the option typed: it named base.batch_size)
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
     assert "--depths must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_rhn_depth_stopped_midway_goes_on_where_it_stopped(shared_data, tmp_path, monkeypatch):
+    """Killed between runs, the study run again with the same settings skips the runs it finished and
+    trains the rest, each seed in its own folder; a folder of the one-seed layout (0.3) is named, unused."""
+    _, config = cli.parse(["reproduce", "rhn-depth", "--depths", "1", "--budget", "5000", "--epochs", "1",
+                           "--steps-per-epoch", "1", "--batch-size", "4", "--eval-windows", "1", "--seeds", "0,1"])
+    out, data, real, calls = tmp_path / "sweep", shared_data / "text", lm.run, []
+
+    def killed_at_the_third(*args, **kwargs):
+        calls.append(args[1].name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lm, "run", killed_at_the_third)
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        rhn_depth.run(config, out, data_dir=data, log=lines.append, progress=False)
+    assert calls == ["rhn-depth1-seed0", "lstm-steps-seed0", "rhn-depth1-seed1"]  # seed by seed
+    monkeypatch.setattr(lm, "run", real)
+    lines.clear()
+    (out / "tinyshakespeare-char" / "rhn-depth1").mkdir()  # (as 0.3 named seed 0's run)
+    summary = rhn_depth.run(config, out, data_dir=data, log=lines.append, progress=False)
+    assert any("holds runs of a one-seed study of highwaynet 0.3 or before (rhn-depth1)" in line for line in lines)
+    assert any("unfinished (2 runs done so far): going on where it stopped" in line for line in lines)
+    assert [line.rsplit("/", 1)[1] for line in lines if line.endswith("done, skipped")] == \
+        ["rhn-depth1-seed0: done, skipped", "lstm-steps-seed0: done, skipped"]
+    result = summary["corpora"]["tinyshakespeare:char"]
+    assert [r["seed"] for r in result["rhn"][0]["runs"]] == [r["seed"] for r in result["lstm"]["runs"]] == [0, 1]
+    assert sorted(p.name for p in (out / "tinyshakespeare-char").iterdir()) == [
+        "lstm-seed0", "lstm-seed1", "lstm-steps-seed0", "lstm-steps-seed1", "rhn-depth1", "rhn-depth1-seed0",
+        "rhn-depth1-seed1"]
+
+
+def _study(tests: dict, valid: dict, lstm_seeds=(0, 1, 2)) -> dict:
+    """A depth study's summary, by hand: each model's test bpc and best validation loss, seed by seed."""
+    from dataclasses import asdict
+
+    def entry(model, depth, seeds):
+        return {"model": model, "depth": depth, "hidden": 10, "parameters": 1000, "runs": [
+            {"seed": s, "model": model, "depth": depth, "epochs": 8, "train_seconds": 40.0 + s,
+             "best_val": valid.get((model, depth), {}).get(s, 2.0), "test": {"bpc": tests[model, depth][s]},
+             "sample": "\nTo be"} for s in seeds]}
+
+    config = asdict(rhn_depth.RHNDepthConfig(depths=[1, 2]))
+    return {"config": config, "seconds": 1.0, "cuda_graph": False, "corpora": {"tinyshakespeare:char": {
+        "level": "char", "vocab": 65, "rhn": [entry("rhn", d, tuple(tests["rhn", d])) for d in (1, 2)],
+        "lstm": {**entry("lstm", None, lstm_seeds), "max_seconds": 41.0, "time_of": "rhn depth 2"},
+        "lstm_steps": entry("lstm", None, lstm_seeds)}}}
+
+
+def test_rhn_depth_chooses_on_validation_and_pairs_by_seed(tmp_path):
+    # Depth 1 tests better, depth 2 validates better: depth 2 is chosen. The LSTM's runs are listed in
+    # another order than the RHN's: pairs are made by seed, not by place.
+    tests = {("rhn", 1): {0: 2.70, 1: 2.71, 2: 2.72}, ("rhn", 2): {0: 2.80, 1: 2.85, 2: 2.90},
+             ("lstm", None): {2: 2.75, 0: 2.70, 1: 2.70}}
+    valid = {("rhn", 1): {0: 1.95, 1: 1.95, 2: 1.95}, ("rhn", 2): {0: 1.90, 1: 1.90, 2: 1.98}}
+    summary = _study(tests, valid, lstm_seeds=(2, 0, 1))
+    result = summary["corpora"]["tinyshakespeare:char"]
+    assert rhn_depth.chosen(result)["depth"] == 2  # (mean 1.9267 against 1.95)
+    # Independently: differences 0.10, 0.15, 0.15 (seeds 0, 1, 2); mean 0.13333; sample sd
+    # sqrt(((-1/30)^2 + 2 (1/60)^2) / 2) = 0.028868; t(0.975, 2 df) = 4.303; half 4.303 * 0.028868 / sqrt(3).
+    diffs = [2.80 - 2.70, 2.85 - 2.70, 2.90 - 2.75]
+    mean = sum(diffs) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
+    half = 4.303 * sd / math.sqrt(3)
+    assert (mean, sd, half) == pytest.approx((0.133333, 0.028868, 0.071717), abs=1e-6)
+    c = rhn_depth.contrast(result)
+    assert (c["n"], c["seeds"]) == (3, [0, 1, 2])
+    assert (c["mean"], c["lo"], c["hi"]) == pytest.approx((mean, mean - half, mean + half))
+    line = rhn_depth.verdicts(summary)[0]
+    assert line.startswith("tinyshakespeare:char (about 200,000 parameters, 400 steps of 128 × 50 characters "
+                           "(2,560,000 characters), 3 seeds): the best RHN on validation has recurrence depth 2 "
+                           "(test bpc 2.850 ± 0.050)")
+    assert "trained for as long as the best RHN (41 s, the median of its runs' times), test bpc 2.717 ± 0.029, " \
+           "RHN − LSTM = +0.133 bpc [+0.062, +0.205] (95%, paired over 3 seeds): the LSTM lower" in line
+    rhn_depth.write_report(tmp_path, summary)
+    report = (tmp_path / "report.md").read_text()
+    assert "| RHN (best on valid) | 2 | 10 | 1,000 | 8 | 2.780 | 2.850 ± 0.050 | 40, 41, 42 |" in report
+    # A seed the LSTM lacks is left out of the pairs; one pair gives no interval.
+    del result["lstm"]["runs"][1:]
+    assert rhn_depth.contrast(result)["seeds"] == [2]
+    assert "+0.150 bpc (one seed: no interval)" in rhn_depth.verdicts(summary)[0]
+
+
+def test_rhn_depth_reports_a_one_seed_summary_of_0_3(tmp_path):
+    """A summary written before seeds (each row its one run, the LSTM's too) still reports: seed 0 alone."""
+    summary = _study({("rhn", 1): {0: 2.83}, ("rhn", 2): {0: 2.82}, ("lstm", None): {0: 2.74}}, {}, lstm_seeds=(0,))
+    result = summary["corpora"]["tinyshakespeare:char"]
+    for key in ("rhn", "lstm"):
+        for entry in (result[key] if key == "rhn" else [result[key]]):
+            run = entry.pop("runs")[0]
+            entry.update({k: v for k, v in run.items() if k != "seed"})
+    del result["lstm_steps"], result["lstm"]["max_seconds"], summary["config"]["seeds"]
+    result["rhn"][0]["best_val"] = 1.8  # (chosen on validation: depth 1)
+    line = rhn_depth.verdicts(summary)[0]
+    assert "1 seed): the best RHN on validation has recurrence depth 1 (test bpc 2.830)" in line
+    assert "(40 s), test bpc 2.740, RHN − LSTM = +0.090 bpc (one seed: no interval)" in line
+    rhn_depth.write_report(tmp_path, summary)
+    assert "| LSTM, same time | - | 10 | 1,000 | 8 | 2.885 | 2.740 | 40 |" in (tmp_path / "report.md").read_text()
 
 
 def test_cli_reproduce_rhn_depth_downloads_when_asked(shared_data, tmp_path, monkeypatch):

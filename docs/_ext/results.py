@@ -227,12 +227,23 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                      + " test accuracy",
                      "{doc}`/results/sentences`"])
     if "rhn-depth-tinyshakespeare" in records:
-        for entry, result in records["rhn-depth-tinyshakespeare"]["result"]["corpora"].items():
-            best = min(result["rhn"], key=lambda r: r["test"]["bpc"])
-            lstm = result.get("lstm")
-            add("rhn-depth-tinyshakespeare", [f"RHN depth at a fixed budget ({entry})",
-                         f"best depth {best['depth']}: {best['test']['bpc']:.3f} bits/char"
-                         + (f" (LSTM, same time: {lstm['test']['bpc']:.3f})" if lstm else ""), "{doc}`/results/rhn`"])
+        from highwaynet.recipes import rhn_depth
+
+        study = records["rhn-depth-tinyshakespeare"]["result"]
+        for entry, result in study["corpora"].items():
+            best = rhn_depth.chosen(result)
+            line = f"best depth on validation {best['depth']}: test {rhn_depth.over_seeds(best, 'bpc')} bits/char"
+            for lstm, what in (("lstm", "same time"), ("lstm_steps", "same steps")):
+                c = rhn_depth.contrast(result, lstm)
+                if c is not None:
+                    line += (f"; LSTM, {what}: {rhn_depth.over_seeds(result[lstm], 'bpc')}, RHN − LSTM "
+                             + (f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]" if c["n"] > 1 else
+                                f"{c['mean']:+.3f}"))
+            seeds = len(study["config"].get("seeds", [0]))
+            add("rhn-depth-tinyshakespeare", [f"RHN depth at a fixed budget ({entry}, {study['config']['budget']:,} "
+                                              f"parameters, {seeds} seed{'s' if seeds > 1 else ''}"
+                                              + (", paired, 95%" if seeds > 1 else "") + ")",
+                                              line, "{doc}`/results/rhn`"])
     for name in ("tune-tinyshakespeare", "tune-austen"):
         if name in records:
             for entry, result in records[name]["result"]["corpora"].items():

@@ -317,8 +317,10 @@ REPRODUCE_RECIPES = (
            config=config.DepthConfig, run=_reproduce_depth, titles={"": "experiment"},
            resume_help=STUDY_RESUME),
     Recipe("rhn-depth", help="RHN language models against recurrence depth at a fixed budget, and vs an LSTM",
-           description="RHN language models at several recurrence depths with the parameter budget fixed, then an "
-                       "LSTM of the same budget trained for the same time. Writes depth.png and report.md.",
+           description="RHN language models at several recurrence depths with the parameter budget fixed, each with "
+                       "every seed; the best depth on validation then against LSTMs of the same budget and seeds, "
+                       "trained for the same time and for the same steps (paired differences, 95% intervals). Writes "
+                       "depth.png and report.md.",
            config=config.RHNDepthConfig, run=_reproduce_rhn_depth, out="runs/rhn-depth",
            titles={"": "experiment", "base": "every model", **TRAINING},
            hide=("base.corpus", "base.level", "base.model", "base.depth", "base.hidden", "base.train.cuda_graph"),

@@ -97,14 +97,18 @@ class LMConfig:
 @dataclass
 class RHNDepthConfig:
     """RHN language models at several recurrence depths with the parameter budget fixed (Zilly et
-    al., 2017, Fig. 4), then an LSTM of the same budget trained for as long as the best RHN took.
-    ``corpora`` entries are ``name:level``; ``base`` sets everything but the corpus, the model, its
-    depth and its size."""
+    al., 2017, Fig. 4), each with every one of ``seeds``; the best depth on validation is then set
+    against LSTMs of the same budget, one trained for as long as the best RHN took and one for as
+    many steps, with the same seeds. ``corpora`` entries are ``name:level``; ``base`` sets everything
+    but the corpus, the model, its depth, its size and (in the depth study) its seed."""
 
     corpora: list[str] = setting(help="name:level pairs", factory=lambda: ["tinyshakespeare:char"])
     depths: list[int] = setting(help="recurrence depths", factory=lambda: [1, 2, 4, 6, 8, 10], minimum=1)
     budget: int = setting(200_000, help="parameters per model", minimum=1)
-    lstm: bool = setting(True, help="train the LSTM baseline of the same budget and time")
+    lstm: bool = setting(True, help="train the LSTM baselines of the same budget: one for as long as the best RHN "
+                                    "took, one for as many steps")
+    seeds: list[int] = setting(help="seeds of each model of the depth study", factory=lambda: [0, 1, 2], minimum=0,
+                               below=SEED_LIMIT)
     #: Replay each training step as a CUDA graph (``None``: on a GPU). The RHN's many small
     #: micro-steps are launch-bound (``benchmarks/rhn.py``), and an equal-time comparison should not
     #: be decided by launch overhead.
@@ -124,6 +128,9 @@ class RHNDepthConfig:
         for entry in self.corpora:
             if entry.count(":") != 1 or entry.split(":")[1] not in ("char", "word"):
                 raise ValueError(f"corpora entries are 'name:level' with level char or word, got {entry!r}")
+        if not self.tune and self.base.train.seed != 0:
+            raise ValueError(f"RHNDepthConfig.base.train.seed (--seed) {self.base.train.seed} seeds the tuning "
+                             f"(--tune) alone: the depth study trains each model with each of its seeds (--seeds)")
 
 
 @dataclass

@@ -1,18 +1,26 @@
 """Reproduction: what recurrence depth buys an RHN at a fixed parameter budget (Zilly et al., 2017, Fig. 4),
-and the RHN against an LSTM of equal parameters trained for the same time; or (``tune``) RHN against
-LSTM under equal tuning (Melis et al., 2018: :mod:`.tuning`).
+and the RHN against an LSTM of equal parameters; or (``tune``) RHN against LSTM under equal tuning
+(Melis et al., 2018: :mod:`.tuning`).
 
-For each corpus, an RHN language model is trained at each recurrence depth with its state size
-chosen so that the whole model has ``budget`` parameters; then an LSTM language model of the same
-budget is trained for as long as the best RHN took. ``highwaynet reproduce rhn-depth`` runs it and
-writes a figure, tables, generated text and a Markdown report. Finished runs are skipped and
-unfinished ones resumed when the command is run again.
+For each corpus, an RHN language model is trained at each recurrence depth, with each of the
+seeds, its state size chosen so that the whole model has ``budget`` parameters. The best depth is
+the one whose mean best validation loss over the seeds is lowest (the test split chooses nothing).
+Two LSTM language models of the same budget are then trained with each seed: one for as long as
+the best depth's runs took (the median of their measured training times: a budget that varies with
+what else the machine runs), one for as many steps as every RHN (a control that depends on no clock).
+The best RHN is set against each by the paired differences of their test metric over the seeds,
+with a 95% t-interval. ``highwaynet reproduce rhn-depth`` runs it and writes a figure, tables,
+generated text and a Markdown report. Finished runs are skipped and unfinished ones resumed when
+the command is run again.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,50 +39,150 @@ from ..report import (
 )
 from ..training.cuda_graph import use_cuda_graphs
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, finite_or_inf, mean_std, run_once, start_sweep, write_text
 from . import lm
+from .transformer_depth import paired_interval
 from .tuning import tune_family
 
-__all__ = ["RHNDepthConfig", "run", "verdicts", "write_report"]
+__all__ = ["RHNDepthConfig", "chosen", "contrast", "run", "over_seeds", "verdicts", "write_report"]
 
-
+#: The LSTM baselines a depth study trains: its key in a corpus's result, and what it is in words.
+_LSTMS = {"lstm": "trained for as long as the best RHN", "lstm_steps": "trained for as many steps"}
 
 
 def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
         data_dir: str | Path | None = None, download: bool = False, log=print, progress: bool = True) -> dict[str, Any]:
-    """Run the sweep into ``out`` (one run folder per model) and write ``summary.json`` and the report."""
+    """Run the sweep into ``out`` (one run folder per model and seed) and write ``summary.json`` and the report."""
     out, config = start_sweep(out, "rhn-depth", config, resume=resume, restart=restart, log=log)
     summary: dict[str, Any] = {"config": asdict(config), "corpora": {}}
     start = time.perf_counter()
     graphs = summary["cuda_graph"] = use_cuda_graphs(config.cuda_graph, config.base.train.device)
     if config.tune:
         return _tune(config, out, summary, start, data_dir, download, log, progress)
-    sweep = SweepProgress(len(config.corpora) * (len(config.depths) + config.lstm))
+    sweep = SweepProgress(len(config.corpora) * len(config.seeds) * (len(config.depths) + 2 * config.lstm))
     for entry in config.corpora:
         name, level = entry.split(":")
         corpus = load_corpus(name, level, data_dir, download=download, max_vocab=config.base.max_vocab)
-        rows = []
-        for depth in config.depths:
-            probe = lm.LMConfig(**{**asdict(config.base), "corpus": name, "level": level, "model": "rhn",
-                                   "depth": depth})
-            probe.train.cuda_graph = graphs
-            probe.hidden = lm.hidden_for_budget(probe, corpus.vocab, config.budget)
-            rows.append(_run_one(probe, out / f"{name}-{level}" / f"rhn-depth{depth}", corpus, None, log, progress,
-                                 sweep))
+        folder = out / f"{name}-{level}"
+        _one_seed_layout(folder, config, log)
+
+        model = partial(_model, config, name, level, corpus.vocab, graphs)
+        runs: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+        # Seed by seed, so that a study stopped early has whole seeds to show.
+        for seed in config.seeds:
+            for depth in config.depths:
+                runs.setdefault(("rhn", depth), []).append(
+                    _run_one(model("rhn", depth, seed), folder / f"rhn-depth{depth}-seed{seed}", corpus, None, log,
+                             progress, sweep))
+            if config.lstm:  # the control that depends on no clock: as many steps as every RHN
+                runs.setdefault(("lstm_steps", None), []).append(
+                    _run_one(model("lstm", seed=seed), folder / f"lstm-steps-seed{seed}", corpus, None, log,
+                             progress, sweep))
+        rows = [_entry(runs["rhn", depth], config.seeds) for depth in config.depths]
         result: dict[str, Any] = {"level": level, "vocab": len(corpus.vocab), "rhn": rows}
         if config.lstm:
-            best = min(rows, key=lambda r: r["best_val"])
-            lstm_config = lm.LMConfig(**{**asdict(config.base), "corpus": name, "level": level, "model": "lstm"})
-            lstm_config.hidden = lm.hidden_for_budget(lstm_config, corpus.vocab, config.budget)
-            lstm_config.train.cuda_graph = graphs
-            # Same time as the best RHN: many epochs allowed, cut by the time limit.
-            lstm_config.train.epochs = config.base.train.epochs * 20
-            result["lstm"] = _run_one(lstm_config, out / f"{name}-{level}" / "lstm", corpus,
-                                      best["train_seconds"], log, progress, sweep)
-            result["lstm"]["time_of"] = f"rhn depth {best['depth']}"
+            best = chosen(result)
+            budget = statistics.median(r["train_seconds"] for r in best["runs"])
+            lstm = []
+            for seed in config.seeds:
+                timed = model("lstm", seed=seed)
+                timed.train.epochs = config.base.train.epochs * 20  # many epochs allowed, cut by the time limit
+                lstm.append(_run_one(timed, folder / f"lstm-seed{seed}", corpus, budget, log, progress, sweep))
+            result["lstm"] = {**_entry(lstm, config.seeds), "time_of": f"rhn depth {best['depth']}",
+                              "max_seconds": budget}
+            result["lstm_steps"] = _entry(runs["lstm_steps", None], config.seeds)
         summary["corpora"][entry] = result
     summary["seconds"] = round(time.perf_counter() - start, 1)
     return finish_sweep(out, summary, write_report)
+
+
+def _model(config: RHNDepthConfig, name: str, level: str, vocab: list[str], graphs: bool, family: str,
+           depth: int | None = None, seed: int = 0) -> lm.LMConfig:
+    """One model of the study: the base's settings, ``family`` (at ``depth``) sized to the budget, ``seed``."""
+    model = lm.LMConfig(**{**asdict(config.base), "corpus": name, "level": level, "model": family,
+                           **({"depth": depth} if depth else {})})
+    model.train.cuda_graph, model.train.seed = graphs, seed
+    model.hidden = lm.hidden_for_budget(model, vocab, config.budget)
+    return model
+
+
+def _one_seed_layout(folder: Path, config: RHNDepthConfig, log) -> None:
+    """Say so where a corpus's folder holds the runs of a study of highwaynet 0.3 or before (one seed,
+    its runs named without it: ``rhn-depth4``, ``lstm``): they are left as they are, and not used."""
+    old = [n for n in [*(f"rhn-depth{d}" for d in config.depths), "lstm"] if (folder / n).is_dir()]
+    if old:
+        log(f"{folder} holds runs of a one-seed study of highwaynet 0.3 or before ({', '.join(old)}): they are left "
+            f"as they are and not used; each model now trains with each seed, in a folder named for it "
+            f"(rhn-depth{config.depths[0]}-seed{config.seeds[0]})")
+
+
+def _entry(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
+    """A model's row of the summary: its size, and its runs, each with its seed."""
+    first = runs[0]
+    return {"model": first["model"], "depth": first["depth"], "hidden": first["hidden"],
+            "parameters": first["parameters"],
+            "runs": [{"seed": seed, **r} for seed, r in zip(seeds, runs, strict=True)]}
+
+
+def _runs(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A model's runs; a summary of highwaynet 0.3 or before holds the one run itself, of seed 0."""
+    return entry["runs"] if "runs" in entry else [{"seed": 0, **entry}]
+
+
+def _best_val(entry: dict[str, Any]) -> float:
+    return statistics.fmean(finite_or_inf(r["best_val"]) for r in _runs(entry))
+
+
+def chosen(result: dict[str, Any]) -> dict[str, Any]:
+    """A corpus's RHN depth chosen on validation: the lowest best validation loss, mean over the seeds."""
+    return min(result["rhn"], key=_best_val)
+
+
+def contrast(result: dict[str, Any], lstm: str = "lstm") -> dict[str, Any] | None:
+    """The best RHN (:func:`chosen`) against one LSTM baseline (``lstm``: ``"lstm"``, trained for as
+    long, or ``"lstm_steps"``, for as many steps): the paired differences of their test metric,
+    RHN − LSTM, over the seeds both trained with, their mean and 95% t-interval (``lo``, ``hi``; NaN
+    for one seed), ``n`` and ``seeds``; None where the study trained no such LSTM."""
+    if lstm not in result:
+        return None
+    key = _metric(result["level"])[0]
+    rhn = {r["seed"]: r["test"][key] for r in _runs(chosen(result))}
+    other = {r["seed"]: r["test"][key] for r in _runs(result[lstm])}
+    seeds = sorted(set(rhn) & set(other))
+    return {"seeds": seeds, **paired_interval([rhn[s] - other[s] for s in seeds])}
+
+
+def _stats(entry: dict[str, Any], key: str) -> dict[str, float]:
+    return mean_std([r["test"][key] for r in _runs(entry)])
+
+
+def over_seeds(entry: dict[str, Any], key: str) -> str:
+    """A model's test metric (``key``: ``bpc`` or ``ppl``) over its seeds: ``2.818 ± 0.010``, the value
+    alone for one seed."""
+    values = [r["test"][key] for r in _runs(entry)]
+    return seeds_cell(mean_std(values), values, 3)
+
+
+def _scale(summary: dict[str, Any], entry: str) -> str:
+    """The study's scale, for a verdict's sentence: parameters, steps, batch, window and tokens, seeds."""
+    config, base = summary["config"], summary["config"]["base"]
+    unit = "characters" if entry.endswith(":char") else "words"
+    steps = base.get("steps_per_epoch")
+    if steps:
+        steps *= base["train"]["epochs"]
+        trained = (f"{steps:,} steps of {base['batch_size']} × {base['bptt']} {unit} "
+                   f"({steps * base['batch_size'] * base['bptt']:,} {unit})")
+    else:
+        trained = f"{base['train']['epochs']} epochs of batch {base['batch_size']} × {base['bptt']} {unit}"
+    seeds = len(config.get("seeds", [0]))
+    return f"about {config['budget']:,} parameters, {trained}, {seeds} seed{'s' if seeds > 1 else ''}"
+
+
+def _interval(c: dict[str, Any], key: str) -> str:
+    if c["n"] < 2:
+        return f"{c['mean']:+.3f} {key} (one seed: no interval)"
+    verdict = ("the RHN lower" if c["hi"] < 0 else "the LSTM lower" if c["lo"] > 0 else "no difference resolved")
+    return f"{c['mean']:+.3f} {key} [{c['lo']:+.3f}, {c['hi']:+.3f}] (95%, paired over {c['n']} seeds): {verdict}"
 
 
 def _tune(config: RHNDepthConfig, out: Path, summary: dict[str, Any], start: float, data_dir, download: bool, log,
@@ -99,7 +207,8 @@ def _tune(config: RHNDepthConfig, out: Path, summary: dict[str, Any], start: flo
 
 def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress,
              sweep: SweepProgress) -> dict[str, Any]:
-    what = (f"rhn depth {config.depth}" if config.model == "rhn" else "lstm") + f", hidden {config.hidden}"
+    what = (f"rhn depth {config.depth}" if config.model == "rhn" else "lstm") + f", hidden {config.hidden}, " \
+        + (f"for {max_time:.0f} s, " if max_time is not None else "") + f"seed {config.train.seed}"
     return cast(dict, run_once(run_dir, lambda resume: lm.run(config, run_dir, resume=resume, corpus=corpus,
                                                               max_time=max_time, log=log, progress=progress),
                                log, what, config=config, progress=sweep, required=True))
@@ -111,8 +220,9 @@ def _metric(level: str) -> tuple[str, str]:
 
 def verdicts(summary: dict[str, Any]) -> list[str]:
     """What the sweep found, a sentence per corpus (the report's first lines, and the docs' results
-    page's): the best recurrence depth and whether it beats the LSTM of the same parameters and time;
-    with ``tune``, which family leads under equal tuning, against the seeds' spread."""
+    page's), with the study's scale: the depth chosen on validation and its test metric over the
+    seeds, then the paired difference of each LSTM baseline's against it, with its 95% interval; with
+    ``tune``, which family leads under equal tuning, against the seeds' spread."""
     lines = []
     for entry, result in summary["corpora"].items():
         key = _metric(result["level"])[0]
@@ -121,20 +231,43 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
             lines.append(f"{entry}: under equal tuning, in test {key}, "
                          + compare(a.upper(), a_tuned["test"], b.upper(), b_tuned["test"]))
             continue
-        best = min(result["rhn"], key=lambda r: r["test"][key])
-        line = f"{entry}: the best RHN has recurrence depth {best['depth']} (test {key} {best['test'][key]:.3f})"
-        if "lstm" in result:
-            lstm = result["lstm"]
-            line += (f"; it {'beats' if best['test'][key] < lstm['test'][key] else 'does not beat'} the LSTM of "
-                     f"equal parameters trained for the same time ({lstm['train_seconds']:.0f} s, test {key} "
-                     f"{lstm['test'][key]:.3f})")
+        best = chosen(result)
+        line = (f"{entry} ({_scale(summary, entry)}): the best RHN on validation has recurrence depth "
+                f"{best['depth']} (test {key} {over_seeds(best, key)})")
+        for lstm, what in _LSTMS.items():
+            c = contrast(result, lstm)
+            if c is None:
+                continue
+            budget = f" ({_seconds(result[lstm])})" if lstm == "lstm" else ""
+            line += (f"; against the LSTM of equal parameters {what}{budget}, test {key} "
+                     f"{over_seeds(result[lstm], key)}, RHN − LSTM = {_interval(c, key)}")
         lines.append(line)
     return lines
 
 
+def _seconds(lstm: dict[str, Any]) -> str:
+    """The equal-time LSTM's budget in words (a summary of 0.3 or before: its one run's time)."""
+    if "max_seconds" in lstm:
+        return f"{lstm['max_seconds']:.0f} s, the median of its runs' times"
+    return f"{_runs(lstm)[0]['train_seconds']:.0f} s"
+
+
+def _per_seed(entry: dict[str, Any], field: str, digits: int = 0) -> str:
+    """A field of each of a model's runs, ``"8"`` where all agree, else ``"9, 10, 9"``."""
+    values = [f"{r[field]:.{digits}f}" if isinstance(r[field], float) else str(r[field]) for r in _runs(entry)]
+    return values[0] if len(set(values)) == 1 else ", ".join(values)
+
+
+def _valid(entry: dict[str, Any], key: str) -> str:
+    """A model's best validation loss as its metric (bits per character or perplexity), mean over the seeds."""
+    loss = _best_val(entry)
+    return f"{loss / math.log(2) if key == 'bpc' else math.exp(loss):.3f}"
+
+
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
-    """``depth.png`` (test metric against recurrence depth, LSTM as a line) and ``report.md``; for a
-    sweep run with ``tune``, ``tuning.png`` (each family's trials) and the equal-tuning tables."""
+    """``depth.png`` (test metric against recurrence depth, mean and sd over the seeds, the LSTMs as
+    lines) and ``report.md``; for a sweep run with ``tune``, ``tuning.png`` (each family's trials) and
+    the equal-tuning tables."""
     corpora = summary["corpora"]
     if any("tuning" in result for result in corpora.values()):
         return _write_tuning_report(out, summary)
@@ -144,34 +277,57 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         key, label = _metric(result["level"])
         rows = result["rhn"]
         depths = [r["depth"] for r in rows]
-        ax.plot(depths, [r["test"][key] for r in rows], "o-", label="RHN (test)")
-        ax.plot(depths, [r["final"][f"val_{key}"] for r in rows], "s--", alpha=0.6, label="RHN (valid)")
-        if "lstm" in result:
-            ax.axhline(result["lstm"]["test"][key], color="C3", ls=":", label="LSTM, same parameters and time")
+        tests = [_stats(r, key) for r in rows]
+        ax.errorbar(depths, [t["mean"] for t in tests], yerr=[t["std"] for t in tests], fmt="o-", capsize=3,
+                    label="RHN (test)")
+        ax.plot(depths, [float(_valid(r, key)) for r in rows], "s--", alpha=0.6, label="RHN (valid)")
+        for (lstm, what), style in zip(_LSTMS.items(), (":", "-."), strict=True):
+            if lstm in result:
+                ax.axhline(_stats(result[lstm], key)["mean"], color="C3" if lstm == "lstm" else "C4", ls=style,
+                           label=f"LSTM, {what.replace('trained for ', '').replace('the best RHN', 'best RHN')}")
         ax.set(xlabel="recurrence depth", ylabel=f"{label} (lower is better)", xticks=depths,
                title=f"{entry}, {summary['config']['budget']:,} parameters")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize="small")
+        best = chosen(result)
+        seeds = len(_runs(best))
+        spread = "mean ± sd over the seeds" if seeds > 1 else "one seed"
+        names = {"lstm": "LSTM, same time", "lstm_steps": "LSTM, same steps"}
         table = markdown_table(
-            ["model", "depth", "hidden", "parameters", "epochs", f"valid {key}", f"test {key}", "train time (s)"],
-            [[r["model"].upper(), r["depth"] or "-", r["hidden"], f"{r['parameters']:,}", r["epochs"],
-              loss_cell(r["final"][f"val_{key}"], digits=3), loss_cell(r["test"][key], digits=3),
-              f"{r['train_seconds']:.0f}"]
-             for r in rows + ([result["lstm"]] if "lstm" in result else [])])
-        best = min(rows, key=lambda r: r["test"][key])
+            ["model", "depth", "hidden", "parameters", "epochs", f"valid {key} (mean)", f"test {key} ({spread})",
+             "train time (s), each seed"],
+            [[names.get(name, "RHN") + (" (best on valid)" if r is best else ""), r["depth"] or "-", r["hidden"],
+              f"{r['parameters']:,}", _per_seed(r, "epochs"), _valid(r, key), over_seeds(r, key),
+              _per_seed(r, "train_seconds")]
+             for name, r in [("rhn", r) for r in rows] + [(n, result[n]) for n in _LSTMS if n in result]])
         text = [f"## {entry}", "", with_rule(table), ""]
-        text += [f"Sample from the depth-{best['depth']} RHN (temperature 0.8):", "", "```",
-                 best["sample"].strip(), "```", ""]
+        differences = [[f"RHN depth {best['depth']} − LSTM, {what}", _interval(c, key)]
+                       for lstm, what in _LSTMS.items() if (c := contrast(result, lstm)) is not None]
+        if differences:
+            text += [markdown_table([f"test {key}, paired by seed", "difference (95% t-interval)"], differences), ""]
+        first = _runs(best)[0]
+        text += [f"Sample from the depth-{best['depth']} RHN, seed {first['seed']} (temperature 0.8):", "", "```",
+                 first["sample"].strip(), "```", ""]
         sections.append("\n".join(text))
     save_figure(fig, out / "depth.png", dpi=120)
+    config = summary["config"]
     report = out / "report.md"
+    timed = [_seconds(result["lstm"]) for result in corpora.values() if "lstm" in result]
     write_text(report, "\n".join([
         "# RHN: recurrence depth at a fixed parameter budget", "",
         *findings(verdicts(summary)),
         f"Total time {summary['seconds']:.0f} s. Each RHN's state size is chosen so that the whole model "
-        f"(embedding tied to the decoder) has about {summary['config']['budget']:,} parameters; every RHN "
-        "trains for the same number of steps; the LSTM trains for as long as the best RHN did. Dropout "
-        f"{summary['config']['base']['state_dropout']}; training steps "
+        f"(embedding tied to the decoder) has about {config['budget']:,} parameters; every RHN trains for the same "
+        f"number of steps ({config['base']['train']['epochs']} epochs of "
+        f"{config['base'].get('steps_per_epoch') or 'a whole pass'} steps, batch {config['base']['batch_size']}, "
+        f"{config['base']['bptt']} tokens a window), with seeds {config.get('seeds', [0])}. The best depth is the "
+        "one with the lowest best validation loss, mean over the seeds; the test split chooses nothing. Two LSTMs "
+        "of the same budget train with the same seeds: one for as many steps as the RHNs, and one for as long as "
+        "the best depth's runs took, the median of their measured training times"
+        + (f" ({'; '.join(timed)})" if timed else "")
+        + ". A time measured on a machine shared with other work varies, and so does that budget; the equal-steps "
+        "LSTM depends on no clock. Differences are paired by seed (the same seed, the same batches), "
+        f"with 95% t-intervals. Dropout {config['base']['state_dropout']}; training steps "
         f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
         "![depth](depth.png)", "", *sections]))
     return report
