@@ -239,11 +239,10 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                     line += (f"; LSTM, {what}: {rhn_depth.over_seeds(result[lstm], 'bpc')}, RHN − LSTM "
                              + (f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]" if c["n"] > 1 else
                                 f"{c['mean']:+.3f}"))
-            seeds = len(study["config"].get("seeds", [0]))
-            add("rhn-depth-tinyshakespeare", [f"RHN depth at a fixed budget ({entry}, {study['config']['budget']:,} "
-                                              f"parameters, {seeds} seed{'s' if seeds > 1 else ''}"
-                                              + (", paired, 95%" if seeds > 1 else "") + ")",
-                                              line, "{doc}`/results/rhn`"])
+            paired = ", RHN − LSTM paired by seed, 95%" if len(study["config"].get("seeds", [0])) > 1 else ""
+            add("rhn-depth-tinyshakespeare", [f"RHN depth at a fixed budget ({entry}: "
+                                              f"{rhn_depth.scale(study, entry)}{paired})", line,
+                                              "{doc}`/results/rhn`"])
     for name in ("tune-tinyshakespeare", "tune-austen"):
         if name in records:
             for entry, result in records[name]["result"]["corpora"].items():

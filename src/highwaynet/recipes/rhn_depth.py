@@ -44,7 +44,7 @@ from . import lm
 from .transformer_depth import paired_interval
 from .tuning import tune_family
 
-__all__ = ["RHNDepthConfig", "chosen", "contrast", "run", "over_seeds", "verdicts", "write_report"]
+__all__ = ["RHNDepthConfig", "chosen", "contrast", "over_seeds", "run", "scale", "verdicts", "write_report"]
 
 #: The LSTM baselines a depth study trains: its key in a corpus's result, and what it is in words.
 _LSTMS = {"lstm": "trained for as long as the best RHN", "lstm_steps": "trained for as many steps"}
@@ -163,8 +163,9 @@ def over_seeds(entry: dict[str, Any], key: str) -> str:
     return seeds_cell(mean_std(values), values, 3)
 
 
-def _scale(summary: dict[str, Any], entry: str) -> str:
-    """The study's scale, for a verdict's sentence: parameters, steps, batch, window and tokens, seeds."""
+def scale(summary: dict[str, Any], entry: str) -> str:
+    """A depth study's scale on corpus ``entry``, for a sentence that states its result: parameters,
+    steps, batch, window, tokens and seeds."""
     config, base = summary["config"], summary["config"]["base"]
     unit = "characters" if entry.endswith(":char") else "words"
     steps = base.get("steps_per_epoch")
@@ -232,7 +233,7 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
                          + compare(a.upper(), a_tuned["test"], b.upper(), b_tuned["test"]))
             continue
         best = chosen(result)
-        line = (f"{entry} ({_scale(summary, entry)}): the best RHN on validation has recurrence depth "
+        line = (f"{entry} ({scale(summary, entry)}): the best RHN on validation has recurrence depth "
                 f"{best['depth']} (test {key} {over_seeds(best, key)})")
         for lstm, what in _LSTMS.items():
             c = contrast(result, lstm)
