@@ -47,6 +47,8 @@ from .tuning import tune_family
 __all__ = ["RHNDepthConfig", "chosen", "contrast", "over_seeds", "run", "scale", "verdicts", "write_report"]
 
 #: The LSTM baselines a depth study trains: its key in a corpus's result, and what it is in words.
+#: The equal-time LSTM's epochs, as a multiple of the RHNs': more than its time allows it.
+_LONGER = 20
 _LSTMS = {"lstm": "trained for as long as the best RHN", "lstm_steps": "trained for as many steps"}
 
 
@@ -86,7 +88,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, restar
             lstm = []
             for seed in config.seeds:
                 timed = model("lstm", seed=seed)
-                timed.train.epochs = config.base.train.epochs * 20  # many epochs allowed, cut by the time limit
+                timed.train.epochs = config.base.train.epochs * _LONGER  # cut by the time limit
                 lstm.append(_run_one(timed, folder / f"lstm-seed{seed}", corpus, budget, log, progress, sweep))
             result["lstm"] = {**_entry(lstm, config.seeds), "time_of": f"rhn depth {best['depth']}",
                               "max_seconds": budget}
@@ -327,8 +329,11 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         "the best depth's runs took, the median of their measured training times"
         + (f" ({'; '.join(timed)})" if timed else "")
         + ". A time measured on a machine shared with other work varies, and so does that budget; the equal-steps "
-        "LSTM depends on no clock. Differences are paired by seed (the same seed, the same batches), "
-        f"with 95% t-intervals. Dropout {config['base']['state_dropout']}; training steps "
+        "LSTM depends on no clock. The two LSTMs also differ in their learning-rate schedule: the equal-time one's "
+        f"is set for {_LONGER * config['base']['train']['epochs']} epochs, of which it trains as many as its time "
+        f"allows, so its rate decays little; the equal-steps one's is the RHNs' ({config['base']['train']['schedule']} "
+        f"over {config['base']['train']['epochs']} epochs). Differences are paired by seed (the same seed, the same "
+        f"batches), with 95% t-intervals. Dropout {config['base']['state_dropout']}; training steps "
         f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
         "![depth](depth.png)", "", *sections]))
     return report
