@@ -253,16 +253,16 @@ def test_the_transformer_page_claims_hold_in_its_stored_record():
 
 
 def test_the_rhn_page_s_equal_time_finding_quotes_only_numbers_its_stored_report_holds(tmp_path):
-    """The "Equal time" finding of docs/results/rhn.md is written by hand: each number with three or more
-    decimal places it quotes must be one the depth study's report writes from the stored JSON (as
-    written, or rounded from it), and it names the seeds, so that a rerun stored without the prose
-    updated fails here. (It once quoted one seed's numbers as the study's.)"""
+    """The "Equal time, and equal steps" finding of docs/results/rhn.md is written by hand: each number
+    with three or more decimal places it quotes must be one the depth study's report writes from the
+    stored JSON (as written, or rounded from it), and it names the seeds, so that a rerun stored
+    without the prose updated fails here. (It once rested on one seed a model.)"""
     record = STORED["rhn-depth-tinyshakespeare"]
     rhn_depth.write_report(tmp_path, copy.deepcopy(record["result"]))
     known = _decimals((tmp_path / "report.md").read_text())
     page = (RESULTS / "rhn.md").read_text()
-    finding = page[page.index("- **Equal time.**"):page.index("- **Equal tuning.**")]
+    finding = page[page.index("- **Equal time"):page.index("- **Equal tuning.**")]
     quoted = re.findall(r"\d+\.\d{3,}", finding)
     assert len(quoted) >= 4, "the finding quotes the study's numbers"
     assert [q for q in quoted if q not in known] == []
-    assert f"{len(record['result']['config']['seeds'])} seeds" in finding
+    assert "three seeds" in finding and record["result"]["config"]["seeds"] == [0, 1, 2]

@@ -315,7 +315,8 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     save_figure(fig, out / "depth.png", dpi=120)
     config = summary["config"]
     report = out / "report.md"
-    timed = [_seconds(result["lstm"]) for result in corpora.values() if "lstm" in result]
+    timed = [f"{result['lstm']['max_seconds']:.0f} s" for result in corpora.values() if "max_seconds" in
+             result.get("lstm", {})]
     write_text(report, "\n".join([
         "# RHN: recurrence depth at a fixed parameter budget", "",
         *findings(verdicts(summary)),
