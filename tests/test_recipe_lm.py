@@ -297,7 +297,8 @@ def test_rhn_depth_chooses_on_validation_and_pairs_by_seed(tmp_path):
     assert line.startswith("tinyshakespeare:char (about 200,000 parameters, 400 steps of 128 × 50 characters "
                            "(2,560,000 characters), 3 seeds): the best RHN on validation has recurrence depth 2 "
                            "(test bpc 2.850 ± 0.050)")
-    assert "trained for as long as the best RHN (41 s, the median of its runs' times), test bpc 2.717 ± 0.029, " \
+    assert "trained for as long as the best RHN (41 s, the median of its runs' times; 8 epochs, on a schedule " \
+           "set for 160), test bpc 2.717 ± 0.029, " \
            "RHN − LSTM = +0.133 bpc [+0.062, +0.205] (95%, paired over 3 seeds): the LSTM lower" in line
     rhn_depth.write_report(tmp_path, summary)
     report = (tmp_path / "report.md").read_text()
@@ -320,7 +321,8 @@ def test_rhn_depth_reports_a_one_seed_summary_of_0_3(tmp_path):
     result["rhn"][0]["best_val"] = 1.8  # (chosen on validation: depth 1)
     line = rhn_depth.verdicts(summary)[0]
     assert "1 seed): the best RHN on validation has recurrence depth 1 (test bpc 2.830)" in line
-    assert "(40 s), test bpc 2.740, RHN − LSTM = +0.090 bpc (one seed: no interval)" in line
+    assert "(40 s; 8 epochs, on a schedule set for 160), test bpc 2.740, RHN − LSTM = +0.090 bpc (one seed: no " \
+           "interval)" in line
     rhn_depth.write_report(tmp_path, summary)
     assert "| LSTM, same time | - | 10 | 1,000 | 8 | 2.885 | 2.740 | 40 |" in (tmp_path / "report.md").read_text()
 

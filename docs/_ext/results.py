@@ -236,6 +236,10 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             for lstm, what in (("lstm", "same time"), ("lstm_steps", "same steps")):
                 c = rhn_depth.contrast(result, lstm)
                 if c is not None:
+                    if lstm == "lstm":  # (its epochs, and its schedule's, differ from the RHNs': said beside it)
+                        epochs = ", ".join(str(r["epochs"]) for r in result[lstm].get("runs", [result[lstm]]))
+                        what += (f" ({epochs} epochs, schedule set for "
+                                 f"{rhn_depth._LONGER * study['config']['base']['train']['epochs']})")
                     line += (f"; LSTM, {what}: {rhn_depth.over_seeds(result[lstm], 'bpc')}, RHN − LSTM "
                              + (f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]" if c["n"] > 1 else
                                 f"{c['mean']:+.3f}"))

@@ -241,7 +241,9 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
             c = contrast(result, lstm)
             if c is None:
                 continue
-            budget = f" ({_seconds(result[lstm])})" if lstm == "lstm" else ""
+            # (the equal-time LSTM's epochs and schedule said where its result is: both differ from the RHNs')
+            budget = (f" ({_seconds(result[lstm])}; {_per_seed(result[lstm], 'epochs')} epochs, on a schedule set "
+                      f"for {_LONGER * summary['config']['base']['train']['epochs']})" if lstm == "lstm" else "")
             line += (f"; against the LSTM of equal parameters {what}{budget}, test {key} "
                      f"{over_seeds(result[lstm], key)}, RHN − LSTM = {_interval(c, key)}")
         lines.append(line)
