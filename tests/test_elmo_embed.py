@@ -594,3 +594,24 @@ def test_the_pieces_folder_made_again_by_the_next_command_as_it_is_removed_is_le
     monkeypatch.setattr(os, "scandir", ThenTheNextCommand)
     assert embed_module._remove_parts(parts) == []
     assert [p.name for p in parts.iterdir()] == [".lock"]
+
+
+def test_what_killed_writers_left_is_looked_for_once_a_run_not_once_a_piece(model, tmp_path, monkeypatch):
+    # The pieces folder holds one file a batch: listing it again before each piece's write grows with the
+    # square of the batches. The run looks once, under its lock, before the first piece.
+    from highwaynet import _files
+    from highwaynet.elmo import embed as embed_module
+
+    looked = []
+    remove_killed = _files.remove_killed
+
+    def counted(beside, prefix, *args):
+        looked.append(prefix)
+        return remove_killed(beside, prefix, *args)
+
+    monkeypatch.setattr(_files, "remove_killed", counted)
+    monkeypatch.setattr(embed_module, "remove_killed", counted)
+    assert embed(model, tmp_path, "--batch-size", "1") == 0  # 6 batches, 6 pieces
+    assert not [prefix for prefix in looked if prefix.startswith(".batch-")], looked
+    with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
+        assert len(f) == len(LINES)

@@ -176,15 +176,18 @@ def _regular_files(fd: int, names: Sequence[str]) -> list[str]:
 
 
 @contextmanager
-def private_folder(beside: Path, prefix: str, suffix: str, names: Sequence[str]) -> Iterator[Path]:
+def private_folder(beside: Path, prefix: str, suffix: str, names: Sequence[str], *,
+                   remove_killed_first: bool = True) -> Iterator[Path]:
     """A new folder in ``beside`` for one writer alone, named ``prefix``, ``mkdtemp``'s random part, ``suffix``
     (a ``prefix`` that starts with a dot hides it), in which it writes the files ``names`` (and nothing else),
     to move them into place (:func:`replace_all`). It is locked (:func:`lock`) while it is in use; the folders
-    that killed writers of the same files left in ``beside`` are removed first (:func:`remove_killed`). On
+    that killed writers of the same files left in ``beside`` are removed first (:func:`remove_killed`; not with
+    ``remove_killed_first=False``, for a writer of many files whose caller removed them once before all). On
     leaving, whatever happened, those of ``names`` still in it are removed, then the folder; where that fails
     (a file of another's put in it), the folder is left as it is, and the error of the block, if any, is the one
     raised."""
-    remove_killed(beside, prefix, suffix, names)
+    if remove_killed_first:
+        remove_killed(beside, prefix, suffix, names)
     folder = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=beside))
     fd = None
     try:

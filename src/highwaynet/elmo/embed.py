@@ -106,7 +106,9 @@ def _write_piece(path: Path, first_line: int, vectors: torch.Tensor, lengths: li
     through a link, never into another process's), then move it into place."""
     import h5py
 
-    with private_folder(path.parent, f".{path.name}.", _SCRATCH, (path.name,)) as scratch:
+    # (what killed writers of pieces left was removed once, under the lock, before the first piece
+    # (:func:`_remove_killed_scratch`): not again for each piece, which would list the pieces folder each time)
+    with private_folder(path.parent, f".{path.name}.", _SCRATCH, (path.name,), remove_killed_first=False) as scratch:
         with h5py.File(scratch / path.name, "x") as f:
             for row, length in enumerate(lengths):
                 f.create_dataset(str(first_line + row), data=vectors[row, ..., :length, :].numpy())
