@@ -39,9 +39,8 @@ from ..report import (
 )
 from ..training.cuda_graph import use_cuda_graphs
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, finite_or_inf, mean_std, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, finite_or_inf, mean_std, paired_interval, run_once, start_sweep, write_text
 from . import lm
-from .transformer_depth import paired_interval
 from .tuning import tune_family
 
 __all__ = ["RHNDepthConfig", "chosen", "contrast", "over_seeds", "run", "scale", "verdicts", "write_report"]

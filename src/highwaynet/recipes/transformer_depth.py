@@ -62,15 +62,12 @@ from ..report import (
 from ..training import read_metrics
 from ..training.devices import pick_device
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, finite_or_inf, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, finite_or_inf, paired_interval, run_once, start_sweep, write_text
 from . import lm
 
-__all__ = ["TransformerDepthConfig", "contrast_text", "contrasts", "label", "mean_gates", "paired_interval", "run",
-           "test_loss_text", "verdicts", "write_report"]
-
-#: Two-sided 95% quantiles of Student's t for 1 to 30 degrees of freedom (beyond: the normal's 1.96).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+# paired_interval lives in run_dir now; the name stays importable from here for code written against 0.3.
+__all__ = ["TransformerDepthConfig", "contrast_text", "contrasts", "label", "mean_gates", "run", "test_loss_text",
+           "verdicts", "write_report"]
 
 
 def label(variant: str) -> str:
@@ -85,16 +82,6 @@ def label(variant: str) -> str:
     if parts["matched"]:
         text += f", MLP widened to {parts['matched']}'s parameters"
     return text
-
-
-def paired_interval(differences: list[float]) -> dict[str, float]:
-    """Mean of paired differences and its two-sided 95% t-interval (``lo``, ``hi``); ``n`` pairs."""
-    n = len(differences)
-    mean = statistics.fmean(differences) if n else math.nan
-    if n < 2:
-        return {"mean": mean, "lo": math.nan, "hi": math.nan, "n": n}
-    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(differences) / math.sqrt(n)
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
 
 
 def _run_config(config: TransformerDepthConfig, depth: int, variant: str, lr: float, seed: int,

@@ -44,9 +44,9 @@ from .progress import SweepProgress
 
 __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
            "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir",
-           "load_best_weights", "load_run_config", "mean_std", "open_run", "plan_run", "prepare_run_dir", "read_json",
-           "read_metrics", "read_results", "release_lock", "run_once", "saved_config", "settings_differ",
-           "settings_named_by", "start_sweep", "take_lock", "write_text"]
+           "load_best_weights", "load_run_config", "mean_std", "open_run", "paired_interval", "plan_run",
+           "prepare_run_dir", "read_json", "read_metrics", "read_results", "release_lock", "run_once", "saved_config",
+           "settings_differ", "settings_named_by", "start_sweep", "take_lock", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -734,6 +734,21 @@ def mean_std(values: list[float]) -> dict[str, float]:
     if any(math.isnan(v) for v in values):
         return {"mean": float("nan"), "std": float("nan")}
     return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+#: Two-sided 95% quantiles of Student's t for 1 to 30 degrees of freedom (beyond: the normal's 1.96).
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def paired_interval(differences: list[float]) -> dict[str, float]:
+    """Mean of paired differences and its two-sided 95% t-interval (``lo``, ``hi``); ``n`` pairs."""
+    n = len(differences)
+    mean = statistics.fmean(differences) if n else math.nan
+    if n < 2:
+        return {"mean": mean, "lo": math.nan, "hi": math.nan, "n": n}
+    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(differences) / math.sqrt(n)
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
 
 
 def count(n: int, noun: str) -> str:
