@@ -2,6 +2,7 @@
 type marker, its metadata passes ``twine check`` (the README renders on PyPI), and the installed
 copy imports, answers ``--help`` and finds its kernel source, away from the checkout."""
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -53,8 +54,11 @@ def test_wheel_in_a_fresh_venv_answers_help_and_imports_every_layer(wheel, tmp_p
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=process_timeout(120))
     python = venv / "bin" / "python"
+    # Without the caller's PYTHONPATH: a checkout's src/ on it (its highwaynet.egg-info) reads to pip as
+    # highwaynet already installed, and pip then installs nothing, console script included.
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                              str(wheel)], capture_output=True, text=True, timeout=process_timeout(120))
+                              str(wheel)], capture_output=True, text=True, env=clean, timeout=process_timeout(120))
     assert install.returncode == 0, install.stderr[-3000:]
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
