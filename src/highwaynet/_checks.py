@@ -355,9 +355,14 @@ def check_state(owner: str, name: str, value: object, shape: tuple[int, ...], li
     return state
 
 
-def check_lengths(owner: str, lengths: object, batch: int, steps: int, shortest: int) -> Tensor | None:
+def check_lengths(owner: str, lengths: object, batch: int, steps: int, shortest: int,
+                  device: torch.device | None = None) -> Tensor | None:
     """``lengths``: an integer tensor ``(B,)`` (or a list of ints), one length in ``[shortest, steps]``
     per sequence of the batch; returned as a tensor.
+
+    ``device``: the input's. Lengths on the meta device hold no values to read: with an input on the meta
+    device too (a model's shapes worked out without memory), only their shape is checked; with an input
+    that holds values, they are refused, where torch cannot copy them out.
 
     While ``torch.compile`` or ``torch.export`` traces (torch >= 2.10), the values are checked by a
     tensor assertion that becomes part of the graph: reading them into Python would break the graph,
@@ -373,27 +378,41 @@ def check_lengths(owner: str, lengths: object, batch: int, steps: int, shortest:
     check_tensor("lengths", lengths, owner=owner, kind="integer")
     if lengths.dtype != torch.long:
         lengths = lengths.long()
+    on_meta = lengths.device.type == "meta"
+    if on_meta and device is not None and device.type != "meta":
+        raise ValueError(f"{owner} expects lengths that hold values (on the CPU or the input's device {device}), "
+                         f"got lengths on the meta device")
     shape_ok = lengths.dim() == 1 and lengths.shape[0] == batch
     if TRACED_ASSERTS_HOLD and torch.compiler.is_compiling():  # values are data here; sizes may be symbolic
         if not shape_ok:
             raise ValueError(f"{owner} expects lengths of shape (B,), one per sequence, got {tuple(lengths.shape)}")
         torch._assert_async(((lengths >= shortest) & (lengths <= steps)).all(),
                             f"{owner} expects lengths in [{shortest}, the number of steps]")
-    elif not shape_ok or (batch and not _capturing_or_jit()
+    elif not shape_ok or (batch and not on_meta and not _capturing_or_jit()
                           and not shortest <= int(lengths.min()) <= int(lengths.max()) <= steps):
         raise ValueError(f"{owner} expects lengths to give one length in [{shortest}, {steps}] for each of the "
-                         f"{batch} sequences of the batch, got {lengths.tolist()}")
+                         f"{batch} sequences of the batch, got "
+                         f"{f'shape {tuple(lengths.shape)}' if on_meta else lengths.tolist()}")
     return lengths
 
 
-def check_ids(owner: str, name: str, value: object, count: int) -> Tensor:
+def check_ids(owner: str, name: str, value: object, count: int, like: Tensor | None = None, *,
+              cpu_ids: bool = False) -> Tensor:
     """Ids into a table of ``count`` rows (a vocabulary): an integer tensor with values in ``[0, count)``,
     returned as ``torch.long`` unless it is ``torch.int`` already (what ``nn.Embedding`` takes).
+
+    ``like``: the table (an embedding's weight), on whose device the ids must be, as ``check_input``
+    asks of an input (any device where the table is on the meta device); ``cpu_ids``: ids on the CPU
+    too, for a table indexed as a tensor (``table[ids]``), which takes them. Ids on the meta device
+    hold no values: a table with values indexed by them reads whatever memory it finds.
 
     The values are read on the CPU only, and not while traced: on a GPU the embedding's own device-side
     assertion refuses an id out of range without the host waiting for the device at every call.
     """
     ids = check_tensor(name, value, owner=owner, kind="integer")
+    if (like is not None and ids.device != like.device and like.device.type != "meta"
+            and not (cpu_ids and ids.device.type == "cpu")):
+        raise ValueError(f"{owner} expects {name} on {like.device}, where its parameters are, got {ids.device}")
     if ids.dtype not in (torch.long, torch.int):
         ids = ids.long()
     if not tracing() and ids.device.type == "cpu" and ids.numel():

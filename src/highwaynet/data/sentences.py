@@ -124,11 +124,14 @@ def encode_words(words: list[str], index: dict[str, int], *, fold_case: bool = F
     check_flag("fold_case", fold_case)
     if not isinstance(index, dict) or UNK not in index:
         raise ValueError(f"index must be a vocabulary, a dict of word -> id with {UNK!r}, got {describe(index)}")
-    unk = index[UNK]
+    unk = check_int(f"index[{UNK!r}]", index[UNK], minimum=0)
     if fold_case:
-        ids = [index.get(w, index.get(w.lower(), unk)) for w in words]
+        found = [(w, index[w]) if w in index else (w.lower(), index.get(w.lower(), unk)) for w in words]
     else:
-        ids = [index.get(w, unk) for w in words]
+        found = [(w, index.get(w, unk)) for w in words]
+    # (each id an int of at least 0, not a float torch.tensor would truncate, a bool, a string or a negative
+    # id that indexes an embedding from its end)
+    ids = [check_int(f"index[{w!r}]", i, minimum=0) for w, i in found]
     return torch.tensor(ids or [unk], dtype=torch.long)
 
 

@@ -34,6 +34,7 @@ from .._checks import (
     check_input,
     check_int,
     check_path,
+    check_same_device,
     check_size,
     check_sizes,
     check_state,
@@ -169,6 +170,7 @@ class ProjectedLSTM(nn.Module):
             if mask.shape != (batch, steps) or mask.dtype != torch.bool:
                 raise ValueError(f"ProjectedLSTM expects mask a bool tensor of shape ({batch}, {steps}), got "
                                  f"{describe(mask)}")
+            check_same_device("x", x, mask=mask)
             lengths = _check_mask(mask, "ProjectedLSTM")
         if state is None:
             h0 = x.new_zeros(batch, self.hidden_size)
@@ -447,6 +449,14 @@ class ELMoBiLM(nn.Module):
     def token_vectors(self, ids: Tensor, mask: Tensor) -> Tensor:
         """The token vectors ``(B, T, P)`` of ``ids`` (zeros where ``mask`` is False), each distinct
         token through the character encoder once."""
+        check_tensor("ids", ids, owner="ELMoBiLM.token_vectors", kind="integer")
+        check_tensor("mask", mask, owner="ELMoBiLM.token_vectors", kind=None)
+        if ids.dim() != 3 or ids.shape[-1] != self.max_characters or mask.dtype != torch.bool \
+                or mask.shape != ids.shape[:2]:
+            # (a mask of 0s and 1s would index rows 0 and 1, not select the valid ones: wrong vectors, silently)
+            raise ValueError(f"ELMoBiLM.token_vectors expects ids (B, T, {self.max_characters}) and mask (B, T), a "
+                             f"bool tensor, got {describe(ids)} and {describe(mask)}")
+        check_same_device("ids", ids, mask=mask)
         flat, valid = ids.reshape(-1, ids.shape[-1]), mask.reshape(-1)
         if torch.compiler.is_compiling():  # (no data-dependent shapes: every row, then the mask)
             vectors = self.token_encoder(flat) * valid.unsqueeze(-1)

@@ -19,7 +19,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_factory, check_flag, check_probability, check_size, check_tensor, describe
+from .._checks import (
+    check_factory,
+    check_flag,
+    check_probability,
+    check_same_device,
+    check_size,
+    check_tensor,
+    describe,
+)
 from ..nn._signature import settings_repr
 from .bilm import ELMoBiLM, _check_mask
 from .chars import BOS, EOS
@@ -38,6 +46,7 @@ def remove_sentence_boundaries(layer: Tensor, mask: Tensor) -> tuple[Tensor, Ten
                          f"{describe(layer)} and {describe(mask)}")
     if layer.shape[1] < 2:
         raise ValueError(f"remove_sentence_boundaries: rows need <S> and </S>, got {layer.shape[1]} positions")
+    check_same_device("layer", layer, mask=mask)
     _check_mask(mask, "remove_sentence_boundaries: mask")
     kept = mask[:, 2:]  # position j of the result is position j + 1, valid while j + 2 < length
     # (zeros chosen, not multiplied in: padding of inf or NaN times 0 would be NaN)
@@ -95,6 +104,10 @@ class ScalarMix(nn.Module):
             if mask.dtype != torch.bool or mask.shape != layers[0].shape[:-1]:
                 raise ValueError(f"ScalarMix expects mask a bool tensor of shape {tuple(layers[0].shape[:-1])}, got "
                                  f"{describe(mask)}")
+        # (the layers, and the mask, where the mix's weights are: else torch's "Expected all tensors to be on the
+        # same device" from inside the sum)
+        check_same_device("ScalarMix", self.weights, **{f"layers[{i}]": layer for i, layer in enumerate(layers)},
+                          mask=mask)
         shares = torch.softmax(self.weights, dim=0)
         total: Tensor | None = None
         for share, layer in zip(shares, layers, strict=True):

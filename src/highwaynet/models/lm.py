@@ -9,13 +9,26 @@ the embedding by a character-level word encoder with highway layers (Kim et al.,
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_choice, check_flag, check_ids, check_probability, check_size, check_state, describe
+from .._checks import (
+    check_choice,
+    check_finite,
+    check_flag,
+    check_ids,
+    check_int,
+    check_module,
+    check_probability,
+    check_size,
+    check_state,
+    check_tensor,
+    describe,
+)
 from ..nn import RHN, CharCNNHighway
 from ..nn._signature import settings_repr
 from ..nn.char import PRESETS
@@ -51,7 +64,7 @@ class _LanguageModel(nn.Module):
 
     def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:
         """``tokens`` ``(T, B)`` ids -> logits ``(T, B, vocab_size)`` and the state to pass on."""
-        tokens = check_tokens(type(self).__name__, tokens, self.vocab_size)
+        tokens = check_tokens(type(self).__name__, tokens, self.vocab_size, self.embedding.weight)
         x = self.embedding(tokens)
         x = variational_dropout(x, self.input_dropout, self.training)
         out, state = self._recur(x, state)
@@ -66,9 +79,10 @@ class _LanguageModel(nn.Module):
                              embed_size=None if self.embed_size == self.hidden_size else self.embed_size)
 
 
-def check_tokens(owner: str, tokens: object, vocab_size: int) -> Tensor:
-    """A language model's input: ids ``(T, B)`` in its vocabulary, at least one step."""
-    tokens = check_ids(owner, "tokens", tokens, vocab_size)
+def check_tokens(owner: str, tokens: object, vocab_size: int, table: Tensor, *, cpu_ids: bool = False) -> Tensor:
+    """A language model's input: ids ``(T, B)`` in its vocabulary, at least one step, on the device of the
+    ``table`` they index (:func:`~highwaynet._checks.check_ids`)."""
+    tokens = check_ids(owner, "tokens", tokens, vocab_size, table, cpu_ids=cpu_ids)
     if tokens.dim() != 2 or tokens.shape[0] == 0:
         raise ValueError(f"{owner} expects tokens of shape (T, B) with T >= 1, got {tuple(tokens.shape)}")
     return tokens
@@ -136,7 +150,8 @@ class LSTMLanguageModel(_LanguageModel):
         super().__init__(vocab_size, hidden_size if embed_size is None else embed_size, hidden_size, tie_weights,
                          input_dropout, output_dropout)
         self.num_layers = check_size("num_layers", num_layers)
-        self.rnn = nn.LSTM(self.embed_size, hidden_size, num_layers,
+        # (the checked sizes, Python ints: nn.LSTM refuses a NumPy integer, which check_size takes)
+        self.rnn = nn.LSTM(self.embed_size, self.hidden_size, self.num_layers,
                            dropout=output_dropout if num_layers > 1 else 0.0)
 
     def _recur(self, x: Tensor, state: State | None) -> tuple[Tensor, State]:
@@ -231,8 +246,8 @@ class CharAwareLanguageModel(nn.Module):
 
     def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:
         """``tokens`` ``(T, B)`` word ids -> logits ``(T, B, V)`` and the state to pass on."""
-        tokens = check_tokens(type(self).__name__, tokens, self.vocab_size)
         word_chars = cast(Tensor, self.word_chars)  # (a buffer: typed as any attribute of a Module)
+        tokens = check_tokens(type(self).__name__, tokens, self.vocab_size, word_chars, cpu_ids=True)
         x = self.encoder(word_chars[tokens])
         x = variational_dropout(x, self.input_dropout, self.training)
         if self.rnn_kind == "lstm":
@@ -270,14 +285,35 @@ def generate(model: nn.Module, prompt: Tensor, length: int, temperature: float =
 
 def sample_tokens(model: nn.Module, prompt: Tensor, length: int, temperature: float = 1.0,
                   generator: torch.Generator | None = None) -> Iterator[int]:
-    """The ids :func:`generate` returns, yielded one by one as they are drawn (for text shown as it comes)."""
-    if not 0 <= temperature < float("inf"):
-        raise ValueError(f"temperature must be 0 (greedy) or positive, and finite, got {temperature}")
+    """The ids :func:`generate` returns, yielded one by one as they are drawn (for text shown as it comes).
+    The arguments are checked at the call, before the first id is asked for."""
+    check_module("model", model)
+    check_tensor("prompt", prompt, kind="integer")
+    if prompt.dim() > 1:
+        raise ValueError(f"prompt must be 1-D token ids (T,), got shape {tuple(prompt.shape)} (one prompt at a time: "
+                         f"for a batch of one, pass prompt.flatten())")
     if prompt.numel() == 0:
         raise ValueError("the prompt is empty (or all of it is outside the vocabulary)")
+    length = check_int("length", length, minimum=0)
+    if isinstance(temperature, numbers.Real) and not 0 <= temperature < float("inf"):
+        raise ValueError(f"temperature must be 0 (greedy) or positive, and finite, got {temperature}")
+    temperature = check_finite("temperature", temperature)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {describe(generator)}")
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU torch.Generator (the tokens are drawn on the CPU), got one on "
+                         f"{generator.device}")
+    weight = next(iter(model.parameters()), None)
+    if weight is None:
+        raise ValueError("model must be a language model with parameters (their device is where it runs), "
+                         f"got {type(model).__name__} without any")
+    return _sample_tokens(model, prompt, length, temperature, generator, weight.device)
+
+
+def _sample_tokens(model: nn.Module, prompt: Tensor, length: int, temperature: float,
+                   generator: torch.Generator | None, device: torch.device) -> Iterator[int]:
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
     try:
         with torch.no_grad():
             logits, state = model(prompt.to(device).view(-1, 1))

@@ -98,6 +98,9 @@ class SentenceClassifier(nn.Module):
             raise ValueError(f"word_features must be one of {WORD_FEATURES}, got {word_features!r}")
         if word_features != "words" and (word_chars is None or num_chars is None):
             raise ValueError(f"word_features={word_features!r} needs word_chars and num_chars (CharVocab)")
+        if word_features == "words" and (word_chars is not None or num_chars is not None):
+            raise ValueError("word_chars and num_chars are read only with word_features='chars' or 'words+chars' "
+                             "(a model that reads each word's characters), got them with word_features='words'")
         for name, size in (("vocab_size", vocab_size), ("num_classes", num_classes), ("embed_dim", embed_dim),
                            ("hidden_size", hidden_size), ("num_layers", num_layers), ("feature_maps", feature_maps)):
             check_size(name, size)
@@ -168,11 +171,15 @@ class SentenceClassifier(nn.Module):
         """The sentence vectors ``(B, features)`` before dropout and the classifier."""
         # (a model that reads characters takes every word word_chars spells: predict() adds unseen words' rows)
         known = self.vocab_size if self.word_features == "words" else len(cast(Tensor, self.word_chars))
-        tokens = check_ids("SentenceClassifier", "tokens", tokens, known)
+        # (on the embedding's device; a model of characters alone indexes its word_chars, which takes CPU ids too)
+        words = self.word_features != "chars"
+        table = self.embedding.weight if words else cast(Tensor, self.word_chars)
+        tokens = check_ids("SentenceClassifier", "tokens", tokens, known, table, cpu_ids=not words)
         if tokens.dim() != 2 or tokens.shape[1] < self.min_length:
             raise ValueError(f"SentenceClassifier expects tokens of shape (B, T), padded to T >= {self.min_length} "
                              f"(the encoder's widest filter), got {tuple(tokens.shape)}")
-        checked = check_lengths("SentenceClassifier", lengths, tokens.shape[0], tokens.shape[1], shortest=1)
+        checked = check_lengths("SentenceClassifier", lengths, tokens.shape[0], tokens.shape[1], shortest=1,
+                               device=tokens.device)
         if checked is None:
             raise TypeError("SentenceClassifier expects lengths, an integer tensor (B,), got None")
         x = self.embed_dropout(self.embed(tokens))

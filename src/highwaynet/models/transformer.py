@@ -36,6 +36,7 @@ from .._checks import (
     check_ids,
     check_input,
     check_probability,
+    check_same_device,
     check_size,
 )
 from ..nn._signature import settings_repr
@@ -296,11 +297,12 @@ class CausalTransformer(nn.Module):
                     attention.qkv.weight[2 * self.dim:].mul_(beta)
 
     def forward(self, tokens: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        tokens = check_ids("CausalTransformer", "tokens", tokens, self.vocab_size)
+        tokens = check_ids("CausalTransformer", "tokens", tokens, self.vocab_size, self.embed.weight)
         if tokens.dim() != 2 or tokens.shape[0] == 0:
             raise ValueError(f"CausalTransformer expects tokens of shape (T, B) with T >= 1, got {tuple(tokens.shape)}")
         if state is not None:
             state = check_ids("CausalTransformer", "state", state, self.vocab_size)
+            check_same_device("tokens", tokens, state=state)
             if state.dim() != 2 or state.shape[1] != tokens.shape[1]:
                 raise ValueError(f"CausalTransformer expects state of shape (S, B), token ids with the batch of "
                                  f"tokens ({tokens.shape[1]}), got {tuple(state.shape)}")

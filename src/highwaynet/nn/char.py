@@ -155,12 +155,12 @@ class CharCNNHighway(nn.Module):
     def preset(cls, name: str, num_chars: int, **overrides: Any) -> CharCNNHighway:
         """An encoder by name (:data:`PRESETS`: ``"kim-small"``, ``"kim-large"``, ``"elmo"``, and
         ``"compact"``, a CPU-sized kim-small), any of its settings overridden by keyword."""
-        if name not in PRESETS:
+        if not isinstance(name, str) or name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}: name must be one of {', '.join(PRESETS)}")
         return cls(num_chars, **{**PRESETS[name], **overrides})
 
     def forward(self, chars: Tensor) -> Tensor:
-        chars = check_ids("CharCNNHighway", "chars", chars, self.num_chars)
+        chars = check_ids("CharCNNHighway", "chars", chars, self.num_chars, self.embedding.weight)
         if chars.dim() < 1:
             raise ValueError("CharCNNHighway expects chars of shape (*, L), character ids, got a scalar")
         lead, length = chars.shape[:-1], chars.shape[-1]
@@ -273,7 +273,8 @@ class CharVocab:
         (or ``length``, if shorter), the markers always kept."""
         if not isinstance(word, str):
             raise TypeError(f"word must be a str, got {describe(word)}")
-        longest = self.max_word_length if length is None else min(length, self.max_word_length)
+        longest = self.max_word_length if length is None else min(_check_word_length("length", length),
+                                                                  self.max_word_length)
         body = [self.index.get(c, self.UNK) for c in word[: longest - 2]]
         return [self.BOW, *body, self.EOW]
 

@@ -278,7 +278,8 @@ class HighwayLSTMBlock(nn.Module):
             shape = (self.output_size // self.hidden_size, x.shape[0], self.hidden_size)
             state = cast(LSTMState, tuple(check_state("HighwayLSTMBlock", f"state's {part}", s, shape, x)
                                           for part, s in zip(("h_0", "c_0"), state, strict=True)))
-        lengths = check_lengths("HighwayLSTMBlock", lengths, x.shape[0], x.shape[1], shortest=1)
+        lengths = check_lengths("HighwayLSTMBlock", lengths, x.shape[0], x.shape[1], shortest=1,
+                                device=x.device)
         if lengths is not None and x.shape[0] == 0:
             lengths = None  # (an empty batch: nothing padded, and nothing to pack)
         # (the gate reads x as it came; the LSTM its input in the autocast dtype, under CPU autocast: lstm_inputs)
@@ -297,7 +298,7 @@ class HighwayLSTMBlock(nn.Module):
             # (masking a non-finite result afterwards, times 0, would leave NaN in outputs and gradients).
             x = torch.where(mask, x, 0.0)
             lstm_x, state = lstm_inputs(x, state)
-            if exporting():
+            if exporting() or x.device.type == "meta":  # (a meta tensor's lengths have no values to pack by)
                 h, state = unpacked_lstm(self.lstm, lstm_x, lengths, mask, state)
             else:
                 packed = pack_padded_sequence(lstm_x, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -427,7 +428,8 @@ class HighwayLSTM(nn.Module):
             for part, s in zip(("h_0", "c_0"), state, strict=True):
                 check_state("HighwayLSTM", f"state's {part}", s, expected, x)
         # At least one step each: nn.LSTM reads a padded batch packed, and a packed sequence cannot be empty.
-        lengths = check_lengths("HighwayLSTM", lengths, x.shape[0], x.shape[1], shortest=1)
+        lengths = check_lengths("HighwayLSTM", lengths, x.shape[0], x.shape[1], shortest=1,
+                                device=x.device)
         hs, cs = [], []
         for i, block in enumerate(self.blocks):
             block_state = None if state is None else tuple(

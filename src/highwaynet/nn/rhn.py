@@ -365,7 +365,7 @@ class RHN(nn.Module):
             what = "(2 * num_layers, B, hidden_size)" if self.bidirectional else "(num_layers, B, hidden_size)"
             check_state("RHN", "state", state, (self.directions * self.num_layers, x.shape[1], self.hidden_size), x,
                         what)
-        return check_lengths("RHN", lengths, x.shape[1], x.shape[0], shortest=0)
+        return check_lengths("RHN", lengths, x.shape[1], x.shape[0], shortest=0, device=x.device)
 
     def extra_repr(self) -> str:
         return settings_repr(self)
