@@ -95,15 +95,15 @@ def test_highway_layer_refuses_wrong_shapes_by_name():
 def test_the_kernels_refuse_a_tensor_on_another_device_by_name():
     """A tensor on the meta device stands for one on another GPU: each function names it and the device."""
     z, x = _gate()
-    with pytest.raises(ValueError, match=r"^x must be on z's device cpu, got meta"):
+    with pytest.raises(ValueError, match=r"^x must be on cpu, the device of z, got meta"):
         gate_forward(z, x.to("meta"), TANH)
-    with pytest.raises(ValueError, match=r"^out must be on z's device cpu, got meta"):
+    with pytest.raises(ValueError, match=r"^out must be on cpu, the device of z, got meta"):
         gate_forward(z, x, TANH, out=torch.empty(3, 4, device="meta"))
-    with pytest.raises(ValueError, match=r"^dy must be on z's device cpu, got meta"):
+    with pytest.raises(ValueError, match=r"^dy must be on cpu, the device of z, got meta"):
         gate_backward(torch.ones_like(x, device="meta"), z, x, TANH)
-    with pytest.raises(ValueError, match=r"^bias must be on x's device cpu, got meta"):
+    with pytest.raises(ValueError, match=r"^bias must be on cpu, the device of x, got meta"):
         highway_layer(x, torch.randn(8, 4), torch.randn(8, device="meta"), TANH)
-    with pytest.raises(ValueError, match=r"^biases\[1\] must be on x_proj's device cpu, got meta"):
+    with pytest.raises(ValueError, match=r"^biases\[1\] must be on cpu, the device of x_proj, got meta"):
         args = _rhn()
         rhn_recurrence(**{**args, "biases": [args["biases"][0], args["biases"][1].to("meta")]})
 

@@ -153,7 +153,7 @@ def test_character_encoders_refuse_ids_on_the_meta_device():
 def test_a_causal_transformer_refuses_a_state_on_another_device_by_name():
     """torch.cat's "Tensor on device cpu is not on the expected device meta!"."""
     model = _language_models()[2]
-    with pytest.raises(ValueError, match="state must be on tokens's device cpu, got meta"):
+    with pytest.raises(ValueError, match="state must be on cpu, the device of tokens, got meta"):
         model(torch.randint(4, (3, 2)), torch.randint(4, (2, 2), device="meta"))
 
 
@@ -208,7 +208,7 @@ def test_bilm_token_vectors_refuses_a_mask_that_is_not_a_bool_one():
     for bad, error in ((mask.long(), ValueError), (mask[:1], ValueError), (None, TypeError)):
         with pytest.raises(error, match="token_vectors expects"):
             bilm.token_vectors(ids, bad)
-    with pytest.raises(ValueError, match="mask must be on ids's device cpu, got meta"):
+    with pytest.raises(ValueError, match="mask must be on cpu, the device of ids, got meta"):
         bilm.token_vectors(ids, mask.to("meta"))
     assert bilm.token_vectors(ids, mask).shape == (2, 4, 4)
 
@@ -217,12 +217,12 @@ def test_elmo_helpers_refuse_tensors_on_another_device_by_name():
     """Each failed inside torch: "Tensor on device meta is not on the expected device cpu!" (ScalarMix),
     aten::equal's NotImplementedError for the meta device (ProjectedLSTM, remove_sentence_boundaries)."""
     layers, mask = [torch.randn(2, 3, 4), torch.randn(2, 3, 4)], torch.ones(2, 3, dtype=torch.bool)
-    with pytest.raises(ValueError, match=r"layers\[1\] must be on ScalarMix's device cpu, got meta"):
+    with pytest.raises(ValueError, match=r"layers\[1\] must be on cpu, the device of ScalarMix, got meta"):
         elmo.ScalarMix(2)([layers[0], layers[1].to("meta")])
-    with pytest.raises(ValueError, match="mask must be on ScalarMix's device cpu, got meta"):
+    with pytest.raises(ValueError, match="mask must be on cpu, the device of ScalarMix, got meta"):
         elmo.ScalarMix(2, layer_norm=True)(layers, mask.to("meta"))
-    with pytest.raises(ValueError, match="mask must be on x's device cpu, got meta"):
+    with pytest.raises(ValueError, match="mask must be on cpu, the device of x, got meta"):
         elmo.ProjectedLSTM(4, 3, 5)(layers[0], mask.to("meta"))
-    with pytest.raises(ValueError, match="mask must be on layer's device cpu, got meta"):
+    with pytest.raises(ValueError, match="mask must be on cpu, the device of layer, got meta"):
         elmo.remove_sentence_boundaries(layers[0], mask.to("meta"))
     assert elmo.ScalarMix(2, layer_norm=True)(layers, mask).shape == (2, 3, 4)

@@ -283,7 +283,7 @@ def check_same_device(like_name: str, like: Tensor, **tensors: Tensor | None) ->
     functions' check of tensors that one kernel reads together."""
     for name, t in tensors.items():
         if t is not None and t.device != like.device:
-            raise ValueError(f"{name} must be on {like_name}'s device {like.device}, got {t.device}")
+            raise ValueError(f"{name} must be on {like.device}, the device of {like_name}, got {t.device}")
 
 
 def _expects(owner: str | None, name: str) -> str:
