@@ -208,17 +208,34 @@ def test_cli_reproduce_rhn_depth_writes_report_and_resumes(shared_data, tmp_path
         assert (c["n"], c["seeds"]) == (2, [0, 1])
         assert (c["mean"], c["lo"], c["hi"]) == pytest.approx((mean, mean - half, mean + half))
         assert f"{mean:+.3f} bpc [{mean - half:+.3f}, {mean + half:+.3f}] (95%, paired over 2 seeds)" in report
+    # The schedule control: the best depth and an LSTM on the equal-time LSTM's schedule (set for 20
+    # times the epochs), stopped after the RHNs' epochs; RHN − LSTM on it, and each against itself.
+    for name in (f"rhn-depth{best}-slow-seed", "lstm-slow-seed"):
+        for s in (0, 1):
+            assert ran(f"{name}{s}")["epochs"] == 1
+            assert json.loads((folder / f"{name}{s}" / "config.json").read_text())["config"]["train"]["epochs"] == 20
+    for got, a, b in [(rhn_depth.contrast(result, "lstm_slow"), f"rhn-depth{best}-slow-seed", "lstm-slow-seed"),
+                      (rhn_depth.schedule_effect(result, "rhn"), f"rhn-depth{best}-slow-seed", f"rhn-depth{best}-seed"),
+                      (rhn_depth.schedule_effect(result, "lstm"), "lstm-slow-seed", "lstm-steps-seed")]:
+        d = [ran(f"{a}{s}")["test"]["bpc"] - ran(f"{b}{s}")["test"]["bpc"] for s in (0, 1)]
+        assert (got["seeds"], got["mean"]) == ([0, 1], pytest.approx((d[0] + d[1]) / 2))
+        assert f"{got['mean']:+.3f} bpc [{got['lo']:+.3f}, {got['hi']:+.3f}] (95%, paired over 2 seeds)" in report
+    # Each model's validation loss after each epoch, mean over the seeds, from its runs' metrics.
+    def curve(name):
+        return [json.loads(line)["val_loss"] for line in (folder / name / "metrics.jsonl").read_text().splitlines()]
+    assert result["lstm_slow"]["val_curve"] == {
+        "val_loss": [pytest.approx((curve("lstm-slow-seed0")[0] + curve("lstm-slow-seed1")[0]) / 2)], "seeds": [2]}
     assert "2 steps of 8 × 50 characters (800 characters), 2 seeds)" in report  # the scale
     assert main(args) == 0 and f"the study in {out} is done" in capsys.readouterr().out  # run again: done
     assert main(args + ["--resume"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("done, skipped") == 8 and "keeps the settings" not in printed
+    assert printed.count("done, skipped") == 12 and "keeps the settings" not in printed
     other = args[:11] + ["3"] + args[12:]  # another batch size: refused; with --resume, the study keeps its own
     assert main(other) == 2
     assert f"{out} holds a study with other settings (--batch-size 8 there, 3 asked)" in capsys.readouterr().err
     assert main(other + ["--resume"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("done, skipped") == 8 and "keeps the settings" not in printed
+    assert printed.count("done, skipped") == 12 and "keeps the settings" not in printed
     assert "not applied: --batch-size 8 (asked 3)" in printed  # (the option typed: it named base.batch_size)
     assert main(args[:3] + ["0,2"] + args[4:]) == 2
     assert "--depths must be at least 1, got 0" in capsys.readouterr().err
@@ -253,8 +270,41 @@ def test_rhn_depth_stopped_midway_goes_on_where_it_stopped(shared_data, tmp_path
     result = summary["corpora"]["tinyshakespeare:char"]
     assert [r["seed"] for r in result["rhn"][0]["runs"]] == [r["seed"] for r in result["lstm"]["runs"]] == [0, 1]
     assert sorted(p.name for p in (out / "tinyshakespeare-char").iterdir()) == [
-        "lstm-seed0", "lstm-seed1", "lstm-steps-seed0", "lstm-steps-seed1", "rhn-depth1", "rhn-depth1-seed0",
-        "rhn-depth1-seed1"]
+        "lstm-seed0", "lstm-seed1", "lstm-slow-seed0", "lstm-slow-seed1", "lstm-steps-seed0", "lstm-steps-seed1",
+        "rhn-depth1", "rhn-depth1-seed0", "rhn-depth1-seed1", "rhn-depth1-slow-seed0", "rhn-depth1-slow-seed1"]
+
+
+def test_rhn_depth_run_again_trains_only_the_runs_it_lacks(shared_data, tmp_path, monkeypatch):
+    """A study whose folder holds every run but the schedule control's (one of before the control) is
+    finished by running its command again: the runs there are reused as they are, and only the
+    control's are trained, the best depth's and the LSTM's, seed by seed."""
+    _, config = cli.parse(["reproduce", "rhn-depth", "--depths", "1,2", "--budget", "5000", "--epochs", "1",
+                           "--steps-per-epoch", "1", "--batch-size", "4", "--eval-windows", "1", "--seeds", "0,1"])
+    out, data, real, calls = tmp_path / "sweep", shared_data / "text", lm.run, []
+    first = rhn_depth.run(config, out, data_dir=data, log=lambda line: None, progress=False)
+    folder = out / "tinyshakespeare-char"
+    best = rhn_depth.chosen(first["corpora"]["tinyshakespeare:char"])["depth"]
+    control = [f"rhn-depth{best}-slow-seed0", "lstm-slow-seed0", f"rhn-depth{best}-slow-seed1", "lstm-slow-seed1"]
+    for name in control:  # (as a study of before the control left its folder)
+        for path in (folder / name).iterdir():
+            path.unlink()
+        (folder / name).rmdir()
+    kept = {p.name: (p / "results.json").read_bytes() for p in folder.iterdir()}
+    assert len(kept) == 8
+
+    def recorded(*args, **kwargs):
+        calls.append((args[1].name, kwargs.get("max_epochs")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lm, "run", recorded)
+    lines: list[str] = []
+    summary = rhn_depth.run(config, out, data_dir=data, log=lines.append, progress=False)
+    assert calls == [(name, 1) for name in control]
+    assert sum(line.endswith("done, skipped") for line in lines) == 8
+    assert {name: (folder / name / "results.json").read_bytes() for name in kept} == kept
+    result = summary["corpora"]["tinyshakespeare:char"]
+    assert [r["seed"] for r in result["rhn_slow"]["runs"]] == [r["seed"] for r in result["lstm_slow"]["runs"]] == [0, 1]
+    assert result["rhn_slow"]["depth"] == best and result["lstm_slow"]["schedule_epochs"] == 20
 
 
 def _study(tests: dict, valid: dict, lstm_seeds=(0, 1, 2)) -> dict:
@@ -307,6 +357,64 @@ def test_rhn_depth_chooses_on_validation_and_pairs_by_seed(tmp_path):
     del result["lstm"]["runs"][1:]
     assert rhn_depth.contrast(result)["seeds"] == [2]
     assert "+0.150 bpc (one seed: no interval)" in rhn_depth.verdicts(summary)[0]
+
+
+def test_rhn_depth_schedule_control_pairs_each_model_by_seed(tmp_path):
+    """The schedule control, from hand-made runs: the best depth (2, on validation) and an LSTM, both
+    on the equal-time LSTM's slow schedule and stopped after the RHNs' steps; RHN − LSTM on it, and
+    each model's slow schedule − its RHNs'-schedule run, paired by seed (runs listed out of order)."""
+    tests = {("rhn", 1): {0: 2.70, 1: 2.71, 2: 2.72}, ("rhn", 2): {0: 2.80, 1: 2.85, 2: 2.90},
+             ("lstm", None): {0: 2.64, 1: 2.63, 2: 2.65}}
+    valid = {("rhn", 1): {0: 1.95, 1: 1.95, 2: 1.95}, ("rhn", 2): {0: 1.90, 1: 1.90, 2: 1.98}}
+    summary = _study(tests, valid)
+    result = summary["corpora"]["tinyshakespeare:char"]
+    steps = {0: 2.93, 1: 2.92, 2: 2.94}
+    rhn_slow, lstm_slow = {1: 2.77, 2: 2.83, 0: 2.74}, {2: 2.75, 0: 2.70, 1: 2.76}
+    for run in result["lstm_steps"]["runs"]:
+        run["test"]["bpc"] = steps[run["seed"]]
+    for key, model, depth, tested in (("rhn_slow", "rhn", 2, rhn_slow), ("lstm_slow", "lstm", None, lstm_slow)):
+        result[key] = {"model": model, "depth": depth, "hidden": 10, "parameters": 1000, "schedule_epochs": 160,
+                       "runs": [{"seed": s, "model": model, "depth": depth, "epochs": 8, "train_seconds": 50.0,
+                                 "best_val": 1.9, "test": {"bpc": b}} for s, b in tested.items()]}
+
+    def by_hand(diffs):  # mean and 95% t-interval, t(0.975, 2 df) = 4.303
+        mean = sum(diffs) / 3
+        half = 4.303 * math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2) / math.sqrt(3)
+        return mean, mean - half, mean + half
+
+    # RHN − LSTM on the slow schedule: 0.04, 0.01, 0.08 (seeds 0, 1, 2); sd 0.035119, half 0.087248.
+    across = by_hand([2.74 - 2.70, 2.77 - 2.76, 2.83 - 2.75])
+    assert across == pytest.approx((0.043333, -0.043915, 0.130582), abs=1e-5)
+    # Slow − the RHNs' schedule: the RHN -0.06, -0.08, -0.07 (half 0.024843); the LSTM -0.23, -0.16, -0.19.
+    rhn_effect = by_hand([2.74 - 2.80, 2.77 - 2.85, 2.83 - 2.90])
+    lstm_effect = by_hand([2.70 - 2.93, 2.76 - 2.92, 2.75 - 2.94])
+    assert rhn_effect == pytest.approx((-0.07, -0.094843, -0.045157), abs=1e-5)
+    assert lstm_effect == pytest.approx((-0.193333, -0.280582, -0.106085), abs=1e-5)
+    for got, expected in ((rhn_depth.contrast(result, "lstm_slow"), across),
+                          (rhn_depth.schedule_effect(result, "rhn"), rhn_effect),
+                          (rhn_depth.schedule_effect(result, "lstm"), lstm_effect)):
+        assert (got["n"], got["seeds"]) == (3, [0, 1, 2])
+        assert (got["mean"], got["lo"], got["hi"]) == pytest.approx(expected)
+    line = rhn_depth.verdicts(summary)[0]
+    assert line.endswith(
+        "; on the equal-time LSTM's schedule (set for 160 epochs) stopped after 8, as many steps as the RHNs, the RHN "
+        "tests bpc 2.780 ± 0.046 and the LSTM 2.737 ± 0.032, RHN − LSTM = +0.043 bpc [-0.044, +0.131] (95%, paired "
+        "over 3 seeds): no difference resolved; that schedule − the RHNs' (cosine over 8), each model paired with "
+        "itself: RHN -0.070 bpc [-0.095, -0.045] (95%, paired over 3 seeds): the slow schedule lower, LSTM -0.193 "
+        "bpc [-0.281, -0.106] (95%, paired over 3 seeds): the slow schedule lower")
+    # The equal-steps contrast is still the best depth on the RHNs' schedule against the LSTM on it.
+    assert rhn_depth.contrast(result, "lstm_steps")["mean"] == pytest.approx((-0.13 - 0.07 - 0.04) / 3)
+    rhn_depth.write_report(tmp_path, summary)
+    report = (tmp_path / "report.md").read_text()
+    assert "| RHN, slow schedule | 2 | 10 | 1,000 | 8 | 2.741 | 2.780 ± 0.046 | 50 |" in report
+    assert "| LSTM, slow schedule | - | 10 | 1,000 | 8 | 2.741 | 2.737 ± 0.032 | 50 |" in report
+    assert "| RHN depth 2 − LSTM, both on the slow schedule, as many steps | +0.043 bpc [-0.044, +0.131]" in report
+    assert "| RHN depth 2, slow schedule − the RHNs' schedule, as many steps | -0.070 bpc [-0.095, -0.045]" in report
+    assert "| LSTM, slow schedule − the RHNs' schedule, as many steps | -0.193 bpc [-0.281, -0.106]" in report
+    # A summary without the control (0.4.0's stored one) reports as before.
+    del result["rhn_slow"], result["lstm_slow"]
+    assert rhn_depth.contrast(result, "lstm_slow") is None and rhn_depth.schedule_effect(result, "rhn") is None
+    assert "slow schedule" not in rhn_depth.verdicts(summary)[0]
 
 
 def test_rhn_depth_reports_a_one_seed_summary_of_0_3(tmp_path):

@@ -1,6 +1,7 @@
 import gc
 import itertools
 import json
+import math
 import weakref
 
 import pytest
@@ -265,6 +266,23 @@ def test_trainer_arguments_are_checked_by_name(changes, error, message):
 def test_fit_arguments_are_checked_by_name(arguments, error, message):
     with pytest.raises(error, match=message):
         _digits_trainer().fit(**arguments)
+
+
+def test_max_epochs_stops_early_on_the_schedule_set_for_all_the_epochs(tmp_path):
+    """fit(max_epochs=k) trains k epochs at the rates of a schedule set for config.epochs (a run cut
+    short on a longer run's schedule: the depth study's schedule control), and run again with it
+    trains no further; the same run without it goes on to the end of its schedule."""
+    config = TrainConfig(epochs=8, lr=0.1, schedule="cosine", device="cpu")
+    trainer = _digits_trainer(config=config, run_dir=tmp_path / "run")
+    history = trainer.fit(max_epochs=3)
+    assert [m["lr"] for m in history] == pytest.approx([0.05 * (1 + math.cos(math.pi * e / 8)) for e in range(3)])
+    assert (tmp_path / "run" / "checkpoint.pt").is_file()
+    again = _digits_trainer(config=config, run_dir=tmp_path / "run")
+    assert len(again.fit(max_epochs=3)) == 3 and again.epoch == 3
+    assert len(again.fit()) == 8
+    for wrong in (0, 2.5, True):
+        with pytest.raises(ValueError, match="max_epochs must be a whole number of epochs, at least 1"):
+            _digits_trainer().fit(max_epochs=wrong)
 
 
 def test_a_task_without_a_val_split_is_refused_before_training(tmp_path):

@@ -153,6 +153,11 @@ def _features(records: dict[str, dict[str, Any]]) -> str:
         f"torch {env.get('torch', '?')}.", ""])
 
 
+def _difference(c: dict[str, Any]) -> str:
+    """A paired difference in the README's table: ``+0.155 [+0.111, +0.200]``, the mean alone for one seed."""
+    return f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]" if c["n"] > 1 else f"{c['mean']:+.3f}"
+
+
 def _summary(records: dict[str, dict[str, Any]]) -> str:
     """The results index's table: one line per experiment, from the stored results."""
     from highwaynet.report import markdown_table
@@ -241,8 +246,12 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                         what += (f" ({epochs} epochs, schedule set for "
                                  f"{rhn_depth._LONGER * study['config']['base']['train']['epochs']})")
                     line += (f"; LSTM, {what}: {rhn_depth.over_seeds(result[lstm], 'bpc')}, RHN − LSTM "
-                             + (f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]" if c["n"] > 1 else
-                                f"{c['mean']:+.3f}"))
+                             + _difference(c))
+            c = rhn_depth.contrast(result, "lstm_slow")
+            if c is not None:  # the schedule control: both families on the equal-time LSTM's schedule, same steps
+                line += (f"; both on the same-time LSTM's schedule, same steps: RHN "
+                         f"{rhn_depth.over_seeds(result['rhn_slow'], 'bpc')}, LSTM "
+                         f"{rhn_depth.over_seeds(result['lstm_slow'], 'bpc')}, RHN − LSTM {_difference(c)}")
             paired = ", RHN − LSTM paired by seed, 95%" if len(study["config"].get("seeds", [0])) > 1 else ""
             add("rhn-depth-tinyshakespeare", [f"RHN depth at a fixed budget ({entry}: "
                                               f"{rhn_depth.scale(study, entry)}{paired})", line,

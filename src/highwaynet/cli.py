@@ -319,7 +319,8 @@ REPRODUCE_RECIPES = (
     Recipe("rhn-depth", help="RHN language models against recurrence depth at a fixed budget, and vs an LSTM",
            description="RHN language models at several recurrence depths with the parameter budget fixed, each with "
                        "every seed; the best depth on validation then against LSTMs of the same budget and seeds, "
-                       "trained for the same time and for the same steps (paired differences, 95% intervals). Writes "
+                       "trained for the same time and for the same steps, and both families on the equal-time LSTM's "
+                       "schedule for the same steps (paired differences, 95% intervals). Writes "
                        "depth.png and report.md.",
            config=config.RHNDepthConfig, run=_reproduce_rhn_depth, out="runs/rhn-depth",
            titles={"": "experiment", "base": "every model", **TRAINING},

@@ -99,14 +99,16 @@ class RHNDepthConfig:
     """RHN language models at several recurrence depths with the parameter budget fixed (Zilly et
     al., 2017, Fig. 4), each with every one of ``seeds``; the best depth on validation is then set
     against LSTMs of the same budget, one trained for as long as the best RHN took and one for as
-    many steps, with the same seeds. ``corpora`` entries are ``name:level``; ``base`` sets everything
-    but the corpus, the model, its depth, its size and (in the depth study) its seed."""
+    many steps, with the same seeds; a control trains the best depth and an LSTM again on the first
+    LSTM's schedule, stopped after as many steps. ``corpora`` entries are ``name:level``; ``base``
+    sets everything but the corpus, the model, its depth, its size and (in the depth study) its seed."""
 
     corpora: list[str] = setting(help="name:level pairs", factory=lambda: ["tinyshakespeare:char"])
     depths: list[int] = setting(help="recurrence depths", factory=lambda: [1, 2, 4, 6, 8, 10], minimum=1)
     budget: int = setting(200_000, help="parameters per model", minimum=1)
     lstm: bool = setting(True, help="train the LSTM baselines of the same budget: one for as long as the best RHN "
-                                    "took, one for as many steps")
+                                    "took, one for as many steps; and, on the first's slowly decaying schedule "
+                                    "stopped after as many steps, the best RHN and an LSTM again")
     seeds: list[int] = setting(help="seeds of each model of the depth study", factory=lambda: [0, 1, 2], minimum=0,
                                below=SEED_LIMIT)
     #: Replay each training step as a CUDA graph (``None``: on a GPU). The RHN's many small

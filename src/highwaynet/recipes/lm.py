@@ -90,11 +90,12 @@ def hidden_for_budget(config: LMConfig, vocab: Sequence[str], budget: int, field
 def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
         data_dir: str | Path | None = None, download: bool = False, corpus: Corpus | None = None,
         max_time: float | None = None, log=None, progress: bool = True, gate_means: bool = False,
-        write_sample: bool = True, test: bool = True) -> dict[str, Any]:
+        write_sample: bool = True, test: bool = True, max_epochs: int | None = None) -> dict[str, Any]:
     """Train, evaluate on the test split, write ``results.json`` (and a generated sample) in ``out``.
 
     ``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`; ``max_time``: stop after the
-    first epoch at which the training time reaches this many seconds (as :meth:`Trainer.fit`);
+    first epoch at which the training time reaches this many seconds, ``max_epochs``: after this many
+    epochs, the schedule still set for ``config.train.epochs`` (both as :meth:`Trainer.fit`);
     ``gate_means``: each epoch's metrics hold every gate's mean on the validation split
     (``gate/NAME``, as :class:`~highwaynet.training.Trainer`'s option); ``write_sample=False`` leaves
     the generated sample out (a study of hundreds of runs: ``highwaynet generate`` samples any of them);
@@ -105,12 +106,12 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: boo
         return _train(saved_config(LMConfig, saved, out), out, resume=resume, data_dir=data_dir, download=download,
                       corpus=corpus,
                       max_time=max_time, log=log, progress=progress, gate_means=gate_means, write_sample=write_sample,
-                      test=test)
+                      test=test, max_epochs=max_epochs)
 
 
 def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | Path | None, download: bool,
            corpus: Corpus | None, max_time: float | None, log, progress: bool, gate_means: bool,
-           write_sample: bool, test: bool) -> dict[str, Any]:
+           write_sample: bool, test: bool, max_epochs: int | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     corpus = corpus or load_corpus(config.corpus, config.level, data_dir, download=download,
                                    max_vocab=config.max_vocab)
@@ -121,7 +122,7 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
                              eval_batch_size=config.eval_batch_size, steps_per_epoch=config.steps_per_epoch,
                              carry_state=config.model != "transformer", eval_windows=config.eval_windows)
     trainer = Trainer(model, task, config.train, out, log=log, progress=progress, gate_means=gate_means)
-    history = trainer.fit(resume=resume, max_time=max_time)
+    history = trainer.fit(resume=resume, max_time=max_time, max_epochs=max_epochs)
     # Test with the best weights by validation loss, as is usual for language models.
     load_best_weights(model, out)
     tested = trainer.evaluate("test") if test else None

@@ -8,10 +8,13 @@ the one whose mean best validation loss over the seeds is lowest (the test split
 Two LSTM language models of the same budget are then trained with each seed: one for as long as
 the best depth's runs took (the median of their measured training times: a budget that varies with
 what else the machine runs), one for as many steps as every RHN (a control that depends on no clock).
-The best RHN is set against each by the paired differences of their test metric over the seeds,
-with a 95% t-interval. ``highwaynet reproduce rhn-depth`` runs it and writes a figure, tables,
-generated text and a Markdown report. Finished runs are skipped and unfinished ones resumed when
-the command is run again.
+The equal-time LSTM's schedule is set for ``_LONGER`` times the RHNs' epochs, so it decays little in
+the epochs its time allows: to tell that schedule from the family, the best depth and an LSTM are
+trained again on it, each stopped after the RHNs' epochs (as many steps). The best RHN is set against
+each LSTM by the paired differences of their test metric over the seeds, with a 95% t-interval, and
+each family's two schedules at equal steps against each other the same way. ``highwaynet reproduce
+rhn-depth`` runs it and writes a figure, tables, generated text and a Markdown report. Finished runs
+are skipped and unfinished ones resumed when the command is run again.
 """
 
 from __future__ import annotations
@@ -39,16 +42,30 @@ from ..report import (
 )
 from ..training.cuda_graph import use_cuda_graphs
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, finite_or_inf, mean_std, paired_interval, run_once, start_sweep, write_text
+from ..training.run_dir import (
+    finish_sweep,
+    finite_or_inf,
+    mean_std,
+    paired_interval,
+    read_metrics,
+    run_once,
+    start_sweep,
+    write_text,
+)
 from . import lm
 from .tuning import tune_family
 
-__all__ = ["RHNDepthConfig", "chosen", "contrast", "over_seeds", "run", "scale", "verdicts", "write_report"]
+__all__ = ["RHNDepthConfig", "chosen", "contrast", "over_seeds", "run", "scale", "schedule_effect", "verdicts",
+           "write_report"]
 
 #: The LSTM baselines a depth study trains: its key in a corpus's result, and what it is in words.
 #: The equal-time LSTM's epochs, as a multiple of the RHNs': more than its time allows it.
 _LONGER = 20
 _LSTMS = {"lstm": "trained for as long as the best RHN", "lstm_steps": "trained for as many steps"}
+#: The schedule control: its key in a corpus's result, the family, and the key of the same family at
+#: equal steps on the RHNs' schedule (``"rhn"``: the chosen depth). Each trains on the equal-time
+#: LSTM's schedule (set for ``_LONGER`` times the epochs), stopped after the RHNs' epochs.
+_SLOW = {"rhn_slow": ("rhn", "rhn"), "lstm_slow": ("lstm", "lstm_steps")}
 
 
 def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, restart: bool = False,
@@ -60,7 +77,7 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, restar
     graphs = summary["cuda_graph"] = use_cuda_graphs(config.cuda_graph, config.base.train.device)
     if config.tune:
         return _tune(config, out, summary, start, data_dir, download, log, progress)
-    sweep = SweepProgress(len(config.corpora) * len(config.seeds) * (len(config.depths) + 2 * config.lstm))
+    sweep = SweepProgress(len(config.corpora) * len(config.seeds) * (len(config.depths) + 4 * config.lstm))
     for entry in config.corpora:
         name, level = entry.split(":")
         corpus = load_corpus(name, level, data_dir, download=download, max_vocab=config.base.max_vocab)
@@ -68,33 +85,60 @@ def run(config: RHNDepthConfig, out: str | Path, *, resume: bool = False, restar
         _one_seed_layout(folder, config, log)
 
         model = partial(_model, config, name, level, corpus.vocab, graphs)
-        runs: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
-        # Seed by seed, so that a study stopped early has whole seeds to show.
-        for seed in config.seeds:
-            for depth in config.depths:
-                runs.setdefault(("rhn", depth), []).append(
-                    _run_one(model("rhn", depth, seed), folder / f"rhn-depth{depth}-seed{seed}", corpus, None, log,
-                             progress, sweep))
-            if config.lstm:  # the control that depends on no clock: as many steps as every RHN
-                runs.setdefault(("lstm_steps", None), []).append(
-                    _run_one(model("lstm", seed=seed), folder / f"lstm-steps-seed{seed}", corpus, None, log,
-                             progress, sweep))
-        rows = [_entry(runs["rhn", depth], config.seeds) for depth in config.depths]
-        result: dict[str, Any] = {"level": level, "vocab": len(corpus.vocab), "rhn": rows}
-        if config.lstm:
-            best = chosen(result)
-            budget = statistics.median(r["train_seconds"] for r in best["runs"])
-            lstm = []
-            for seed in config.seeds:
-                timed = model("lstm", seed=seed)
-                timed.train.epochs = config.base.train.epochs * _LONGER  # cut by the time limit
-                lstm.append(_run_one(timed, folder / f"lstm-seed{seed}", corpus, budget, log, progress, sweep))
-            result["lstm"] = {**_entry(lstm, config.seeds), "time_of": f"rhn depth {best['depth']}",
-                              "max_seconds": budget}
-            result["lstm_steps"] = _entry(runs["lstm_steps", None], config.seeds)
-        summary["corpora"][entry] = result
+        summary["corpora"][entry] = _study(config, model, folder, corpus, level, log, progress, sweep)
     summary["seconds"] = round(time.perf_counter() - start, 1)
     return finish_sweep(out, summary, write_report)
+
+
+def _study(config: RHNDepthConfig, model, folder: Path, corpus, level: str, log, progress: bool,
+           sweep: SweepProgress) -> dict[str, Any]:
+    """One corpus's study into ``folder``: its result in the summary (``model(family, depth, seed)``
+    makes each model's configuration)."""
+    runs: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+    folders: dict[tuple[str, int | None], list[Path]] = {}
+
+    def train(key: tuple[str, int | None], one: lm.LMConfig, name: str, max_time: float | None = None,
+              max_epochs: int | None = None) -> None:
+        folders.setdefault(key, []).append(folder / name)
+        runs.setdefault(key, []).append(_run_one(one, folder / name, corpus, max_time, log, progress, sweep,
+                                                 max_epochs))
+
+    def entry(key: tuple[str, int | None]) -> dict[str, Any]:
+        return _entry(runs[key], config.seeds, folders[key])
+
+    epochs = config.base.train.epochs
+    # Seed by seed, so that a study stopped early has whole seeds to show.
+    for seed in config.seeds:
+        for depth in config.depths:
+            train(("rhn", depth), model("rhn", depth, seed), f"rhn-depth{depth}-seed{seed}")
+        if config.lstm:  # the control that depends on no clock: as many steps as every RHN
+            train(("lstm_steps", None), model("lstm", seed=seed), f"lstm-steps-seed{seed}")
+    rows = [entry(("rhn", depth)) for depth in config.depths]
+    result: dict[str, Any] = {"level": level, "vocab": len(corpus.vocab), "rhn": rows}
+    if config.lstm:
+        best = chosen(result)
+        budget = statistics.median(r["train_seconds"] for r in best["runs"])
+        for seed in config.seeds:
+            train(("lstm", None), _slow(model("lstm", seed=seed)), f"lstm-seed{seed}", budget)  # cut by the time
+        result["lstm"] = {**entry(("lstm", None)), "time_of": f"rhn depth {best['depth']}",
+                          "max_seconds": budget}
+        result["lstm_steps"] = entry(("lstm_steps", None))
+        # The schedule control: the best depth and an LSTM on the equal-time LSTM's schedule, each stopped
+        # after the RHNs' epochs (their steps), seed by seed (a study stopped early has whole pairs).
+        for seed in config.seeds:
+            train(("rhn_slow", None), _slow(model("rhn", best["depth"], seed)),
+                  f"rhn-depth{best['depth']}-slow-seed{seed}", max_epochs=epochs)
+            train(("lstm_slow", None), _slow(model("lstm", seed=seed)), f"lstm-slow-seed{seed}", max_epochs=epochs)
+        for key in _SLOW:
+            result[key] = {**entry((key, None)), "schedule_epochs": epochs * _LONGER}
+    return result
+
+
+def _slow(model: lm.LMConfig) -> lm.LMConfig:
+    """``model`` on the equal-time LSTM's schedule: set for ``_LONGER`` times its epochs, of which it
+    trains as many as its time, or the control's stop, allows."""
+    model.train.epochs *= _LONGER
+    return model
 
 
 def _model(config: RHNDepthConfig, name: str, level: str, vocab: list[str], graphs: bool, family: str,
@@ -117,12 +161,19 @@ def _one_seed_layout(folder: Path, config: RHNDepthConfig, log) -> None:
             f"(rhn-depth{config.depths[0]}-seed{config.seeds[0]})")
 
 
-def _entry(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
-    """A model's row of the summary: its size, and its runs, each with its seed."""
+def _entry(runs: list[dict[str, Any]], seeds: list[int], folders: list[Path] | None = None) -> dict[str, Any]:
+    """A model's row of the summary: its size, its runs, each with its seed, and (from the run
+    ``folders``) its validation loss after each epoch, mean over the seeds that trained that epoch
+    (``val_curve``: ``val_loss`` and ``seeds``, epoch by epoch from the first)."""
     first = runs[0]
-    return {"model": first["model"], "depth": first["depth"], "hidden": first["hidden"],
-            "parameters": first["parameters"],
-            "runs": [{"seed": seed, **r} for seed, r in zip(seeds, runs, strict=True)]}
+    row = {"model": first["model"], "depth": first["depth"], "hidden": first["hidden"],
+           "parameters": first["parameters"],
+           "runs": [{"seed": seed, **r} for seed, r in zip(seeds, runs, strict=True)]}
+    if folders is not None:
+        curves = [[m["val_loss"] for m in read_metrics(f)] for f in folders]
+        by_epoch = [[c[i] for c in curves if i < len(c)] for i in range(max(map(len, curves), default=0))]
+        row["val_curve"] = {"val_loss": [statistics.fmean(v) for v in by_epoch], "seeds": list(map(len, by_epoch))}
+    return row
 
 
 def _runs(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -141,16 +192,33 @@ def chosen(result: dict[str, Any]) -> dict[str, Any]:
 
 def contrast(result: dict[str, Any], lstm: str = "lstm") -> dict[str, Any] | None:
     """The best RHN (:func:`chosen`) against one LSTM baseline (``lstm``: ``"lstm"``, trained for as
-    long, or ``"lstm_steps"``, for as many steps): the paired differences of their test metric,
-    RHN − LSTM, over the seeds both trained with, their mean and 95% t-interval (``lo``, ``hi``; NaN
-    for one seed), ``n`` and ``seeds``; None where the study trained no such LSTM."""
-    if lstm not in result:
+    long, or ``"lstm_steps"``, for as many steps), or (``"lstm_slow"``) the best depth against the
+    LSTM both on the equal-time LSTM's schedule, stopped after as many steps: the paired differences
+    of their test metric, RHN − LSTM, over the seeds both trained with, their mean and 95% t-interval
+    (``lo``, ``hi``; NaN for one seed), ``n`` and ``seeds``; None where the study trained no such LSTM."""
+    rhn = "rhn_slow" if lstm == "lstm_slow" else "rhn"
+    if lstm not in result or rhn not in result:
         return None
+    return _paired(result, rhn, lstm)
+
+
+def schedule_effect(result: dict[str, Any], family: str) -> dict[str, Any] | None:
+    """What the equal-time LSTM's slowly decaying schedule does to ``family`` (``"rhn"``: the best
+    depth, or ``"lstm"``) at equal steps: the paired differences of the test metric, on that schedule
+    stopped after the RHNs' epochs − on the RHNs' schedule, as :func:`contrast`; None where the study
+    trained no such control."""
+    slow, usual = next((k, v) for k, (f, v) in _SLOW.items() if f == family)
+    return _paired(result, slow, usual) if slow in result and usual in result else None
+
+
+def _paired(result: dict[str, Any], a: str, b: str) -> dict[str, Any]:
+    """Model ``a`` − model ``b`` (keys of ``result``, ``"rhn"`` the chosen depth) in the test metric,
+    paired by seed: :func:`contrast`'s fields."""
     key = _metric(result["level"])[0]
-    rhn = {r["seed"]: r["test"][key] for r in _runs(chosen(result))}
-    other = {r["seed"]: r["test"][key] for r in _runs(result[lstm])}
-    seeds = sorted(set(rhn) & set(other))
-    return {"seeds": seeds, **paired_interval([rhn[s] - other[s] for s in seeds])}
+    first, second = ({r["seed"]: r["test"][key] for r in _runs(chosen(result) if m == "rhn" else result[m])}
+                     for m in (a, b))
+    seeds = sorted(set(first) & set(second))
+    return {"seeds": seeds, **paired_interval([first[s] - second[s] for s in seeds])}
 
 
 def _stats(entry: dict[str, Any], key: str) -> dict[str, float]:
@@ -180,10 +248,13 @@ def scale(summary: dict[str, Any], entry: str) -> str:
     return f"about {config['budget']:,} parameters, {trained}, {seeds} seed{'s' if seeds > 1 else ''}"
 
 
-def _interval(c: dict[str, Any], key: str) -> str:
+def _interval(c: dict[str, Any], key: str, lower: tuple[str, str] = ("the RHN", "the LSTM")) -> str:
+    """A paired difference in words: its mean, 95% interval and which of ``lower`` (the first, the
+    second) it puts lower."""
     if c["n"] < 2:
         return f"{c['mean']:+.3f} {key} (one seed: no interval)"
-    verdict = ("the RHN lower" if c["hi"] < 0 else "the LSTM lower" if c["lo"] > 0 else "no difference resolved")
+    verdict = (f"{lower[0]} lower" if c["hi"] < 0 else f"{lower[1]} lower" if c["lo"] > 0
+               else "no difference resolved")
     return f"{c['mean']:+.3f} {key} [{c['lo']:+.3f}, {c['hi']:+.3f}] (95%, paired over {c['n']} seeds): {verdict}"
 
 
@@ -208,11 +279,14 @@ def _tune(config: RHNDepthConfig, out: Path, summary: dict[str, Any], start: flo
 
 
 def _run_one(config: lm.LMConfig, run_dir: Path, corpus, max_time: float | None, log, progress,
-             sweep: SweepProgress) -> dict[str, Any]:
+             sweep: SweepProgress, max_epochs: int | None = None) -> dict[str, Any]:
     what = (f"rhn depth {config.depth}" if config.model == "rhn" else "lstm") + f", hidden {config.hidden}, " \
-        + (f"for {max_time:.0f} s, " if max_time is not None else "") + f"seed {config.train.seed}"
+        + (f"for {max_time:.0f} s, " if max_time is not None else "") \
+        + (f"{max_epochs} epochs of a schedule set for {config.train.epochs}, " if max_epochs is not None else "") \
+        + f"seed {config.train.seed}"
     return cast(dict, run_once(run_dir, lambda resume: lm.run(config, run_dir, resume=resume, corpus=corpus,
-                                                              max_time=max_time, log=log, progress=progress),
+                                                              max_time=max_time, log=log, progress=progress,
+                                                              max_epochs=max_epochs),
                                log, what, config=config, progress=sweep, required=True))
 
 
@@ -245,8 +319,30 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
                       f"for {_LONGER * summary['config']['base']['train']['epochs']})" if lstm == "lstm" else "")
             line += (f"; against the LSTM of equal parameters {what}{budget}, test {key} "
                      f"{over_seeds(result[lstm], key)}, RHN − LSTM = {_interval(c, key)}")
+        line += _schedule_control(summary, result, key)
         lines.append(line)
     return lines
+
+
+#: Which schedule a schedule effect (slow − the RHNs') puts lower, in words.
+_SCHEDULES = ("the slow schedule", "the RHNs' schedule")
+
+
+def _schedule_control(summary: dict[str, Any], result: dict[str, Any], key: str) -> str:
+    """The schedule control's part of a verdict: the best depth and the LSTM, both on the equal-time
+    LSTM's schedule and stopped after the RHNs' steps, against each other and each against itself on
+    the RHNs' schedule; empty where the study has no such control (one of 0.4.0 or before)."""
+    c = contrast(result, "lstm_slow")
+    if c is None:
+        return ""
+    epochs = summary["config"]["base"]["train"]["epochs"]
+    rhn, lstm = (schedule_effect(result, family) for family in ("rhn", "lstm"))
+    return (f"; on the equal-time LSTM's schedule (set for {result['rhn_slow']['schedule_epochs']} epochs) "
+            f"stopped after {epochs}, as many steps as the RHNs, the RHN tests {key} "
+            f"{over_seeds(result['rhn_slow'], key)} and the LSTM {over_seeds(result['lstm_slow'], key)}, "
+            f"RHN − LSTM = {_interval(c, key)}; that schedule − the RHNs' "
+            f"({summary['config']['base']['train']['schedule']} over {epochs}), each model paired with itself: "
+            f"RHN {_interval(rhn, key, _SCHEDULES)}, LSTM {_interval(lstm, key, _SCHEDULES)}" if rhn and lstm else "")
 
 
 def _seconds(lstm: dict[str, Any]) -> str:
@@ -289,6 +385,11 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
             if lstm in result:
                 ax.axhline(_stats(result[lstm], key)["mean"], color="C3" if lstm == "lstm" else "C4", ls=style,
                            label=f"LSTM, {what.replace('trained for ', '').replace('the best RHN', 'best RHN')}")
+        if "rhn_slow" in result and "lstm_slow" in result:  # the schedule control
+            slow = _stats(result["rhn_slow"], key)
+            ax.errorbar([result["rhn_slow"]["depth"]], [slow["mean"]], yerr=[slow["std"]], fmt="D", color="C2",
+                        capsize=3, label="RHN, slow schedule")
+            ax.axhline(_stats(result["lstm_slow"], key)["mean"], color="C2", ls="--", label="LSTM, slow schedule")
         ax.set(xlabel="recurrence depth", ylabel=f"{label} (lower is better)", xticks=depths,
                title=f"{entry}, {summary['config']['budget']:,} parameters")
         ax.grid(alpha=0.3)
@@ -296,17 +397,24 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         best = chosen(result)
         seeds = len(_runs(best))
         spread = "mean ± sd over the seeds" if seeds > 1 else "one seed"
-        names = {"lstm": "LSTM, same time", "lstm_steps": "LSTM, same steps"}
+        names = {"lstm": "LSTM, same time", "lstm_steps": "LSTM, same steps", "rhn_slow": "RHN, slow schedule",
+                 "lstm_slow": "LSTM, slow schedule"}
         table = markdown_table(
             ["model", "depth", "hidden", "parameters", "epochs", f"valid {key} (mean)", f"test {key} ({spread})",
              "train time (s), each seed"],
             [[names.get(name, "RHN") + (" (best on valid)" if r is best else ""), r["depth"] or "-", r["hidden"],
               f"{r['parameters']:,}", _per_seed(r, "epochs"), _valid(r, key), over_seeds(r, key),
               _per_seed(r, "train_seconds")]
-             for name, r in [("rhn", r) for r in rows] + [(n, result[n]) for n in _LSTMS if n in result]])
+             for name, r in [("rhn", r) for r in rows] + [(n, result[n]) for n in [*_LSTMS, *_SLOW] if n in result]])
         text = [f"## {entry}", "", with_rule(table), ""]
         differences = [[f"RHN depth {best['depth']} − LSTM, {what}", _interval(c, key)]
                        for lstm, what in _LSTMS.items() if (c := contrast(result, lstm)) is not None]
+        if (c := contrast(result, "lstm_slow")) is not None:
+            differences.append([f"RHN depth {best['depth']} − LSTM, both on the slow schedule, as many steps",
+                                _interval(c, key)])
+        differences += [[f"{name}, slow schedule − the RHNs' schedule, as many steps", _interval(e, key, _SCHEDULES)]
+                         for family, name in (("rhn", f"RHN depth {best['depth']}"), ("lstm", "LSTM"))
+                         if (e := schedule_effect(result, family)) is not None]
         if differences:
             text += [markdown_table([f"test {key}, paired by seed", "difference (95% t-interval)"], differences), ""]
         first = _runs(best)[0]
@@ -334,7 +442,12 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         "LSTM depends on no clock. The two LSTMs also differ in their learning-rate schedule: the equal-time one's "
         f"is set for {_LONGER * config['base']['train']['epochs']} epochs, of which it trains as many as its time "
         f"allows, so its rate decays little; the equal-steps one's is the RHNs' ({config['base']['train']['schedule']} "
-        f"over {config['base']['train']['epochs']} epochs). Differences are paired by seed (the same seed, the same "
+        f"over {config['base']['train']['epochs']} epochs)"
+        + (". To tell the schedule from the family, the best depth and an LSTM are trained again with the same seeds "
+           "on the equal-time LSTM's schedule (the slow schedule), each stopped after "
+           f"{config['base']['train']['epochs']} epochs, as many steps as the RHNs"
+           if any("rhn_slow" in result for result in corpora.values()) else "")
+        + ". Differences are paired by seed (the same seed, the same "
         f"batches), with 95% t-intervals. Dropout {config['base']['state_dropout']}; training steps "
         f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
         "![depth](depth.png)", "", *sections]))

@@ -256,8 +256,8 @@ class Trainer:
                               cache_enabled=False if self.config.cuda_graph else None)
 
     # -- the loop -------------------------------------------------------------------------------
-    def fit(self, resume: bool = False, max_time: float | None = None, *, restart: bool = False
-            ) -> list[dict[str, float]]:
+    def fit(self, resume: bool = False, max_time: float | None = None, *, restart: bool = False,
+            max_epochs: int | None = None) -> list[dict[str, float]]:
         """Train for the configured epochs, going on from the run folder's checkpoint where it holds one:
         a run fit again goes on where it stopped (a finished one trains no further), and says so.
 
@@ -271,7 +271,9 @@ class Trainer:
         removing what it wrote into the folder (its own files only, and the analyses of its weights in
         ``RUN/gates`` and ``RUN/lesion``). ``max_time`` (seconds) stops
         after the first epoch at which the epochs' summed time reaches it, to compare models trained
-        for the same time (such a run depends on the machine's speed). Returns the metrics of every
+        for the same time (such a run depends on the machine's speed). ``max_epochs`` stops after that
+        many epochs, the learning-rate schedule still set for ``config.epochs`` (a run cut short on a
+        longer run's schedule; a run that has trained them trains no further). Returns the metrics of every
         epoch (those of earlier sessions included when going on). With ``config.ema`` the model then
         holds the averaged weights. While it runs, it holds the run folder's lock
         (:func:`~highwaynet.training.run_dir.hold_run_dir`).
@@ -286,6 +288,9 @@ class Trainer:
         resume, restart = check_flag("resume", resume), check_flag("restart", restart)
         if max_time is not None and check_finite("max_time", max_time) < 0:
             raise ValueError(f"max_time must be at least 0 (seconds), or None, got {max_time}")
+        if max_epochs is not None and (isinstance(max_epochs, bool) or not isinstance(max_epochs, int)
+                                       or max_epochs < 1):
+            raise ValueError(f"max_epochs must be a whole number of epochs, at least 1, or None, got {max_epochs!r}")
         if resume and restart:
             raise ValueError("fit: resume goes on with the run in the folder and restart starts it over: pass one")
         _check_splits(self.task)
@@ -299,9 +304,9 @@ class Trainer:
             if restart and self._out is not None:
                 files.clear(self._out)
             barrier()  # (under torchrun: no process looks for a checkpoint before rank 0 has removed it)
-            return self._fit(resume, max_time)
+            return self._fit(resume, max_time, max_epochs)
 
-    def _fit(self, resume: bool, max_time: float | None) -> list[dict[str, float]]:
+    def _fit(self, resume: bool, max_time: float | None, max_epochs: int | None = None) -> list[dict[str, float]]:
         saved = self.run_dir is not None and any(
             (self.run_dir / name).exists() or (self.run_dir / name).is_symlink()
             for name in ("checkpoint.pt", "checkpoint.prev.pt"))
@@ -314,7 +319,7 @@ class Trainer:
         self._board = self._open_tensorboard()
         self._partial = True  # (until the epochs end as they should)
         try:
-            for epoch in range(self.epoch, self.config.epochs):
+            for epoch in range(self.epoch, min(self.config.epochs, max_epochs or self.config.epochs)):
                 try:
                     metrics = self._run_epoch(epoch)
                 except KeyboardInterrupt:
