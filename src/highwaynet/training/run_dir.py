@@ -540,8 +540,9 @@ def start_sweep(out: str | Path, recipe: str, config: C, *, resume: bool = False
             write = False
             done = out / "report.md" if files.read_regular(out, "summary.json") is not None else None
             finished = sum(n == "results.json" for n in names)
-            line = (f"the study in {out} is done: its report is {done} (written again now from its runs; --restart "
-                    f"runs it again)" if done else
+            line = (f"the study in {out} is done: its report is {done} (written again now from its runs, after "
+                    f"training any run it lacks, such as one a newer version of the recipe adds; --restart runs "
+                    f"it again)" if done else
                     f"{out} holds this study, unfinished ({count(finished, 'run')} done so far): going on where it "
                     f"stopped, finished runs skipped and unfinished ones resumed (--restart starts it over)")
         elif resume:
