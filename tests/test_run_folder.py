@@ -106,38 +106,56 @@ def test_a_damaged_checkpoint_names_the_file_and_the_ways_on(tmp_path, capsys):
 def test_killed_at_random_moments_every_run_resumes_to_the_uninterrupted_result(tmp_path):
     """SIGKILL at random moments and in the middle of the first and later writes of checkpoints and
     files (tests/kill_worker.py slows every write), then resume until the run finishes: the metrics and
-    the best weights are those of a run never interrupted."""
-    def attempt(run: Path, kill_at: int) -> subprocess.Popen:
-        resume = ["--resume"] if (run / "config.json").is_file() else []
-        return subprocess.Popen([sys.executable, str(HERE / "kill_worker.py"), str(kill_at), *TRAIN, "--out", str(run),
-                                 *resume], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    the best weights are those of a run never interrupted. Each attempt is a process of its own, forked
+    from one that has imported what a run imports (kill_worker.py --serve), so that the random moments
+    fall in the run's work, spread over the uninterrupted run's time, rather than in its imports."""
+    server = subprocess.Popen([sys.executable, str(HERE / "kill_worker.py"), "--serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    limit = process_timeout(120)
 
-    reference = tmp_path / "reference"
-    assert attempt(reference, 0).wait(timeout=process_timeout(120)) == 0
-    rng = random.Random(0)
-    kills = 0
-    # the first attempt kills itself inside its 1st, 2nd (the first checkpoint), 5th or 9th write, or is
-    # killed at a random moment; the next ones are killed at random moments, twice, then run to the end
-    plans = [(k, None) for k in (1, 2, 5, 9)] + [(0, rng.uniform(0.5, 4.0)) for _ in range(4)]
-    for number, (kill_at, delay) in enumerate(plans):
-        run, later = tmp_path / f"run{number}", [rng.uniform(0.5, 4.0) for _ in range(2)]
-        while True:
-            process = attempt(run, kill_at)
-            try:
-                code = process.wait(timeout=delay or process_timeout(120))
-            except subprocess.TimeoutExpired:
-                process.send_signal(signal.SIGKILL)
-                code = process.wait()
-            if code == 0:
-                break
-            assert code == -signal.SIGKILL, process.stderr.read()[-2000:]
-            kills += 1
-            kill_at, delay = 0, later.pop(0) if later else None
-        assert _metrics(run) == _metrics(reference), number
-        assert (run / "model.pt").read_bytes() == (reference / "model.pt").read_bytes(), number
-        assert not list(run.glob("*.tmp"))
+    def attempt(run: Path, kill_at: int, seconds: float | None) -> tuple[int, float]:
+        """The attempt's exit code (-9: killed) and how long it lived; one not to be killed must end in time."""
+        resume = ["--resume"] if (run / "config.json").is_file() else []
+        server.stdin.write(json.dumps([kill_at, seconds or limit, str(tmp_path / "stderr"),
+                                       [*TRAIN, "--out", str(run), *resume]]) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        assert answer, f"the server ended: {server.wait()}"
+        ended = json.loads(answer)
+        assert seconds is not None or ended["seconds"] < limit, f"a run ran past {limit:.0f} s"
+        return ended["code"], ended["seconds"]
+
+    try:
+        reference = tmp_path / "reference"
+        code, whole = attempt(reference, 0, None)
+        assert code == 0, (tmp_path / "stderr").read_text()[-2000:]
+        rng = random.Random(0)
+        kills = 0
+        # the first attempt kills itself inside its 1st, 2nd (the first checkpoint), 5th or 9th write, or is
+        # killed at a random moment; the next ones are killed at random moments, twice, then run to the end.
+        # A random moment: u / 4 of the uninterrupted run's time after the start, u uniform in [0.5, 4]
+        def moment() -> float:
+            return rng.uniform(0.5, 4.0) / 4.0 * whole
+
+        plans = [(k, None) for k in (1, 2, 5, 9)] + [(0, moment()) for _ in range(4)]
+        for number, (kill_at, delay) in enumerate(plans):
+            run, later = tmp_path / f"run{number}", [moment() for _ in range(2)]
+            while True:
+                code, _ = attempt(run, kill_at, delay)
+                if code == 0:
+                    break
+                assert code == -signal.SIGKILL, (tmp_path / "stderr").read_text()[-2000:]
+                kills += 1
+                kill_at, delay = 0, later.pop(0) if later else None
+            assert _metrics(run) == _metrics(reference), number
+            assert (run / "model.pt").read_bytes() == (reference / "model.pt").read_bytes(), number
+            assert not list(run.glob("*.tmp"))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=process_timeout(30))
     assert kills >= len(plans)  # every plan killed at least once
-    print(f"{kills} kills over {len(plans)} runs; every run resumed to the uninterrupted result")
+    print(f"{kills} kills over {len(plans)} runs (an uninterrupted run: {whole:.1f} s); every run resumed to the "
+          f"uninterrupted result")
 
 
 def test_a_run_that_diverges_from_the_start_exits_with_an_error_and_no_results(tmp_path, capsys):
