@@ -1,4 +1,5 @@
 import importlib.util
+import itertools
 import math
 import os
 from pathlib import Path
@@ -253,8 +254,14 @@ triton_report = pytest.StashKey[dict]()
 
 @pytest.hookimpl(trylast=True)  # (after -m and -k have selected: a file's runner must be among them)
 def pytest_collection_modifyitems(config, items):
-    if TRITON_HERE:
-        return
+    if not TRITON_HERE:
+        _leave_triton_tests_to_their_runners(config, items)
+    # Under -n, each worker's collection (all alike, in the order pytest-xdist hands the tests out in)
+    if WORKERS > 1 and hasattr(config, "workerinput"):
+        items[:] = longest_first(items, WORKERS)
+
+
+def _leave_triton_tests_to_their_runners(config, items):
     runners = {item.path for item in items if item.get_closest_marker("interpreter_runner")}
     elsewhere = [item for item in items if item.get_closest_marker("triton") and item.path in runners]
     if elsewhere:  # (selected without their runner, -m triton say, they stay: each skips saying why)
@@ -264,6 +271,82 @@ def pytest_collection_modifyitems(config, items):
         for item in elsewhere:
             counts[item.path] = counts.get(item.path, 0) + 1
         config.stash[triton_elsewhere] = counts
+
+
+# -- the longest tests first, under -n ----------------------------------------------------------------------
+#: The longest tests: seconds each took (a parametrized one: each of its cases, about) in a run of the suite
+#: under ``-n 2`` on a busy 2-core machine (test_run_folder's random kills: since they were made cheaper).
+#: Only the order comes from here: a name no longer in the suite is passed over, and a test missing from
+#: here runs where it is collected.
+LONGEST = {
+    "tests/test_kernels.py::test_triton_kernels_under_the_interpreter": 221,
+    "tests/test_persistent.py::test_persistent_kernels_under_the_interpreter": 118,
+    "tests/test_typing.py::test_public_api_type_checks_strictly": 104,
+    "tests/test_recipe_sentences.py::test_cli_sweep_report_and_predict": 76,
+    "tests/test_torch_compat.py::test_a_tiny_run_writes_its_record": 69,
+    "tests/test_typing.py::test_package_type_checks": 69,
+    "tests/test_transformer.py::test_the_transformer_depth_study_end_to_end": 67,
+    "tests/test_recipe_sentences.py::test_sst2_hbilstm_beats_majority_class": 61,
+    "tests/test_benchmarks.py::test_rhn_benchmark_times_both_one_kernel_layouts_under_the_interpreter": 55,
+    "tests/test_distributed.py::test_sentence_run_under_torchrun_matches_one_process": 55,
+    "tests/test_run_folder.py::test_killed_at_random_moments_every_run_resumes_to_the_uninterrupted_result": 50,
+    "tests/test_transformer.py::test_compiles_to_eagers_outputs": 49,
+    "tests/test_training.py::test_compile_option_matches_eager": 48,
+    "tests/test_recipe_char_lm.py::test_char_lm_ablation_at_one_budget_and_resume": 42,
+    "tests/test_recipe_lm.py::test_cli_reproduce_rhn_depth_writes_report_and_resumes": 38,
+    "tests/test_distributed.py::test_adversarial_sentence_run_under_torchrun_matches_one_process": 38,
+    "tests/test_report.py::test_the_docs_name_the_version_of_every_stored_result": 37,
+    "tests/test_recipe_mlp.py::test_50_layer_highway_trains_and_plain_does_not": 36,
+    "tests/test_nn_char.py::test_export_and_compile_give_eagers_vectors": 35,
+    "tests/test_export_onnx.py::test_exports_to_onnx_and_runs_in_onnxruntime_as_eager": 12,
+    "tests/test_distributed.py::test_sweep_from_the_command_line_under_torchrun_matches_one_process": 29,
+    "tests/test_recipe_lm.py::test_char_rhn_learns_tiny_shakespeare": 28,
+    "tests/test_run_again.py::test_a_killed_study_run_again_finishes_as_if_never_killed": 28,
+    "tests/test_recipe_mlp.py::test_cli_whose_reader_goes_stops_quietly_and_its_run_resumes": 26,
+    "tests/test_examples.py::test_highway_lstm_classifier_learns_questions_and_reports_its_gates": 25,
+    "tests/test_triton_compile.py::test_every_kernel_compiles_for_an_h100_within_its_limits": 25,
+    "tests/test_benchmarks.py::test_gpu_suite_names_scripts_and_options_that_exist": 23,
+    "tests/test_elmo_embed.py::test_two_processes_under_torchrun_write_one_file_that_one_process_writes": 23,
+    "tests/test_recipe_lm.py::test_rhn_depth_stopped_midway_goes_on_where_it_stopped": 21,
+    "tests/test_distributed.py::test_two_processes_match_one": 19,
+}
+
+
+def longest_first(items: list, workers: int) -> list:
+    """``items`` in the order that starts each of ``workers`` processes on its share of the longest tests
+    (:data:`LONGEST`), longest first. pytest-xdist's default ``--dist load`` hands each process in turn a
+    first run of consecutive tests, a quarter of its share of them, and each later ones as it asks: the
+    longest are dealt into those first runs, each to the process with the fewest seconds dealt so far,
+    so that none of them starts late, at the end of the session, with the other processes idle meanwhile.
+    Passed over: a test that takes a fixture of its module or class (moved away from its module's other
+    tests, it would set that up again) or the site (it waits on the build that starts beside the tests)."""
+    def seconds(item) -> float | None:
+        found = LONGEST.get(item.nodeid.split("[")[0])
+        if found is None or "site" in getattr(item, "fixturenames", ()):
+            return None
+        definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(d.scope in ("module", "class", "package") for defs in definitions.values() for d in defs):
+            return None
+        return found
+
+    long = sorted(((seconds(item), n) for n, item in enumerate(items) if seconds(item) is not None), reverse=True)
+    if workers < 2 or not long:
+        return items
+    first = max(2, len(items) // workers // 4)  # (pytest-xdist's LoadScheduling: each process's first run)
+    dealt, heads = [0.0] * workers, [[] for _ in range(workers)]
+    for time, n in long:
+        worker = min((w for w in range(workers) if len(heads[w]) < first), key=dealt.__getitem__, default=None)
+        if worker is None:
+            break
+        heads[worker].append(n)
+        dealt[worker] += time
+    moved = {n for head in heads for n in head}
+    rest = iter([n for n in range(len(items)) if n not in moved])
+    order = []
+    for head in heads:
+        order += head + list(itertools.islice(rest, first - len(head)))
+    order += list(rest)
+    return [items[n] for n in order]
 
 
 def pytest_sessionfinish(session):

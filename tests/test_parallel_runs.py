@@ -47,3 +47,31 @@ def test_the_memory_is_a_containers_limit_where_that_is_less(tmp_path):
     assert memory_bytes((v2, v1)) == 2**30
     v1.write_text(f"{machine * 4}\n")
     assert memory_bytes((v1,)) == machine
+
+
+def test_the_longest_tests_start_first_each_worker_with_its_share(monkeypatch):
+    """Under -n, each worker's first run of tests (pytest-xdist's ``--dist load`` hands out consecutive
+    ones) starts with its share of the longest, longest first, dealt to the worker with the fewest seconds
+    so far; every test stays, once, the others in their order; a test that takes a fixture of its module
+    (it would set it up again) or the site (it waits on its build) stays where it was collected."""
+    from types import SimpleNamespace
+
+    def item(name, scope="function", fixtures=()):
+        definitions = {"f": [SimpleNamespace(scope=scope)]}
+        return SimpleNamespace(nodeid=f"tests/test_x.py::{name}", fixturenames=("f", *fixtures),
+                               _fixtureinfo=SimpleNamespace(name2fixturedefs=definitions))
+
+    monkeypatch.setattr(conftest, "LONGEST", {f"tests/test_x.py::{k}": v for k, v in
+                                              {"a": 100, "b": 60, "c": 50, "d": 30, "e": 5, "mod": 500, "site": 400,
+                                               "gone": 1000}.items()})
+    items = [item(f"s{n}") for n in range(20)] + [item("e"), item("c"), item("mod", "module"), item("d[1]"),
+                                                  item("site", fixtures=("site",)), item("a"), item("b")]
+    ordered = conftest.longest_first(items, 2)
+    names = [i.nodeid.split("::")[1] for i in ordered]
+    assert sorted(names) == sorted(i.nodeid.split("::")[1] for i in items)
+    first = len(items) // 2 // 4  # 3: the first run each worker is handed
+    # a (100) to the first; b (60) and c (50) to the second (110); d (30) to the first (130); e to the second
+    assert names[:first] == ["a", "d[1]", "s0"] and names[first:2 * first] == ["b", "c", "e"]
+    rest = [n for n in names[2 * first:]]
+    assert rest == [f"s{n}" for n in range(1, 20)] + ["mod", "site"]
+    assert conftest.longest_first(items, 1) == items
