@@ -390,7 +390,11 @@ def test_rhn_depth_schedule_control_pairs_each_model_by_seed(tmp_path):
     lstm_effect = by_hand([2.70 - 2.93, 2.76 - 2.92, 2.75 - 2.94])
     assert rhn_effect == pytest.approx((-0.07, -0.094843, -0.045157), abs=1e-5)
     assert lstm_effect == pytest.approx((-0.193333, -0.280582, -0.106085), abs=1e-5)
+    # The slow-schedule RHN against the equal-time LSTM (its schedule): 0.10, 0.14, 0.18; sd 0.04, half 0.099373.
+    same_time = by_hand([2.74 - 2.64, 2.77 - 2.63, 2.83 - 2.65])
+    assert same_time == pytest.approx((0.14, 0.040627, 0.239373), abs=1e-5)
     for got, expected in ((rhn_depth.contrast(result, "lstm_slow"), across),
+                          (rhn_depth.contrast(result, rhn="rhn_slow"), same_time),
                           (rhn_depth.schedule_effect(result, "rhn"), rhn_effect),
                           (rhn_depth.schedule_effect(result, "lstm"), lstm_effect)):
         assert (got["n"], got["seeds"]) == (3, [0, 1, 2])
@@ -399,7 +403,9 @@ def test_rhn_depth_schedule_control_pairs_each_model_by_seed(tmp_path):
     assert line.endswith(
         "; on the equal-time LSTM's schedule (set for 160 epochs) stopped after 8, as many steps as the RHNs, the RHN "
         "tests bpc 2.780 ± 0.046 and the LSTM 2.737 ± 0.032, RHN − LSTM = +0.043 bpc [-0.044, +0.131] (95%, paired "
-        "over 3 seeds): no difference resolved; that schedule − the RHNs' (cosine over 8), each model paired with "
+        "over 3 seeds): no difference resolved; against the equal-time LSTM, on its schedule too (the same work as "
+        "the runs whose median time set its budget), RHN − LSTM = +0.140 bpc [+0.041, +0.239] (95%, paired over 3 "
+        "seeds): the LSTM lower; that schedule − the RHNs' (cosine over 8), each model paired with "
         "itself: RHN -0.070 bpc [-0.095, -0.045] (95%, paired over 3 seeds): the slow schedule lower, LSTM -0.193 "
         "bpc [-0.281, -0.106] (95%, paired over 3 seeds): the slow schedule lower")
     # The equal-steps contrast is still the best depth on the RHNs' schedule against the LSTM on it.
@@ -411,9 +417,13 @@ def test_rhn_depth_schedule_control_pairs_each_model_by_seed(tmp_path):
     assert "| RHN depth 2 − LSTM, both on the slow schedule, as many steps | +0.043 bpc [-0.044, +0.131]" in report
     assert "| RHN depth 2, slow schedule − the RHNs' schedule, as many steps | -0.070 bpc [-0.095, -0.045]" in report
     assert "| LSTM, slow schedule − the RHNs' schedule, as many steps | -0.193 bpc [-0.281, -0.106]" in report
+    assert "| RHN depth 2 on the slow schedule − LSTM, same time (its schedule) | +0.140 bpc [+0.041, +0.239]" in report
+    with pytest.raises(ValueError, match="rhn must be 'rhn' or 'rhn_slow'"):
+        rhn_depth.contrast(result, rhn="rhn_steps")
     # A summary without the control (0.4.0's stored one) reports as before.
     del result["rhn_slow"], result["lstm_slow"]
     assert rhn_depth.contrast(result, "lstm_slow") is None and rhn_depth.schedule_effect(result, "rhn") is None
+    assert rhn_depth.contrast(result, rhn="rhn_slow") is None
     assert "slow schedule" not in rhn_depth.verdicts(summary)[0]
 
 

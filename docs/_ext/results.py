@@ -237,14 +237,14 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
         study = records["rhn-depth-tinyshakespeare"]["result"]
         for entry, result in study["corpora"].items():
             best = rhn_depth.chosen(result)
-            line = f"best depth on validation {best['depth']}: test {rhn_depth.over_seeds(best, 'bpc')} bits/char"
+            line = (f"best depth on validation {best['depth']}: test {rhn_depth.over_seeds(best, 'bpc')} bits/char "
+                    f"(mean ± sd over the seeds)")
             for lstm, what in (("lstm", "same time"), ("lstm_steps", "same steps")):
                 c = rhn_depth.contrast(result, lstm)
                 if c is not None:
                     if lstm == "lstm":  # (its epochs, and its schedule's, differ from the RHNs': said beside it)
                         epochs = ", ".join(str(r["epochs"]) for r in result[lstm].get("runs", [result[lstm]]))
-                        what += (f" ({epochs} epochs, schedule set for "
-                                 f"{rhn_depth._LONGER * study['config']['base']['train']['epochs']})")
+                        what += f" ({epochs} epochs, schedule set for {rhn_depth.schedule_epochs(study)})"
                     line += (f"; LSTM, {what}: {rhn_depth.over_seeds(result[lstm], 'bpc')}, RHN − LSTM "
                              + _difference(c))
             c = rhn_depth.contrast(result, "lstm_slow")
@@ -252,6 +252,8 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
                 line += (f"; both on the same-time LSTM's schedule, same steps: RHN "
                          f"{rhn_depth.over_seeds(result['rhn_slow'], 'bpc')}, LSTM "
                          f"{rhn_depth.over_seeds(result['lstm_slow'], 'bpc')}, RHN − LSTM {_difference(c)}")
+                if (t := rhn_depth.contrast(result, rhn="rhn_slow")) is not None:  # (the same-time LSTM's own schedule)
+                    line += f"; that RHN − LSTM, same time: {_difference(t)}"
             paired = ", RHN − LSTM paired by seed, 95%" if len(study["config"].get("seeds", [0])) > 1 else ""
             add("rhn-depth-tinyshakespeare", [f"RHN depth at a fixed budget ({entry}: "
                                               f"{rhn_depth.scale(study, entry)}{paired})", line,

@@ -55,8 +55,8 @@ from ..training.run_dir import (
 from . import lm
 from .tuning import tune_family
 
-__all__ = ["RHNDepthConfig", "chosen", "contrast", "over_seeds", "run", "scale", "schedule_effect", "verdicts",
-           "write_report"]
+__all__ = ["RHNDepthConfig", "chosen", "contrast", "over_seeds", "run", "scale", "schedule_effect", "schedule_epochs",
+           "verdicts", "write_report"]
 
 #: The LSTM baselines a depth study trains: its key in a corpus's result, and what it is in words.
 #: The equal-time LSTM's epochs, as a multiple of the RHNs': more than its time allows it.
@@ -190,16 +190,30 @@ def chosen(result: dict[str, Any]) -> dict[str, Any]:
     return min(result["rhn"], key=_best_val)
 
 
-def contrast(result: dict[str, Any], lstm: str = "lstm") -> dict[str, Any] | None:
+def contrast(result: dict[str, Any], lstm: str = "lstm", *, rhn: str | None = None) -> dict[str, Any] | None:
     """The best RHN (:func:`chosen`) against one LSTM baseline (``lstm``: ``"lstm"``, trained for as
     long, or ``"lstm_steps"``, for as many steps), or (``"lstm_slow"``) the best depth against the
     LSTM both on the equal-time LSTM's schedule, stopped after as many steps: the paired differences
     of their test metric, RHN − LSTM, over the seeds both trained with, their mean and 95% t-interval
-    (``lo``, ``hi``; NaN for one seed), ``n`` and ``seeds``; None where the study trained no such LSTM."""
-    rhn = "rhn_slow" if lstm == "lstm_slow" else "rhn"
+    (``lo``, ``hi``; NaN for one seed), ``n`` and ``seeds``; None where the study trained no such LSTM.
+
+    ``rhn``: which runs of the best depth (``"rhn"``: on the RHNs' schedule; ``"rhn_slow"``: on the
+    slow one); by default the one on ``lstm``'s schedule where the study has it. ``rhn="rhn_slow"``
+    against ``"lstm"`` sets the equal-time LSTM against the best depth on its own schedule: the same
+    work as the runs whose time set its budget."""
+    if rhn is None:
+        rhn = "rhn_slow" if lstm == "lstm_slow" else "rhn"
+    if rhn not in ("rhn", "rhn_slow"):
+        raise ValueError(f"rhn must be 'rhn' or 'rhn_slow', got {rhn!r}")
     if lstm not in result or rhn not in result:
         return None
     return _paired(result, rhn, lstm)
+
+
+def schedule_epochs(summary: dict[str, Any]) -> int:
+    """How many epochs the equal-time LSTM's learning-rate schedule is set for (the slow schedule):
+    far more than it trains, so that its rate decays little."""
+    return _LONGER * summary["config"]["base"]["train"]["epochs"]
 
 
 def schedule_effect(result: dict[str, Any], family: str) -> dict[str, Any] | None:
@@ -316,7 +330,7 @@ def verdicts(summary: dict[str, Any]) -> list[str]:
                 continue
             # (the equal-time LSTM's epochs and schedule said where its result is: both differ from the RHNs')
             budget = (f" ({_seconds(result[lstm])}; {_per_seed(result[lstm], 'epochs')} epochs, on a schedule set "
-                      f"for {_LONGER * summary['config']['base']['train']['epochs']})" if lstm == "lstm" else "")
+                      f"for {schedule_epochs(summary)})" if lstm == "lstm" else "")
             line += (f"; against the LSTM of equal parameters {what}{budget}, test {key} "
                      f"{over_seeds(result[lstm], key)}, RHN − LSTM = {_interval(c, key)}")
         line += _schedule_control(summary, result, key)
@@ -331,7 +345,8 @@ _SCHEDULES = ("the slow schedule", "the RHNs' schedule")
 def _schedule_control(summary: dict[str, Any], result: dict[str, Any], key: str) -> str:
     """The schedule control's part of a verdict: the best depth and the LSTM, both on the equal-time
     LSTM's schedule and stopped after the RHNs' steps, against each other and each against itself on
-    the RHNs' schedule; empty where the study has no such control (one of 0.4.0 or before)."""
+    the RHNs' schedule, and the best depth on that schedule against the equal-time LSTM; empty where
+    the study has no such control (one stored before the recipe trained it)."""
     c = contrast(result, "lstm_slow")
     if c is None:
         return ""
@@ -340,7 +355,10 @@ def _schedule_control(summary: dict[str, Any], result: dict[str, Any], key: str)
     return (f"; on the equal-time LSTM's schedule (set for {result['rhn_slow']['schedule_epochs']} epochs) "
             f"stopped after {epochs}, as many steps as the RHNs, the RHN tests {key} "
             f"{over_seeds(result['rhn_slow'], key)} and the LSTM {over_seeds(result['lstm_slow'], key)}, "
-            f"RHN − LSTM = {_interval(c, key)}; that schedule − the RHNs' "
+            f"RHN − LSTM = {_interval(c, key)}"
+            + (f"; against the equal-time LSTM, on its schedule too (the same work as the runs whose median time set "
+               f"its budget), RHN − LSTM = {_interval(t, key)}" if (t := contrast(result, rhn="rhn_slow")) else "")
+            + "; that schedule − the RHNs' "
             f"({summary['config']['base']['train']['schedule']} over {epochs}), each model paired with itself: "
             f"RHN {_interval(rhn, key, _SCHEDULES)}, LSTM {_interval(lstm, key, _SCHEDULES)}" if rhn and lstm else "")
 
@@ -412,6 +430,9 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         if (c := contrast(result, "lstm_slow")) is not None:
             differences.append([f"RHN depth {best['depth']} − LSTM, both on the slow schedule, as many steps",
                                 _interval(c, key)])
+            if (t := contrast(result, rhn="rhn_slow")) is not None:
+                differences.append([f"RHN depth {best['depth']} on the slow schedule − LSTM, same time (its schedule)",
+                                    _interval(t, key)])
         differences += [[f"{name}, slow schedule − the RHNs' schedule, as many steps", _interval(e, key, _SCHEDULES)]
                          for family, name in (("rhn", f"RHN depth {best['depth']}"), ("lstm", "LSTM"))
                          if (e := schedule_effect(result, family)) is not None]
@@ -440,7 +461,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         + (f" ({'; '.join(timed)})" if timed else "")
         + ". A time measured on a machine shared with other work varies, and so does that budget; the equal-steps "
         "LSTM depends on no clock. The two LSTMs also differ in their learning-rate schedule: the equal-time one's "
-        f"is set for {_LONGER * config['base']['train']['epochs']} epochs, of which it trains as many as its time "
+        f"is set for {schedule_epochs(summary)} epochs, of which it trains as many as its time "
         f"allows, so its rate decays little; the equal-steps one's is the RHNs' ({config['base']['train']['schedule']} "
         f"over {config['base']['train']['epochs']} epochs)"
         + (". To tell the schedule from the family, the best depth and an LSTM are trained again with the same seeds "
