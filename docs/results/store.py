@@ -3,7 +3,8 @@
     python docs/results/store.py NAME RUN_FOLDER --command "highwaynet reproduce depth --data mnist5k"
     python docs/results/store.py depth-mnist5k runs/depth-mnist5k --command "..." --figure depth.png
 
-Copies what the recipe wrote (a sweep's ``summary.json``, or ``gates.json`` / ``lesion.json``) with
+Copies what the recipe wrote (a sweep's ``summary.json``, or ``gates.json`` / ``lesion.json``; a
+setting chosen among sweeps, ``reproduce sentences --choose-from``, finds its runs in the sweeps) with
 where and how it ran: the command, the machine and versions (a run's ``config.json``), the wall time.
 The docs' results pages are built from these files (``docs/_ext/results.py``), never typed by hand;
 storing one also rewrites the README's results table, and ``--figure`` copies one of the result's
@@ -38,7 +39,8 @@ def main() -> None:
             break
     else:
         raise SystemExit(f"{args.folder} holds no summary.json, gates.json or lesion.json")
-    configs = sorted(args.folder.rglob("config.json")) or sorted(Path(result.get("run_dir", "")).glob("config.json"))
+    configs = sorted(args.folder.rglob("config.json")) or sorted(Path(result.get("run_dir", "")).glob("config.json")) \
+        or [c for folder in result.get("sweeps", {}).values() for c in sorted(Path(folder).rglob("config.json"))]
     environment = json.loads(configs[0].read_text())["environment"] if configs else {}
     record = {"recipe": recipe, "command": args.command, "note": args.note, "environment": environment,
               "seconds": args.seconds if args.seconds is not None else result.get("seconds"), "result": result}

@@ -248,9 +248,15 @@ def _reproduce_char_lm(args: argparse.Namespace, config: Any) -> None:
 
 def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
     from .models.sentence import STACKED_ENCODERS
-    from .recipes import sentences
+    from .recipes import sentences, sentences_report
     from .training.run_dir import count, format_mean_std
 
+    if args.choose_from:
+        chosen = sentences.choose_setting(args.choose_from, args.out, data_dir=args.data_dir, download=args.download)
+        for line in sentences_report.choice_verdicts(chosen):
+            print(line)
+        print(f"wrote {args.out}/report.md")
+        return
     summary = sentences.sweep(config, args.out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
                               download=args.download, report_only=args.report_only)
     for row in summary["table"]:
@@ -279,6 +285,24 @@ def _report_only(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--report-only", action="store_true",
                        help="train nothing: report the runs already finished in --out (a sweep split over "
                             "several processes, each running the same command)")
+
+
+def _sentence_choice(group: argparse._ArgumentGroup) -> None:
+    _report_only(group)
+    group.add_argument("--choose-from", type=_labelled_folders, metavar="LABEL=FOLDER,...",
+                       help="train nothing: choose the highway BiLSTM's setting on each task among these finished "
+                            "sweeps by mean best validation accuracy, test it against their cnn paired by seed, "
+                            "and write summary.json and report.md into --out")
+
+
+def _labelled_folders(text: str) -> dict[str, str]:
+    """``{"defaults": "runs/a", "wide": "runs/b"}`` from ``defaults=runs/a,wide=runs/b``."""
+    pairs = [part.partition("=") for part in text.split(",")]
+    if any(not label or not sep or not folder.strip() for label, sep, folder in pairs):
+        raise argparse.ArgumentTypeError(f"expected LABEL=FOLDER, comma-separated, got {text!r}")
+    if len({label for label, _, _ in pairs}) < len(pairs):
+        raise argparse.ArgumentTypeError(f"each label once, got {text!r}")
+    return {label: _path(folder) for label, _, folder in pairs}
 
 
 TRAINING = {"train": "training", "base.train": "training (every run)"}
@@ -369,7 +393,7 @@ REPRODUCE_RECIPES = (
            config=config.SweepConfig, run=_reproduce_sentences, out="runs/sentences",
            titles={"": "sweep", "base": "every run", **TRAINING},
            hide=("base.task", "base.encoder", "base.layers", "base.fold", "base.train.seed"),
-           resume_help=STUDY_RESUME, extra=_report_only),
+           resume_help=STUDY_RESUME, extra=_sentence_choice),
 )
 
 

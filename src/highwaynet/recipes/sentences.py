@@ -36,10 +36,10 @@ from ..training.run_dir import (
     write_text,
 )
 from ..training.trainer import seed_everything
-from .sentences_report import write_report
+from .sentences_report import choose, write_choice_report, write_report
 
-__all__ = ["LABEL_NAMES", "SentenceConfig", "SweepConfig", "build_model", "predict", "run", "spell",
-           "spelling", "sweep", "unseen_accuracy"]
+__all__ = ["LABEL_NAMES", "SentenceConfig", "SweepConfig", "build_model", "choose_setting", "predict", "run",
+           "spell", "spelling", "sweep", "unseen_accuracy"]
 
 #: Each named set's class names, in label order (what ``predict`` prints).
 LABEL_NAMES = {
@@ -258,6 +258,26 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, restart
                "seconds": round(time.perf_counter() - start, 1), "table": summarize(results),
                "settings": common_settings(settings)}
     return finish_sweep(out, summary, write_report)
+
+
+def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: str = "hbilstm",
+                   baseline: str = "cnn", data_dir: str | Path | None = None, download: bool = False
+                   ) -> dict[str, Any]:
+    """Choose ``encoder``'s setting on each task among finished sweeps (``sweeps``: a label for each
+    sweep's folder) by mean best validation accuracy, and test it against ``baseline`` paired by seed
+    (:func:`~highwaynet.recipes.sentences_report.choose`); trains nothing. Writes ``out/summary.json``
+    (with each task's split sizes, from its data, and the sweeps' folders) and ``out/report.md``."""
+    summaries = {label: read_json(Path(folder) / "summary.json", "a finished sweep's summary: run the sweep, or "
+                                  "report what it finished with --report-only") for label, folder in sweeps.items()}
+    sizes = {}
+    for task in dict.fromkeys(t for s in summaries.values() for t in s["config"]["tasks"]):
+        data = load_sentences(task, data_dir, download=download)
+        sizes[task_name(task)] = {split: len(getattr(data, split)[1]) for split in ("train", "val", "test")}
+    summary = {**choose(summaries, encoder, baseline, sizes), "sweeps": {k: str(v) for k, v in sweeps.items()}}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    write_text(Path(out, "summary.json"), json.dumps(summary, indent=2) + "\n")
+    write_choice_report(Path(out), summary)
+    return summary
 
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:

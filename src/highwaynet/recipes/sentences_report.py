@@ -1,16 +1,19 @@
-"""The sentence-classification sweep's report: its tables by task, and accuracy against stack depth
-beside Kim's published CNN-rand figure."""
+"""The sentence-classification sweep's report: its tables by task, each encoder against Kim's CNN
+paired by seed (or fold), and accuracy against stack depth beside Kim's published CNN-rand figure;
+and the report of a setting chosen on validation among several sweeps (:func:`choose`)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from ..models.sentence import ENCODER_DESCRIPTIONS, STACKED_ENCODERS
 from ..report import compare, findings, markdown_table, save_figure, subplots
-from ..training.run_dir import count, format_mean_std, write_text
+from ..training.run_dir import count, format_mean_std, mean_std, paired_interval, write_text
 
-__all__ = ["KIM_CNN_RAND", "plot_depth", "verdicts", "write_report"]
+__all__ = ["KIM_CNN_RAND", "choice_scale", "choice_verdicts", "choose", "difference_text", "paired_contrasts",
+           "paired_difference", "plot_depth", "verdicts", "write_choice_report", "write_report"]
 
 #: Kim (2014)'s CNN-rand test accuracy (%) on each of the five sets, as published.
 KIM_CNN_RAND = {"mr": 76.1, "sst1": 45.0, "sst2": 82.7, "subj": 89.6, "trec": 91.2}
@@ -32,6 +35,54 @@ def plot_depth(series: dict[str, list[dict[str, Any]]], task: str, path: Path) -
     ax.grid(alpha=0.3)
     ax.legend()
     save_figure(fig, path, dpi=120)
+
+
+def _accuracy(runs: list[dict[str, Any]]) -> dict[tuple[int, int], float]:
+    """Test accuracy (%) of each run by its (seed, fold)."""
+    return {(r["seed"], r["fold"]): 100 * r["test"]["acc"] for r in runs}
+
+
+def paired_difference(runs: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> dict[str, Any]:
+    """Test accuracy of ``runs`` minus that of ``baseline`` in points, paired by seed and fold (the
+    pairs both ran: ``pairs``, ``[seed, fold]`` each): the differences' mean, its 95% t-interval
+    (``lo``, ``hi``; NaN for one pair) and ``n``."""
+    ours, theirs = _accuracy(runs), _accuracy(baseline)
+    pairs = sorted(set(ours) & set(theirs))
+    return {"pairs": [list(p) for p in pairs], **paired_interval([ours[p] - theirs[p] for p in pairs])}
+
+
+def paired_contrasts(summary: dict[str, Any], baseline: str = "cnn") -> list[dict[str, Any]]:
+    """Each other encoder (at each depth) against ``baseline`` on each task where both ran with some
+    seeds (folds) in common: ``{"task", "encoder", "layers", "baseline"}`` and :func:`paired_difference`,
+    in the order of the summary's table."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in summary["runs"]:
+        groups.setdefault((r["task"], r["encoder"], r["layers"]), []).append(r)
+    contrasts = []
+    for row in summary["table"]:
+        key = (row["task"], row["encoder"], row["layers"])
+        base = groups.get((row["task"], baseline, 1))
+        if row["encoder"] == baseline or base is None:
+            continue
+        c = paired_difference(groups[key], base)
+        if c["n"]:
+            contrasts.append({"task": row["task"], "encoder": row["encoder"], "layers": row["layers"],
+                              "baseline": baseline, **c})
+    return contrasts
+
+
+def difference_text(c: dict[str, Any]) -> str:
+    """``"+1.8 [+0.9, +2.7] (95%, 5 pairs)"`` for a :func:`paired_difference` in points; one pair has no interval."""
+    if c["n"] < 2:
+        return f"{c['mean']:+.1f} (one pair: no interval)"
+    return f"{c['mean']:+.1f} [{c['lo']:+.1f}, {c['hi']:+.1f}] (95%, {c['n']} pairs)"
+
+
+def _resolved(c: dict[str, Any], a: str, b: str) -> str:
+    """Which side a paired interval (``a`` − ``b``) puts ahead, or that it resolves none."""
+    if c["n"] < 2 or math.isnan(c["lo"]):
+        return "one pair: nothing resolved"
+    return f"{a} ahead" if c["lo"] > 0 else f"{b} ahead" if c["hi"] < 0 else "no difference resolved"
 
 
 def verdicts(summary: dict[str, Any]) -> list[str]:
@@ -81,11 +132,143 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
               format_mean_std(r, r["runs"])] for r in rows]
             + ([["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND[task]:.1f}"]]
                if task in KIM_CNN_RAND else [])), ""]  # (no published figure for a user's own set)
+        contrasts = [c for c in paired_contrasts(summary) if c["task"] == task]
+        if contrasts:
+            lines += [markdown_table(
+                ["encoder", "layers", "test accuracy − cnn, paired by seed or fold (points)", "verdict"],
+                [[c["encoder"], c["layers"] if c["encoder"] in STACKED_ENCODERS else "-", difference_text(c),
+                  _resolved(c, c["encoder"], "cnn")] for c in contrasts]), ""]
         stacks = {e: [r for r in rows if r["encoder"] == e] for e in STACKED_ENCODERS}
         if all(len(v) > 1 for v in stacks.values()):
             plot_depth({"BiLSTM stack": stacks["bilstm"], "highway BiLSTM stack": stacks["hbilstm"]},
                        task, out / f"depth-{task}.png")
             lines += [f"![{task} depth](depth-{task}.png)", ""]
+    report = out / "report.md"
+    write_text(report, "\n".join(lines))
+    return report
+
+
+def _setting_keys(sweeps: dict[str, dict[str, Any]]) -> list[str]:
+    """The run settings in which the sweeps differ (those their runs share within each sweep)."""
+    shared = [s.get("settings", {}).get("shared", {}) for s in sweeps.values()]
+    keys = dict.fromkeys(k for one in shared for k in one)
+    return [k for k in keys if len({repr(one.get(k)) for one in shared}) > 1]
+
+
+def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline: str = "cnn",
+           sentences: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
+    """``encoder``'s setting chosen on validation, task by task, among finished sweeps (``sweeps``: a
+    label for each sweep's summary), and tested against ``baseline``.
+
+    On each task, over the seeds (folds) that every candidate (a sweep's ``encoder`` runs at one depth)
+    and the baseline finished, the candidate with the highest mean best validation accuracy is chosen
+    (the first of equals); its test accuracy is set against the baseline's (from the first sweep that
+    ran it), paired by seed: :func:`paired_difference`. The test split chooses nothing. ``sentences``
+    (each task's ``train``, ``val`` and ``test`` sizes) is kept for the report's scale. Returns the
+    summary :func:`write_choice_report` and :func:`choice_verdicts` read (``recipe``:
+    ``"sentences-choice"``)."""
+    keys = _setting_keys(sweeps)
+    tasks = dict.fromkeys(r["task"] for s in sweeps.values() for r in s["runs"])
+    results = []
+    for task in tasks:
+        groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        base, base_label = None, None
+        for label, summary in sweeps.items():
+            for r in summary["runs"]:
+                if r["task"] == task and r["encoder"] == encoder:
+                    groups.setdefault((label, r["layers"]), []).append(r)
+            runs = [r for r in summary["runs"] if r["task"] == task and r["encoder"] == baseline]
+            if base is None and runs:
+                base, base_label = runs, label
+        if not groups or base is None:
+            continue
+        pairs = set.intersection(set(_accuracy(base)), *(set(_accuracy(g)) for g in groups.values()))
+        if not pairs:
+            continue
+
+        def kept(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [r for r in runs if (r["seed"], r["fold"]) in pairs]  # noqa: B023
+
+        candidates = []
+        for (label, layers), runs in groups.items():
+            runs = kept(runs)
+            candidates.append({"setting": label, "layers": layers, "runs": len(runs),
+                               "settings": {k: sweeps[label]["settings"]["shared"].get(k) for k in keys},
+                               "val": mean_std([100 * r["best_val_acc"] for r in runs]),
+                               "test": mean_std([100 * r["test"]["acc"] for r in runs])})
+        best = max(range(len(candidates)), key=lambda i: (_or_low(candidates[i]["val"]["mean"]), -i))
+        (label, layers) = list(groups)[best]
+        results.append({"task": task, "candidates": candidates, "chosen": best,
+                        "baseline": {"setting": base_label, "encoder": baseline, "runs": len(kept(base)),
+                                     "test": mean_std([100 * r["test"]["acc"] for r in kept(base)])},
+                        "contrast": paired_difference(kept(groups[label, layers]), kept(base)),
+                        **({"sentences": sentences[task]} if sentences and task in sentences else {})})
+    if not results:
+        raise ValueError(f"no task on which the sweeps ran {encoder} and {baseline} with a seed (fold) in common")
+    config = next(iter(sweeps.values()))["config"]
+    return {"recipe": "sentences-choice", "encoder": encoder, "baseline": baseline, "settings": keys,
+            "epochs": config["base"]["train"]["epochs"], "tasks": results,
+            "seconds": round(sum(r["seconds"] for s in sweeps.values() for r in s["runs"]), 1)}
+
+
+def _or_low(value: float) -> float:
+    return -math.inf if math.isnan(value) else value
+
+
+def _settings_text(candidate: dict[str, Any]) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in candidate["settings"].items()) or "-"
+
+
+def choice_scale(summary: dict[str, Any], task: dict[str, Any]) -> str:
+    """A chosen setting's scale on one task (an entry of the summary's ``tasks``), for the sentence that
+    states its result: width, epochs, training sentences (and those validated and tested on), seeds."""
+    hidden = task["candidates"][task["chosen"]]["settings"].get("hidden")
+    size = task.get("sentences")
+    return ((f"{hidden} units per direction, " if hidden is not None else "") + f"{summary['epochs']} epochs"
+            + (f", {size['train']:,} training sentences ({size['val']:,} to validate, {size['test']:,} to test)"
+               if size else "") + f", {count(task['contrast']['n'], 'seed')}")
+
+
+def choice_verdicts(summary: dict[str, Any]) -> list[str]:
+    """A sentence per task: the setting chosen on validation, its test accuracy, the baseline's, their
+    difference paired by seed with its 95% interval, the scale (width, epochs, sentences, seeds), and
+    Kim's published CNN-rand figure where there is one."""
+    lines = []
+    for t in summary["tasks"]:
+        best, base, c = t["candidates"][t["chosen"]], t["baseline"], t["contrast"]
+        others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}%" for o in t["candidates"]
+                           if o is not best)
+        line = (f"{t['task']} ({choice_scale(summary, t)}): chosen on validation, {summary['encoder']} at "
+                f"{best['setting']} "
+                f"({_settings_text(best)}; validation {format_mean_std(best['val'], best['runs'])}%"
+                + (f", against {others}" if others else "")
+                + f") tests at {format_mean_std(best['test'], best['runs'])}%; "
+                f"{base['encoder']} at {base['setting']} {format_mean_std(base['test'], base['runs'])}%; "
+                f"{summary['encoder']} − {base['encoder']} {difference_text(c)}"
+                + (f": {_resolved(c, summary['encoder'], base['encoder'])}" if c["n"] > 1 else ""))
+        if t["task"] in KIM_CNN_RAND:
+            line += f" (Kim's CNN-rand, published: {KIM_CNN_RAND[t['task']]:.1f}%)"
+        lines.append(line)
+    return lines
+
+
+def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
+    """``report.md`` of a :func:`choose` summary: the verdicts, and a table per task of the candidates
+    (validation and test accuracy), the baseline and the paired difference."""
+    lines = ["# A setting chosen on validation", "", *findings(choice_verdicts(summary)),
+             "Accuracy (%), mean ± std over seeds (folds); each run's best validation epoch's weights are "
+             "tested. The setting with the highest mean best validation accuracy is chosen; the test split "
+             "chooses nothing. Differences are paired by seed (fold), with a 95% t-interval.", ""]
+    for t in summary["tasks"]:
+        base, c = t["baseline"], t["contrast"]
+        rows = [[f"{summary['encoder']}, {o['setting']}" + (" (chosen)" if i == t["chosen"] else ""),
+                 _settings_text(o), format_mean_std(o["val"], o["runs"]), format_mean_std(o["test"], o["runs"])]
+                for i, o in enumerate(t["candidates"])]
+        rows.append([f"{base['encoder']}, {base['setting']}", "-", "-", format_mean_std(base["test"], base["runs"])])
+        if t["task"] in KIM_CNN_RAND:
+            rows.append(["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND[t['task']]:.1f}"])
+        lines += [f"## {t['task']}", "", markdown_table(["model", "settings", "validation", "test"], rows), "",
+                  f"Chosen − {base['encoder']}, test accuracy paired by seed: {difference_text(c)}.", ""]
     report = out / "report.md"
     write_text(report, "\n".join(lines))
     return report
