@@ -23,6 +23,7 @@ RECIPES = {"depth": (depth.write_report, depth.verdicts),
            "rhn-depth": (rhn_depth.write_report, rhn_depth.verdicts),
            "char-lm": (char_lm.write_report, char_lm.verdicts),
            "sentences": (sentences_report.write_report, sentences_report.verdicts),
+           "sentences-choice": (sentences_report.write_choice_report, sentences_report.choice_verdicts),
            "transformer-depth": (transformer_depth.write_report, transformer_depth.verdicts)}
 STORED = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))}
 BY_RECIPE = {name: record for name, record in STORED.items() if record.get("recipe") in RECIPES}
