@@ -43,6 +43,7 @@ def test_each_encoder_against_the_cnn_paired_by_seed_and_fold():
     assert trec["hi"] == pytest.approx(HI)
     assert difference_text(trec) == "+1.3 [-0.1, +2.8] (95%, 3 pairs)"
     # Two pairs, differences +1 and −1: mean 0, sd √2, half-width 12.706 √2 / √2.
+    assert trec["differences"] == pytest.approx([2, 1, 1])
     assert mr["pairs"] == [[0, 0], [0, 1]] and mr["mean"] == pytest.approx(0, abs=1e-9)
     assert (mr["lo"], mr["hi"]) == pytest.approx((-12.706, 12.706))
 
@@ -74,6 +75,12 @@ def test_a_setting_is_chosen_on_validation_and_paired_against_the_cnn():
     wide = trec["candidates"][1]
     assert wide["runs"] == 3 and wide["val"]["mean"] == pytest.approx(86.0)
     assert wide["settings"] == {"hidden": 300, "train.ema": 0.995}
+    # Each run kept beside the means (seed 3, in this sweep alone, left out), as the pairs' differences.
+    assert [(e["seed"], e["fold"]) for e in wide["each"]] == [(0, 0), (1, 0), (2, 0)]
+    assert [e["val"] for e in wide["each"]] == pytest.approx([86, 87, 85])
+    assert [e["test"] for e in wide["each"]] == pytest.approx([92, 92, 90])
+    assert [e["test"] for e in trec["baseline"]["each"]] == pytest.approx([90, 91, 89])
+    assert trec["contrast"]["differences"] == pytest.approx([2, 1, 1])
     assert trec["baseline"]["setting"] == "defaults" and trec["baseline"]["test"]["mean"] == pytest.approx(90.0)
     c = trec["contrast"]
     assert (c["mean"], c["lo"], c["hi"], c["n"]) == pytest.approx((MEAN, LO, HI, 3))

@@ -45,10 +45,12 @@ def _accuracy(runs: list[dict[str, Any]]) -> dict[tuple[int, int], float]:
 def paired_difference(runs: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> dict[str, Any]:
     """Test accuracy of ``runs`` minus that of ``baseline`` in points, paired by seed and fold (the
     pairs both ran: ``pairs``, ``[seed, fold]`` each): the differences' mean, its 95% t-interval
-    (``lo``, ``hi``; NaN for one pair) and ``n``."""
+    (``lo``, ``hi``; NaN for one pair) and ``n``; ``differences``, one a pair, so that a stored result
+    can be checked without its run folders."""
     ours, theirs = _accuracy(runs), _accuracy(baseline)
     pairs = sorted(set(ours) & set(theirs))
-    return {"pairs": [list(p) for p in pairs], **paired_interval([ours[p] - theirs[p] for p in pairs])}
+    differences = [ours[p] - theirs[p] for p in pairs]
+    return {"pairs": [list(p) for p in pairs], "differences": differences, **paired_interval(differences)}
 
 
 def paired_contrasts(summary: dict[str, Any], baseline: str = "cnn") -> list[dict[str, Any]]:
@@ -195,12 +197,13 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
             candidates.append({"setting": label, "layers": layers, "runs": len(runs),
                                "settings": {k: sweeps[label]["settings"]["shared"].get(k) for k in keys},
                                "val": mean_std([100 * r["best_val_acc"] for r in runs]),
-                               "test": mean_std([100 * r["test"]["acc"] for r in runs])})
+                               "test": mean_std([100 * r["test"]["acc"] for r in runs]), "each": _each(runs)})
         best = max(range(len(candidates)), key=lambda i: (_or_low(candidates[i]["val"]["mean"]), -i))
         (label, layers) = list(groups)[best]
         results.append({"task": task, "candidates": candidates, "chosen": best,
                         "baseline": {"setting": base_label, "encoder": baseline, "runs": len(kept(base)),
-                                     "test": mean_std([100 * r["test"]["acc"] for r in kept(base)])},
+                                     "test": mean_std([100 * r["test"]["acc"] for r in kept(base)]),
+                                     "each": _each(kept(base))},
                         "contrast": paired_difference(kept(groups[label, layers]), kept(base)),
                         **({"sentences": sentences[task]} if sentences and task in sentences else {})})
     if not results:
@@ -209,6 +212,13 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
     return {"recipe": "sentences-choice", "encoder": encoder, "baseline": baseline, "settings": keys,
             "epochs": config["base"]["train"]["epochs"], "tasks": results,
             "seconds": round(sum(r["seconds"] for s in sweeps.values() for r in s["runs"]), 1)}
+
+
+def _each(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run's seed, fold and accuracies (%), in seed and fold order: what a stored choice's means,
+    choice and pairs are worked out from, kept beside them."""
+    return [{"seed": r["seed"], "fold": r["fold"], "val": 100 * r["best_val_acc"], "test": 100 * r["test"]["acc"]}
+            for r in sorted(runs, key=lambda r: (r["seed"], r["fold"]))]
 
 
 def _or_low(value: float) -> float:
