@@ -10,6 +10,7 @@ import pytest
 from highwaynet.cli import main
 from highwaynet.recipes import sentences_report
 from highwaynet.recipes.sentences_report import choice_verdicts, choose, difference_text, paired_contrasts
+from highwaynet.training import files
 
 
 def _run(encoder, seed, acc, val=0.8, task="trec", fold=0, layers=1):
@@ -109,6 +110,44 @@ def test_choose_from_finished_sweeps_on_the_command_line(shared_data, tmp_path, 
     assert "## trec" in (out / "report.md").read_text() and "hbilstm at wide" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["reproduce", "sentences", "--choose-from", f"{folders['wide']}", "--out", str(out)])
+
+
+def test_a_choice_never_writes_over_a_sweep_or_a_users_files(shared_data, tmp_path, monkeypatch, capsys):
+    """The choice's folder is its own: a sweep's folder (the sweeps' default one, where --out is not given)
+    and a folder of the user's are refused before anything is written; a summary.json that is not a
+    sentence sweep's is refused by name."""
+    from highwaynet.recipes.sentences import choose_setting
+
+    folders = {}
+    for label, summary in (("defaults", DEFAULTS), ("wide", WIDE)):
+        folders[label] = tmp_path / label
+        folders[label].mkdir()
+        (folders[label] / "summary.json").write_text(json.dumps(summary))
+    data = shared_data / "sentence"
+    sweep = tmp_path / "runs" / "sentences"  # a sweep's folder, marked as highwaynet marks one
+    files.claim(sweep, "sweep")
+    (sweep / "summary.json").write_text("the sweep's own summary")
+    with pytest.raises(files.FolderNotOurs, match="sweep"):
+        choose_setting(folders, sweep, data_dir=data)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("my notes")
+    with pytest.raises(files.FolderNotOurs):
+        choose_setting(folders, mine, data_dir=data)
+    assert (sweep / "summary.json").read_text() == "the sweep's own summary"
+    assert (mine / "report.md").read_text() == "my notes"
+    # Without --out the choice goes to a folder of its own, not the sweeps' default folder.
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "sentences", "--choose-from", f"defaults={folders['defaults']},wide={folders['wide']}",
+                 "--data-dir", str(data)]) == 0
+    assert (tmp_path / "runs" / "sentences-choice" / "report.md").is_file()
+    assert (sweep / "summary.json").read_text() == "the sweep's own summary"
+    # A summary.json that is not a finished sentence sweep's.
+    (folders["wide"] / "summary.json").write_text(json.dumps({"runs": [{"task": "trec"}]}))
+    with pytest.raises(ValueError, match="is not a finished sentence sweep's summary"):
+        choose_setting(folders, tmp_path / "choice", data_dir=data)
+    with pytest.raises(TypeError, match="sweeps must be a dict"):
+        choose_setting([str(folders["wide"])], tmp_path / "choice", data_dir=data)
 
 
 def test_the_results_index_row_is_the_stored_choice(monkeypatch):

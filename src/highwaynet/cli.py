@@ -251,11 +251,12 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
     from .recipes import sentences, sentences_report
     from .training.run_dir import count, format_mean_std
 
-    if args.choose_from:
-        chosen = sentences.choose_setting(args.choose_from, args.out, data_dir=args.data_dir, download=args.download)
+    if args.choose_from:  # (a folder of its own: by default not the sweeps' default folder, which it would not take)
+        out = "runs/sentences-choice" if args.out == _path("runs/sentences") else args.out
+        chosen = sentences.choose_setting(args.choose_from, out, data_dir=args.data_dir, download=args.download)
         for line in sentences_report.choice_verdicts(chosen):
             print(line)
-        print(f"wrote {args.out}/report.md")
+        print(f"wrote {out}/report.md")
         return
     summary = sentences.sweep(config, args.out, resume=args.resume, restart=args.restart, data_dir=args.data_dir,
                               download=args.download, report_only=args.report_only)
@@ -292,7 +293,8 @@ def _sentence_choice(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--choose-from", type=_labelled_folders, metavar="LABEL=FOLDER,...",
                        help="train nothing: choose the highway BiLSTM's setting on each task among these finished "
                             "sweeps by mean best validation accuracy, test it against their cnn paired by seed, "
-                            "and write summary.json and report.md into --out")
+                            "and write summary.json and report.md into --out (by default runs/sentences-choice), "
+                            "a folder of its own")
 
 
 def _labelled_folders(text: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from ..config import SentenceConfig, SweepConfig
 from ..data.sentences import PAD, SENTENCE_TASKS, UNK, SentenceData, encode_words, load_sentences
 from ..models.sentence import STACKED_ENCODERS, SentenceClassifier, load_word_vectors
 from ..nn import CharVocab
-from ..training import SentenceTask, Trainer
+from ..training import SentenceTask, Trainer, files
 from ..training.progress import SweepProgress
 from ..training.run_dir import (
     finish_sweep,
@@ -266,17 +266,51 @@ def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: s
     """Choose ``encoder``'s setting on each task among finished sweeps (``sweeps``: a label for each
     sweep's folder) by mean best validation accuracy, and test it against ``baseline`` paired by seed
     (:func:`~highwaynet.recipes.sentences_report.choose`); trains nothing. Writes ``out/summary.json``
-    (with each task's split sizes, from its data, and the sweeps' folders) and ``out/report.md``."""
-    summaries = {label: read_json(Path(folder) / "summary.json", "a finished sweep's summary: run the sweep, or "
-                                  "report what it finished with --report-only") for label, folder in sweeps.items()}
+    (with each task's split sizes, from its data, and the sweeps' folders) and ``out/report.md``.
+
+    ``out`` is a folder of its own (:func:`~highwaynet.training.files.claim`, as an analysis): a
+    sweep's or a run's folder, or one holding files of the user's, is refused, so that the choice never
+    writes over what a sweep wrote. Run again, it writes its two files again."""
+    if not isinstance(sweeps, dict) or not sweeps:
+        raise TypeError(f"sweeps must be a dict of a label for each finished sweep's folder, got {sweeps!r}")
+    out = Path(out)
+    what = "the setting chosen among sweeps"
+    files.check_claimable(out, "analysis", what)
+    for other in ("gates.json", "lesion.json"):
+        if files.read_regular(out, other) is not None:
+            raise FileExistsError(f"{out} holds a gate analysis ({other}), whose report.md the choice would replace: "
+                                  f"pass another --out")
+    summaries = {label: _sweep_summary(Path(folder)) for label, folder in sweeps.items()}
     sizes = {}
     for task in dict.fromkeys(t for s in summaries.values() for t in s["config"]["tasks"]):
         data = load_sentences(task, data_dir, download=download)
         sizes[task_name(task)] = {split: len(getattr(data, split)[1]) for split in ("train", "val", "test")}
     summary = {**choose(summaries, encoder, baseline, sizes), "sweeps": {k: str(v) for k, v in sweeps.items()}}
-    Path(out).mkdir(parents=True, exist_ok=True)
-    write_text(Path(out, "summary.json"), json.dumps(summary, indent=2) + "\n")
-    write_choice_report(Path(out), summary)
+    files.claim(out, "analysis", what)
+    write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_choice_report(out, summary)
+    return summary
+
+
+def _sweep_summary(folder: Path) -> dict[str, Any]:
+    """A finished sentence sweep's ``summary.json``, checked for what a choice reads: its runs (each with
+    its task, encoder, depth, seed, fold and accuracies), its settings and its tasks."""
+    path = folder / "summary.json"
+    summary = read_json(path, "a finished sweep's summary: run the sweep, or report what it finished with "
+                              "--report-only")
+    try:
+        runs, tasks = summary["runs"], summary["config"]["tasks"]
+        shared = summary["settings"]["shared"]
+        assert isinstance(runs, list) and isinstance(tasks, list) and isinstance(shared, dict)
+        for r in runs:
+            assert isinstance(r["task"], str) and isinstance(r["encoder"], str)
+            assert all(type(r[k]) is int for k in ("layers", "seed", "fold"))
+            assert all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                       for v in (r["best_val_acc"], r["test"]["acc"], r["seconds"]))
+    except (KeyError, TypeError, AssertionError):
+        raise ValueError(f"{path} is not a finished sentence sweep's summary (its runs, settings or tasks are "
+                         f"missing or of another form): give the folder of a `highwaynet reproduce sentences` "
+                         f"sweep, or put back the summary.json it wrote (--report-only writes it again)") from None
     return summary
 
 
