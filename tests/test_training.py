@@ -280,8 +280,8 @@ def test_max_epochs_stops_early_on_the_schedule_set_for_all_the_epochs(tmp_path)
     again = _digits_trainer(config=config, run_dir=tmp_path / "run")
     assert len(again.fit(max_epochs=3)) == 3 and again.epoch == 3
     assert len(again.fit()) == 8
-    for wrong in (0, 2.5, True):
-        with pytest.raises(ValueError, match="max_epochs must be a whole number of epochs, at least 1"):
+    for wrong, error in ((0, ValueError), (2.5, TypeError), (True, TypeError), ("3", TypeError)):
+        with pytest.raises(error, match="max_epochs must be"):
             _digits_trainer().fit(max_epochs=wrong)
 
 

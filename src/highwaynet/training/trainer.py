@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
-from .._checks import check_finite, check_flag, check_module, check_path, describe
+from .._checks import check_finite, check_flag, check_int, check_module, check_path, describe
 from .._versions import release
 from ..analysis import gate_means
 from ..config import TrainConfig
@@ -288,9 +288,8 @@ class Trainer:
         resume, restart = check_flag("resume", resume), check_flag("restart", restart)
         if max_time is not None and check_finite("max_time", max_time) < 0:
             raise ValueError(f"max_time must be at least 0 (seconds), or None, got {max_time}")
-        if max_epochs is not None and (isinstance(max_epochs, bool) or not isinstance(max_epochs, int)
-                                       or max_epochs < 1):
-            raise ValueError(f"max_epochs must be a whole number of epochs, at least 1, or None, got {max_epochs!r}")
+        if max_epochs is not None:
+            max_epochs = check_int("max_epochs", max_epochs, minimum=1)
         if resume and restart:
             raise ValueError("fit: resume goes on with the run in the folder and restart starts it over: pass one")
         _check_splits(self.task)
