@@ -22,7 +22,6 @@ DOCS = Path(__file__).resolve().parents[1]
 GENERATED = DOCS / "_generated"
 BENCHMARKS = DOCS.parent / "benchmarks"
 DATA_NAMES = {"mnist5k": "MNIST 5k", "fashion-mnist": "Fashion-MNIST"}
-TASK_NAMES = {"trec": "TREC", "sst2": "SST-2", "sst1": "SST-1", "mr": "MR", "subj": "Subj"}
 NOT_RUN = "*Not stored yet: run the command above and store its folder with docs/results/store.py.*\n"
 #: Studies whose stored numbers were withdrawn and whose rerun is not stored yet: what their pages say meanwhile.
 NOT_RUN_YET: dict[str, str] = {}
@@ -129,7 +128,7 @@ def _runs_by_features(records: dict[str, dict[str, Any]]) -> dict[tuple[str, str
         for run in record["result"]["runs"]:
             groups.setdefault((run["task"], run["word_features"]), []).append(run)
     order = ["words", "chars", "words+chars"]
-    return dict(sorted(groups.items(), key=lambda item: (TASK_NAMES.get(item[0][0], item[0][0]),
+    return dict(sorted(groups.items(), key=lambda item: (_task_name(item[0][0]),
                                                          order.index(item[0][1]))))
 
 
@@ -142,7 +141,7 @@ def _features(records: dict[str, dict[str, Any]]) -> str:
     for (task, features), runs in _runs_by_features(records).items():
         test = mean_std([100 * r["test"]["acc"] for r in runs])
         unseen = mean_std([100 * r["test_unseen"]["acc"] for r in runs])
-        rows.append([TASK_NAMES.get(task, task), features, len(runs), format_mean_std(test, len(runs)),
+        rows.append([_task_name(task), features, len(runs), format_mean_std(test, len(runs)),
                      f"{format_mean_std(unseen, len(runs))} ({runs[0]['test_unseen']['n']} sentences)"])
     commands = [f"`{record['command']}` ({_minutes(record.get('seconds'))} of training, summed over its runs)"
                 for record in records.values()]
@@ -152,6 +151,13 @@ def _features(records: dict[str, dict[str, Any]]) -> str:
                         "test accuracy (%), sentences with a word unseen in training"], rows), "",
         "Made by " + "; ".join(commands) + f", on {env.get('cpu', 'a CPU')} ({_threads(env)}), "
         f"torch {env.get('torch', '?')}.", ""])
+
+
+def _task_name(task: str) -> str:
+    """A sentence set's name as papers write it (``SST-2``), from the recipe's own table."""
+    from highwaynet.recipes.sentences_report import TASK_NAMES
+
+    return TASK_NAMES.get(task, task)
 
 
 def _difference(c: dict[str, Any]) -> str:
@@ -210,17 +216,19 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
     if "sentences-choice" in records:
         # The highway BiLSTM's setting chosen on each task's validation split, tested against Kim's CNN
         # trained by the recipe at its defaults, paired by seed (the five-sets row it replaces chose on test).
-        from highwaynet.recipes.sentences_report import KIM_CNN_RAND, choice_scale, difference_text
+        from highwaynet.recipes.sentences_report import KIM_CNN_RAND, choice_scale, difference_text, resolved
 
         choice = records["sentences-choice"]["result"]
         cells = []
         for t in choice["tasks"]:
             best, base = t["candidates"][t["chosen"]], t["baseline"]
-            published = f" (Kim, published: {KIM_CNN_RAND[t['task']]:.1f})" if t["task"] in KIM_CNN_RAND else ""
-            cells.append(f"{TASK_NAMES.get(t['task'], t['task'])} ({choice_scale(choice, t)}): {best['setting']} "
+            phrases = ", with phrases" if t["task"].startswith("sst") else ""
+            published = (f" (Kim, published{phrases}: {KIM_CNN_RAND[t['task']]:.1f})" if t["task"] in KIM_CNN_RAND
+                         else "")
+            cells.append(f"{_task_name(t['task'])} ({choice_scale(choice, t)}): {best['setting']} "
                          f"chosen, {format_mean_std(best['test'], best['runs'])} vs CNN "
                          f"{format_mean_std(base['test'], base['runs'])}{published}, chosen − CNN "
-                         f"{difference_text(t['contrast'])}")
+                         f"{difference_text(t['contrast'])}: {resolved(t['contrast'], 'highway BiLSTM', 'CNN')}")
         settings = " or ".join(f"{label} (" + (", ".join(f"`{k}={v}`" for k, v in values.items()) or "-") + ")"
                                for label, values in _candidate_settings(choice).items())
         add("sentences-choice", [f"highway BiLSTM, its setting chosen per task on validation ({settings}), vs "
@@ -233,7 +241,7 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
             accuracy = [100 * r["test"]["acc"] for r in runs]
             cells.setdefault(task, []).append(f"{word_features} {format_mean_std(mean_std(accuracy), len(runs))}%")
         add(list(features), ["words, characters or both into a highway BiLSTM",
-                     "; ".join(f"{TASK_NAMES.get(task, task)}: " + ", ".join(c) for task, c in cells.items())
+                     "; ".join(f"{_task_name(task)}: " + ", ".join(c) for task, c in cells.items())
                      + " test accuracy",
                      "{doc}`/results/sentences`"])
     if "rhn-depth-tinyshakespeare" in records:

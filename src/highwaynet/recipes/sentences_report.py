@@ -12,11 +12,28 @@ from ..models.sentence import ENCODER_DESCRIPTIONS, STACKED_ENCODERS
 from ..report import compare, findings, markdown_table, save_figure, subplots
 from ..training.run_dir import count, format_mean_std, mean_std, paired_interval, write_text
 
-__all__ = ["KIM_CNN_RAND", "choice_scale", "choice_verdicts", "choose", "difference_text", "paired_contrasts",
-           "paired_difference", "plot_depth", "verdicts", "write_choice_report", "write_report"]
+__all__ = ["KIM_CNN_RAND", "TASK_NAMES", "choice_scale", "choice_verdicts", "choose", "difference_text",
+           "paired_contrasts", "paired_difference", "plot_depth", "published", "resolved", "verdicts",
+           "write_choice_report", "write_report"]
 
 #: Kim (2014)'s CNN-rand test accuracy (%) on each of the five sets, as published.
 KIM_CNN_RAND = {"mr": 76.1, "sst1": 45.0, "sst2": 82.7, "subj": 89.6, "trec": 91.2}
+
+#: Each of the five sets' name as papers write it (a user's own set keeps its folder's name).
+TASK_NAMES = {"trec": "TREC", "sst2": "SST-2", "sst1": "SST-1", "mr": "MR", "subj": "Subj"}
+
+#: What every sentence report says of how its runs differ from Kim's.
+_AS_KIM = ("Embeddings are randomly initialised, as in Kim's CNN-rand; SST is trained on sentences only "
+           "(Kim's SST runs also train on the treebank's phrases).")
+
+
+def published(task: str) -> str:
+    """Kim (2014)'s CNN-rand figure for ``task`` in words, saying where his runs trained on more than ours
+    (SST: the treebank's phrases too); empty for a user's own set."""
+    if task not in KIM_CNN_RAND:
+        return ""
+    phrases = ", trained on the treebank's phrases too" if task.startswith("sst") else ""
+    return f"Kim's CNN-rand, published{phrases}: {KIM_CNN_RAND[task]:.1f}%"
 
 
 def plot_depth(series: dict[str, list[dict[str, Any]]], task: str, path: Path) -> None:
@@ -80,7 +97,7 @@ def difference_text(c: dict[str, Any]) -> str:
     return f"{c['mean']:+.1f} [{c['lo']:+.1f}, {c['hi']:+.1f}] (95%, {c['n']} pairs)"
 
 
-def _resolved(c: dict[str, Any], a: str, b: str) -> str:
+def resolved(c: dict[str, Any], a: str, b: str) -> str:
     """Which side a paired interval (``a`` − ``b``) puts ahead, or that it resolves none."""
     if c["n"] < 2 or math.isnan(c["lo"]):
         return "one pair: nothing resolved"
@@ -119,8 +136,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
              f"{count(len(summary['runs']), 'run')}, {sum(r['seconds'] for r in summary['runs']):.0f} s of "
              "training summed over them (runs of a sweep may have run side by side). Test accuracy (%), mean ± std "
              "over seeds (SST, TREC) or cross-validation folds (MR, Subj); the best validation epoch's weights are "
-             "tested. Embeddings are randomly initialised, as in Kim's CNN-rand; SST is trained on sentences only "
-             "(Kim's SST runs also train on the treebank's phrases).", ""]
+             "tested. " + _AS_KIM, ""]
     settings = summary.get("settings")
     if settings:  # each run's own, from its config.json (a resumed sweep keeps what its runs started with)
         varying = "; ".join(f"`{k}` " + ", ".join(map(str, v)) for k, v in settings["varying"].items())
@@ -139,7 +155,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
             lines += [markdown_table(
                 ["encoder", "layers", "test accuracy − cnn, paired by seed or fold (points)", "verdict"],
                 [[c["encoder"], c["layers"] if c["encoder"] in STACKED_ENCODERS else "-", difference_text(c),
-                  _resolved(c, c["encoder"], "cnn")] for c in contrasts]), ""]
+                  resolved(c, c["encoder"], "cnn")] for c in contrasts]), ""]
         stacks = {e: [r for r in rows if r["encoder"] == e] for e in STACKED_ENCODERS}
         if all(len(v) > 1 for v in stacks.values()):
             plot_depth({"BiLSTM stack": stacks["bilstm"], "highway BiLSTM stack": stacks["hbilstm"]},
@@ -232,9 +248,11 @@ def _settings_text(candidate: dict[str, Any]) -> str:
 def choice_scale(summary: dict[str, Any], task: dict[str, Any]) -> str:
     """A chosen setting's scale on one task (an entry of the summary's ``tasks``), for the sentence that
     states its result: width, epochs, training sentences (and those validated and tested on), seeds."""
-    hidden = task["candidates"][task["chosen"]]["settings"].get("hidden")
+    chosen = task["candidates"][task["chosen"]]
+    hidden, layers = chosen["settings"].get("hidden"), chosen.get("layers")
     size = task.get("sentences")
-    return ((f"{hidden} units per direction, " if hidden is not None else "") + f"{summary['epochs']} epochs"
+    return ((f"{count(layers, 'block')}, " if layers else "")
+            + (f"{hidden} units per direction, " if hidden is not None else "") + f"{summary['epochs']} epochs"
             + (f", {size['train']:,} training sentences ({size['val']:,} to validate, {size['test']:,} to test)"
                if size else "") + f", {count(task['contrast']['n'], 'seed')}")
 
@@ -246,18 +264,20 @@ def choice_verdicts(summary: dict[str, Any]) -> list[str]:
     lines = []
     for t in summary["tasks"]:
         best, base, c = t["candidates"][t["chosen"]], t["baseline"], t["contrast"]
-        others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}%" for o in t["candidates"]
-                           if o is not best)
-        line = (f"{t['task']} ({choice_scale(summary, t)}): chosen on validation, {summary['encoder']} at "
+        others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}% ("
+                           + compare(best["setting"], best["val"], o["setting"], o["val"], 1, higher_is_better=True)
+                           + ")" for o in t["candidates"] if o is not best)
+        line = (f"{TASK_NAMES.get(t['task'], t['task'])} ({choice_scale(summary, t)}): chosen on validation, "
+                f"{summary['encoder']} at "
                 f"{best['setting']} "
                 f"({_settings_text(best)}; validation {format_mean_std(best['val'], best['runs'])}%"
                 + (f", against {others}" if others else "")
                 + f") tests at {format_mean_std(best['test'], best['runs'])}%; "
                 f"{base['encoder']} at {base['setting']} {format_mean_std(base['test'], base['runs'])}%; "
                 f"{summary['encoder']} − {base['encoder']} {difference_text(c)}"
-                + (f": {_resolved(c, summary['encoder'], base['encoder'])}" if c["n"] > 1 else ""))
+                + (f": {resolved(c, summary['encoder'], base['encoder'])}" if c["n"] > 1 else ""))
         if t["task"] in KIM_CNN_RAND:
-            line += f" (Kim's CNN-rand, published: {KIM_CNN_RAND[t['task']]:.1f}%)"
+            line += f" ({published(t['task'])})"
         lines.append(line)
     return lines
 
@@ -268,7 +288,7 @@ def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
     lines = ["# A setting chosen on validation", "", *findings(choice_verdicts(summary)),
              "Accuracy (%), mean ± std over seeds (folds); each run's best validation epoch's weights are "
              "tested. The setting with the highest mean best validation accuracy is chosen; the test split "
-             "chooses nothing. Differences are paired by seed (fold), with a 95% t-interval.", ""]
+             "chooses nothing. Differences are paired by seed (fold), with a 95% t-interval. " + _AS_KIM, ""]
     for t in summary["tasks"]:
         base, c = t["baseline"], t["contrast"]
         rows = [[f"{summary['encoder']}, {o['setting']}" + (" (chosen)" if i == t["chosen"] else ""),
@@ -277,7 +297,8 @@ def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
         rows.append([f"{base['encoder']}, {base['setting']}", "-", "-", format_mean_std(base["test"], base["runs"])])
         if t["task"] in KIM_CNN_RAND:
             rows.append(["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND[t['task']]:.1f}"])
-        lines += [f"## {t['task']}", "", markdown_table(["model", "settings", "validation", "test"], rows), "",
+        lines += [f"## {TASK_NAMES.get(t['task'], t['task'])}", "",
+                  markdown_table(["model", "settings", "validation", "test"], rows), "",
                   f"Chosen − {base['encoder']}, test accuracy paired by seed: {difference_text(c)}.", ""]
     report = out / "report.md"
     write_text(report, "\n".join(lines))
