@@ -34,8 +34,9 @@ EPILOG = ("Run folders hold config.json, metrics.jsonl, checkpoint.pt, model.pt 
 DOWNLOAD_HELP = "download missing data files from their public source (sha256-checked)"
 
 #: The options of train and reproduce commands that are not settings of the recipe: where the run
-#: goes and where the data is.
-RUN_OPTIONS = ("out", "resume", "restart", "data_dir", "download", "report_only")
+#: goes and where the data is, and what the command does with a finished one (report it, or choose
+#: among finished sweeps).
+RUN_OPTIONS = ("out", "resume", "restart", "data_dir", "download", "report_only", "choose_from")
 
 
 @dataclass(frozen=True)

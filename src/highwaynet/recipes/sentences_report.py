@@ -207,7 +207,7 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
         def kept(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [r for r in runs if (r["seed"], r["fold"]) in pairs]  # noqa: B023
 
-        candidates = []
+        candidates: list[dict[str, Any]] = []
         for (label, layers), runs in groups.items():
             runs = kept(runs)
             candidates.append({"setting": label, "layers": layers, "runs": len(runs),
