@@ -100,12 +100,18 @@ def test_a_setting_is_chosen_on_validation_and_paired_against_the_cnn():
         "(Kim's CNN-rand, published, trained on the treebank's phrases too: 82.7%)")
 
 
-def test_choose_from_finished_sweeps_on_the_command_line(shared_data, tmp_path, capsys):
+def _sweep_folders(tmp_path: Path) -> dict[str, Path]:
+    """The two finished sweeps above, each in a folder of its own (its summary.json alone)."""
     folders = {}
     for label, summary in (("defaults", DEFAULTS), ("wide", WIDE)):
         folders[label] = tmp_path / label
         folders[label].mkdir()
         (folders[label] / "summary.json").write_text(json.dumps(summary))
+    return folders
+
+
+def test_choose_from_finished_sweeps_on_the_command_line(shared_data, tmp_path, capsys):
+    folders = _sweep_folders(tmp_path)
     out = tmp_path / "choice"
     assert main(["reproduce", "sentences", "--choose-from", f"defaults={folders['defaults']},wide={folders['wide']}",
                  "--out", str(out), "--data-dir", str(shared_data / "sentence")]) == 0
@@ -127,11 +133,7 @@ def test_a_choice_never_writes_over_a_sweep_or_a_users_files(shared_data, tmp_pa
     sentence sweep's is refused by name."""
     from highwaynet.recipes.sentences import choose_setting
 
-    folders = {}
-    for label, summary in (("defaults", DEFAULTS), ("wide", WIDE)):
-        folders[label] = tmp_path / label
-        folders[label].mkdir()
-        (folders[label] / "summary.json").write_text(json.dumps(summary))
+    folders = _sweep_folders(tmp_path)
     data = shared_data / "sentence"
     sweep = tmp_path / "runs" / "sentences"  # a sweep's folder, marked as highwaynet marks one
     files.claim(sweep, "sweep")
