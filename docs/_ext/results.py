@@ -216,13 +216,19 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
     if "sentences-choice" in records:
         # The highway BiLSTM's setting chosen on each task's validation split, tested against Kim's CNN
         # trained by the recipe at its defaults, paired by seed (the five-sets row it replaces chose on test).
-        from highwaynet.recipes.sentences_report import KIM_CNN_RAND, choice_scale, difference_text, resolved
+        from highwaynet.recipes.sentences_report import (
+            KIM_CNN_RAND,
+            KIM_WITH_PHRASES,
+            choice_scale,
+            difference_text,
+            resolved,
+        )
 
         choice = records["sentences-choice"]["result"]
         cells = []
         for t in choice["tasks"]:
             best, base = t["candidates"][t["chosen"]], t["baseline"]
-            phrases = ", with phrases" if t["task"].startswith("sst") else ""
+            phrases = ", with phrases" if t["task"] in KIM_WITH_PHRASES else ""
             published = (f" (Kim, published{phrases}: {KIM_CNN_RAND[t['task']]:.1f})" if t["task"] in KIM_CNN_RAND
                          else "")
             cells.append(f"{_task_name(t['task'])} ({choice_scale(choice, t)}): {best['setting']} "

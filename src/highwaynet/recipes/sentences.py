@@ -298,19 +298,23 @@ def _sweep_summary(folder: Path) -> dict[str, Any]:
     path = folder / "summary.json"
     summary = read_json(path, "a finished sweep's summary: run the sweep, or report what it finished with "
                               "--report-only")
+    def number(v: object) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
     try:
         runs, tasks = summary["runs"], summary["config"]["tasks"]
         shared = summary["settings"]["shared"]
-        assert isinstance(runs, list) and isinstance(tasks, list) and isinstance(shared, dict)
-        for r in runs:
-            assert isinstance(r["task"], str) and isinstance(r["encoder"], str)
-            assert all(type(r[k]) is int for k in ("layers", "seed", "fold"))
-            assert all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                       for v in (r["best_val_acc"], r["test"]["acc"], r["seconds"]))
-    except (KeyError, TypeError, AssertionError):
+        well_formed = (isinstance(runs, list) and isinstance(tasks, list) and isinstance(shared, dict)
+                       and all(isinstance(r["task"], str) and isinstance(r["encoder"], str)
+                               and all(type(r[k]) is int for k in ("layers", "seed", "fold"))
+                               and all(number(v) for v in (r["best_val_acc"], r["test"]["acc"], r["seconds"]))
+                               for r in runs))
+    except (KeyError, TypeError):
+        well_formed = False
+    if not well_formed:  # (checked by an if, not an assert: python -O strips asserts)
         raise ValueError(f"{path} is not a finished sentence sweep's summary (its runs, settings or tasks are "
                          f"missing or of another form): give the folder of a `highwaynet reproduce sentences` "
-                         f"sweep, or put back the summary.json it wrote (--report-only writes it again)") from None
+                         f"sweep, or put back the summary.json it wrote (--report-only writes it again)")
     return summary
 
 

@@ -12,12 +12,15 @@ from ..models.sentence import ENCODER_DESCRIPTIONS, STACKED_ENCODERS
 from ..report import compare, findings, markdown_table, save_figure, subplots
 from ..training.run_dir import count, format_mean_std, mean_std, paired_interval, write_text
 
-__all__ = ["KIM_CNN_RAND", "TASK_NAMES", "choice_scale", "choice_verdicts", "choose", "difference_text",
-           "paired_contrasts", "paired_difference", "plot_depth", "published", "resolved", "verdicts",
-           "write_choice_report", "write_report"]
+__all__ = ["KIM_CNN_RAND", "KIM_WITH_PHRASES", "TASK_NAMES", "choice_scale", "choice_verdicts", "choose",
+           "difference_text", "paired_contrasts", "paired_difference", "plot_depth", "published", "resolved",
+           "verdicts", "write_choice_report", "write_report"]
 
 #: Kim (2014)'s CNN-rand test accuracy (%) on each of the five sets, as published.
 KIM_CNN_RAND = {"mr": 76.1, "sst1": 45.0, "sst2": 82.7, "subj": 89.6, "trec": 91.2}
+
+#: The sets on which Kim's runs trained on the treebank's phrases too, where ours train on sentences only.
+KIM_WITH_PHRASES = frozenset({"sst1", "sst2"})
 
 #: Each of the five sets' name as papers write it (a user's own set keeps its folder's name).
 TASK_NAMES = {"trec": "TREC", "sst2": "SST-2", "sst1": "SST-1", "mr": "MR", "subj": "Subj"}
@@ -32,7 +35,7 @@ def published(task: str) -> str:
     (SST: the treebank's phrases too); empty for a user's own set."""
     if task not in KIM_CNN_RAND:
         return ""
-    phrases = ", trained on the treebank's phrases too" if task.startswith("sst") else ""
+    phrases = ", trained on the treebank's phrases too" if task in KIM_WITH_PHRASES else ""
     return f"Kim's CNN-rand, published{phrases}: {KIM_CNN_RAND[task]:.1f}%"
 
 
