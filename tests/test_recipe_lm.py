@@ -427,6 +427,38 @@ def test_rhn_depth_schedule_control_pairs_each_model_by_seed(tmp_path):
     assert "slow schedule" not in rhn_depth.verdicts(summary)[0]
 
 
+def test_rhn_depth_curves_draw_each_models_validation_curve_in_its_metric(tmp_path, monkeypatch):
+    """``curves.png``: the best depth's and each LSTM's validation curve, in bits per character
+    against the step (epochs of 50 steps), as the summary holds them in nats; none for a summary
+    without curves (0.4.0's first stored one)."""
+    tests = {("rhn", 1): {0: 2.70, 1: 2.71, 2: 2.72}, ("rhn", 2): {0: 2.80, 1: 2.85, 2: 2.90},
+             ("lstm", None): {0: 2.64, 1: 2.63, 2: 2.65}}
+    valid = {("rhn", 1): {0: 1.95, 1: 1.95, 2: 1.95}, ("rhn", 2): {0: 1.90, 1: 1.90, 2: 1.98}}
+    summary = _study(tests, valid)
+    result = summary["corpora"]["tinyshakespeare:char"]
+    summary["config"]["base"]["steps_per_epoch"] = 50
+    result["rhn"][0]["val_curve"] = {"val_loss": [9.0, 9.0], "seeds": [3, 3]}  # depth 1: not the best, not drawn
+    result["rhn"][1]["val_curve"] = {"val_loss": [2.0, 1.5], "seeds": [3, 3]}
+    result["lstm"]["val_curve"] = {"val_loss": [2.1, 1.6, 1.4], "seeds": [3, 3, 1]}
+    figures = {}
+    real = rhn_depth.save_figure
+    monkeypatch.setattr(rhn_depth, "save_figure", lambda fig, path, **kw: (figures.update({path.name: fig}),
+                                                                           real(fig, path, **kw)))
+    rhn_depth.write_report(tmp_path, summary)
+    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+             for line in figures["curves.png"].axes[0].get_lines()}
+    bits = [x / math.log(2) for x in (2.0, 1.5, 2.1, 1.6, 1.4)]
+    assert lines == {"RHN depth 2, the RHNs' schedule": ([50, 100], pytest.approx(bits[:2])),
+                     "LSTM, same time (slow schedule)": ([50, 100, 150], pytest.approx(bits[2:]))}
+    assert figures["curves.png"].axes[0].get_xlabel() == "training step"
+    assert "![validation curves](curves.png)" in (tmp_path / "report.md").read_text()
+    for row in [*result["rhn"], result["lstm"]]:
+        del row["val_curve"]
+    (tmp_path / "curves.png").unlink()
+    rhn_depth.write_report(tmp_path, summary)
+    assert not (tmp_path / "curves.png").exists() and "curves.png" not in (tmp_path / "report.md").read_text()
+
+
 def test_rhn_depth_reports_a_one_seed_summary_of_0_3(tmp_path):
     """A summary written before seeds (each row its one run, the LSTM's too) still reports: seed 0 alone."""
     summary = _study({("rhn", 1): {0: 2.83}, ("rhn", 2): {0: 2.82}, ("lstm", None): {0: 2.74}}, {}, lstm_seeds=(0,))

@@ -384,7 +384,8 @@ def _valid(entry: dict[str, Any], key: str) -> str:
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
     """``depth.png`` (test metric against recurrence depth, mean and sd over the seeds, the LSTMs as
-    lines) and ``report.md``; for a sweep run with ``tune``, ``tuning.png`` (each family's trials) and
+    lines), ``curves.png`` (the validation metric against the step, where the summary has curves) and
+    ``report.md``; for a sweep run with ``tune``, ``tuning.png`` (each family's trials) and
     the equal-tuning tables."""
     corpora = summary["corpora"]
     if any("tuning" in result for result in corpora.values()):
@@ -443,6 +444,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
                  first["sample"].strip(), "```", ""]
         sections.append("\n".join(text))
     save_figure(fig, out / "depth.png", dpi=120)
+    curves = _write_curves(out / "curves.png", summary)
     config = summary["config"]
     report = out / "report.md"
     timed = [f"{result['lstm']['max_seconds']:.0f} s" for result in corpora.values() if "max_seconds" in
@@ -471,8 +473,48 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         + ". Differences are paired by seed (the same seed, the same "
         f"batches), with 95% t-intervals. Dropout {config['base']['state_dropout']}; training steps "
         f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
-        "![depth](depth.png)", "", *sections]))
+        "![depth](depth.png)", "",
+        *(["Validation loss after each epoch, mean over the seeds, of the best depth and the LSTMs on each "
+           "schedule (the equal-time LSTM's last epochs have the seeds whose time allowed them):", "",
+           "![validation curves](curves.png)", ""] if curves else []),
+        *sections]))
     return report
+
+
+#: The models whose validation curves ``curves.png`` draws, with their labels and styles.
+_CURVES = {"rhn": ("RHN depth {depth}, the RHNs' schedule", "C0", "-"),
+           "rhn_slow": ("RHN depth {depth}, slow schedule", "C2", "-"),
+           "lstm_steps": ("LSTM, the RHNs' schedule", "C4", "--"), "lstm_slow": ("LSTM, slow schedule", "C2", "--"),
+           "lstm": ("LSTM, same time (slow schedule)", "C3", ":")}
+
+
+def _write_curves(path: Path, summary: dict[str, Any]) -> bool:
+    """``curves.png``: each corpus's validation metric against the training step, epoch by epoch, mean
+    over the seeds, for the best depth and the LSTMs (on both schedules where the study has them).
+    False, and nothing written, where the summary holds no curves (a study of highwaynet 0.3 or before)."""
+    corpora = {entry: result for entry, result in summary["corpora"].items()
+               if "val_curve" in chosen(result) and "rhn" in result}
+    if not corpora:
+        return False
+    steps = summary["config"]["base"].get("steps_per_epoch")
+    fig, axes = subplots(1, len(corpora), figsize=(min(FIGURE_WIDTH, 5 * len(corpora)), 3.6), squeeze=False)
+    for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
+        key, label = _metric(result["level"])
+        best = chosen(result)
+        for name, (what, color, style) in _CURVES.items():
+            row = best if name == "rhn" else result.get(name)
+            if row is None or "val_curve" not in row:
+                continue
+            losses = row["val_curve"]["val_loss"]
+            x = [(i + 1) * (steps or 1) for i in range(len(losses))]
+            y = [loss / math.log(2) if key == "bpc" else math.exp(loss) for loss in losses]
+            ax.plot(x, y, color=color, ls=style, marker=".",
+                    label=what.format(depth=best["depth"]))
+        ax.set(xlabel="training step" if steps else "epoch", ylabel=f"valid {label}", title=entry)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    save_figure(fig, path, dpi=120)
+    return True
 
 
 def _tuning_rows(tuned: dict[str, Any]) -> list[list[Any]]:
