@@ -474,10 +474,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"batches), with 95% t-intervals. Dropout {config['base']['state_dropout']}; training steps "
         f"{'replayed as CUDA graphs' if summary.get('cuda_graph') else 'run eagerly'}.", "",
         "![depth](depth.png)", "",
-        *(["Validation loss after each epoch, mean over the seeds, of the best depth and the LSTMs on each "
-           "schedule (the equal-time LSTM's last epochs have the seeds whose time allowed them):", "",
-           "![validation curves](curves.png)", ""] if curves else []),
-        *sections]))
+        *curves, *sections]))
     return report
 
 
@@ -488,19 +485,24 @@ _CURVES = {"rhn": ("RHN depth {depth}, the RHNs' schedule", "C0", "-"),
            "lstm": ("LSTM, same time (slow schedule)", "C3", ":")}
 
 
-def _write_curves(path: Path, summary: dict[str, Any]) -> bool:
+def _write_curves(path: Path, summary: dict[str, Any]) -> list[str]:
     """``curves.png``: each corpus's validation metric against the training step, epoch by epoch, mean
-    over the seeds, for the best depth and the LSTMs (on both schedules where the study has them).
-    False, and nothing written, where the summary holds no curves (a study of highwaynet 0.3 or before)."""
+    over the seeds, for the best depth and the LSTMs (on both schedules where the study has them); and
+    the report's lines that show it, with how far each curve fell over the RHNs' last epoch (a curve
+    still falling there is far from converged). No lines, and nothing written, where the summary has no
+    curves (a study of highwaynet 0.3 or before)."""
     corpora = {entry: result for entry, result in summary["corpora"].items()
                if "val_curve" in chosen(result) and "rhn" in result}
     if not corpora:
-        return False
+        return []
     steps = summary["config"]["base"].get("steps_per_epoch")
+    epochs = summary["config"]["base"]["train"]["epochs"]
     fig, axes = subplots(1, len(corpora), figsize=(min(FIGURE_WIDTH, 5 * len(corpora)), 3.6), squeeze=False)
+    falls = []
     for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
         key, label = _metric(result["level"])
         best = chosen(result)
+        fell = []
         for name, (what, color, style) in _CURVES.items():
             row = best if name == "rhn" else result.get(name)
             if row is None or "val_curve" not in row:
@@ -508,13 +510,20 @@ def _write_curves(path: Path, summary: dict[str, Any]) -> bool:
             losses = row["val_curve"]["val_loss"]
             x = [(i + 1) * (steps or 1) for i in range(len(losses))]
             y = [loss / math.log(2) if key == "bpc" else math.exp(loss) for loss in losses]
-            ax.plot(x, y, color=color, ls=style, marker=".",
-                    label=what.format(depth=best["depth"]))
+            what = what.format(depth=best["depth"])
+            ax.plot(x, y, color=color, ls=style, marker=".", label=what)
+            if name != "lstm" and epochs >= 2 and len(y) >= epochs:  # (the equal-time LSTM: its own length)
+                fell.append(f"{what} {y[epochs - 2] - y[epochs - 1]:.3f}")
         ax.set(xlabel="training step" if steps else "epoch", ylabel=f"valid {label}", title=entry)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
+        if fell:
+            falls.append(f"{entry}: over epoch {epochs}, the RHNs' last, the validation {key} falls by "
+                         f"{'; '.join(fell)}.")
     save_figure(fig, path, dpi=120)
-    return True
+    return ["The validation metric after each epoch, mean over the seeds, of the best depth and the LSTMs on each "
+            "schedule (the equal-time LSTM's last epochs have the seeds whose time allowed them):", "",
+            "![validation curves](curves.png)", "", *(f"- {line}" for line in falls), *([""] if falls else [])]
 
 
 def _tuning_rows(tuned: dict[str, Any]) -> list[list[Any]]:
