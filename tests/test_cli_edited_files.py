@@ -14,6 +14,7 @@ from highwaynet.cli import main, parse
 from highwaynet.data import download
 from highwaynet.data.download import DataFile, locate, sha256_of
 from highwaynet.elmo import files as elmo_files
+from highwaynet.training import files
 from highwaynet.training.checkpoint import CorruptCheckpoint, read_checkpoint
 from highwaynet.training.run_dir import read_results
 
@@ -311,6 +312,24 @@ def test_one_analysis_folder_does_not_take_the_other_analysis(trained, tmp_path,
     assert main(["reproduce", "lesion", str(run), "--out", str(run / "gates"), "--restart"]) == 0
     assert sorted(p.name for p in (run / "gates").iterdir() if not p.name.startswith(".")) == \
         ["lesion.json", "lesion.png", "report.md"]
+
+
+def test_an_analysis_of_a_run_does_not_take_a_choice_among_sweeps_folder(trained, tmp_path, capsys):
+    """A setting chosen among sweeps (``reproduce sentences --choose-from``) is an analysis folder too, holding
+    summary.json and report.md: the gates' analysis and the lesion study refuse it as they refuse each other's,
+    rather than writing their report.md over the choice's (files.ANALYSES names all three)."""
+    run = copy_run(trained, tmp_path)
+    choice = tmp_path / "choice"
+    files.claim(choice, "analysis", "the setting chosen among sweeps")
+    files.write_text(choice / "summary.json", '{"recipe": "sentences-choice"}\n')
+    files.write_text(choice / "report.md", "the choice's report\n")
+    for analysis in ("gates", "lesion"):
+        assert main(["reproduce", analysis, str(run), "--out", str(choice)]) == 2
+        error = capsys.readouterr().err
+        assert f"{choice} holds the setting chosen among sweeps (summary.json)" in error
+        assert "another --out" in error and "--restart" in error
+    assert (choice / "report.md").read_text() == "the choice's report\n"
+    assert sorted(p.name for p in choice.iterdir() if not p.name.startswith(".")) == ["report.md", "summary.json"]
 
 
 def test_the_folders_named_in_settings_take_a_tilde(monkeypatch, tmp_path):

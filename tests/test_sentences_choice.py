@@ -161,6 +161,53 @@ def test_a_choice_never_writes_over_a_sweep_or_a_users_files(shared_data, tmp_pa
         choose_setting([str(folders["wide"])], tmp_path / "choice", data_dir=data)
 
 
+def test_a_choice_never_takes_a_gates_or_lesion_folder(tmp_path, capsys):
+    """An analysis folder of a run's gates or lesion study holds a report.md the choice would replace: refused,
+    naming the analysis found and what to do, before anything is read or written."""
+    folders = _sweep_folders(tmp_path)
+    for result, what in (("gates.json", "the gates' analysis"), ("lesion.json", "the lesion study")):
+        out = tmp_path / result.split(".")[0]
+        files.claim(out, "analysis", what)
+        files.write_text(out / result, "{}\n")
+        files.write_text(out / "report.md", "the analysis' report\n")
+        assert main(["reproduce", "sentences", "--choose-from", f"wide={folders['wide']}", "--out", str(out)]) == 2
+        error = capsys.readouterr().err
+        assert f"{out} holds {what} ({result}), whose report.md the setting chosen among sweeps would replace" in error
+        assert "another --out" in error and "--restart" not in error  # (the choice has no --restart)
+        assert (out / "report.md").read_text() == "the analysis' report\n" and not (out / "summary.json").exists()
+
+
+def test_the_choice_s_default_folder_is_read_from_the_sweep_recipe_s(tmp_path, monkeypatch, capsys):
+    """Without --out, the choice goes beside the sweeps' default folder, read from the sentences recipe's own
+    default (one source): a default moved there moves the choice's folder with it (and its help), never onto
+    the sweeps' folder. A --out given is the choice's folder as it is."""
+    import dataclasses
+
+    from highwaynet import cli
+    from highwaynet.recipes import sentences
+
+    chosen = []
+
+    def choose_setting(sweeps, out, **kwargs):
+        chosen.append(out)
+        raise ValueError("nothing chosen here")
+
+    monkeypatch.setattr(sentences, "choose_setting", choose_setting)
+    moved = tuple(dataclasses.replace(r, out="runs/sentence-sweeps") if r.name == "sentences" else r
+                  for r in cli.REPRODUCE_RECIPES)
+    assert moved != cli.REPRODUCE_RECIPES
+    for recipes, default in ((cli.REPRODUCE_RECIPES, "runs/sentences"), (moved, "runs/sentence-sweeps")):
+        monkeypatch.setattr(cli, "REPRODUCE_RECIPES", recipes)
+        assert main(["reproduce", "sentences", "--choose-from", f"wide={tmp_path}"]) == 2
+        assert chosen.pop() == f"{default}-choice"
+        assert main(["reproduce", "sentences", "--choose-from", f"wide={tmp_path}", "--out", str(tmp_path / "c")]) == 2
+        assert chosen.pop() == str(tmp_path / "c")
+        capsys.readouterr()
+        with pytest.raises(SystemExit):
+            main(["reproduce", "sentences", "--help"])
+        assert f"(bydefault{default}-choice)" in "".join(capsys.readouterr().out.split())  # (however it wraps)
+
+
 def test_the_results_index_row_is_the_stored_choice(monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs" / "_ext"))
     import results

@@ -55,7 +55,8 @@ class Recipe:
     epilog: str | None = None
     resume_help: str = ("go on with the run in --out with the settings it was started with, whatever is asked (the "
                         "same command run again goes on by itself)")
-    extra: Callable[[argparse._ArgumentGroup], None] = field(default=lambda group: None)
+    #: Options of the recipe's own among the run options (``group``), given the recipe (its default ``out``).
+    extra: Callable[[argparse._ArgumentGroup, Recipe], None] = field(default=lambda group, recipe: None)
 
 
 def _positive_int(text: str) -> int:
@@ -114,7 +115,7 @@ def _add_run_options(parser: argparse.ArgumentParser, recipe: Recipe) -> None:
                      help="folder with the data files (default: $HIGHWAYNET_DATA, ~/.cache/highwaynet, and where "
                           "packages install them)")
     run.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
-    recipe.extra(run)
+    recipe.extra(run, recipe)
 
 
 def _add_recipe(commands: Any, recipe: Recipe) -> None:
@@ -253,7 +254,7 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
     from .training.run_dir import count, format_mean_std
 
     if args.choose_from:  # (a folder of its own: by default not the sweeps' default folder, which it would not take)
-        out = "runs/sentences-choice" if args.out == _path("runs/sentences") else args.out
+        out = _choice_out(args.recipe) if args.out == _path(args.recipe.out) else args.out
         chosen = sentences.choose_setting(args.choose_from, out, data_dir=args.data_dir, download=args.download)
         for line in sentences_report.choice_verdicts(chosen):
             print(line)
@@ -289,12 +290,18 @@ def _report_only(group: argparse._ArgumentGroup) -> None:
                             "several processes, each running the same command)")
 
 
-def _sentence_choice(group: argparse._ArgumentGroup) -> None:
+def _choice_out(recipe: Recipe) -> str:
+    """Where a choice among sweeps (``--choose-from``) writes without ``--out``: a folder of its own beside the
+    sweeps' default one, read from the recipe (its one source), which the choice would not take."""
+    return f"{recipe.out}-choice"
+
+
+def _sentence_choice(group: argparse._ArgumentGroup, recipe: Recipe) -> None:
     _report_only(group)
     group.add_argument("--choose-from", type=_labelled_folders, metavar="LABEL=FOLDER,...",
                        help="train nothing: choose the highway BiLSTM's setting on each task among these finished "
                             "sweeps by mean best validation accuracy, test it against their cnn paired by seed, "
-                            "and write summary.json and report.md into --out (by default runs/sentences-choice), "
+                            f"and write summary.json and report.md into --out (by default {_choice_out(recipe)}), "
                             "a folder of its own")
 
 

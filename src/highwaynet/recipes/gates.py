@@ -30,19 +30,8 @@ def _load_highway(run_dir: str | Path, data_dir: str | Path | None, download: bo
     return model, config, data
 
 
-def _check_analysis_folder(out: Path, what: str, other: str, other_what: str, restart: bool) -> None:
-    """Check ``out`` for ``what`` as :func:`files.check_claimable` does, and refuse it where it holds the
-    other analysis (its ``other`` file), unless ``restart`` removes it: both write ``report.md``, and one
-    would replace the other's."""
-    files.check_claimable(out, "analysis", what)
-    if not restart and files.read_regular(out, other) is not None:
-        raise FileExistsError(f"{out} holds {other_what} ({other}), whose report.md {what} would replace: pass "
-                              f"another --out (by default each analysis has its own folder in the run's), or "
-                              f"--restart to remove it")
-
-
-def _claim(out: Path, what: str, restart: bool) -> None:
-    files.claim(out, "analysis", what)
+def _claim(out: Path, result: str, restart: bool) -> None:
+    files.claim(out, "analysis", files.ANALYSES[result])
     if restart:
         files.clear(out)
 
@@ -58,7 +47,7 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     run started over (``train --restart``) clears the default folder too: it analysed the weights before.
     """
     out = Path(out) if out else Path(run_dir) / "gates"  # (the name training.files' _ANALYSIS_FOLDERS clears)
-    _check_analysis_folder(out, "the gates' analysis", "lesion.json", "the lesion study", restart)
+    files.check_analysis_folder(out, "gates.json", restart=restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     width = config.width
     biases = torch.stack([layer.bias[width:2 * width] for layer in model.highway.layers])  # (layers, units)
@@ -76,7 +65,7 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
         # How much the gates depend on the input: mean over units of the std over examples.
         "input_dependence": float(gates.std(0).mean()),
     }
-    _claim(out, "the gates' analysis", restart)
+    _claim(out, "gates.json", restart)
     write_text(out / "gates.json", json.dumps(result) + "\n")
     write_gates_report(out, result)
     return result
@@ -91,7 +80,7 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     run started over clears), a folder of its own.
     """
     out = Path(out) if out else Path(run_dir) / "lesion"  # (the name training.files' _ANALYSIS_FOLDERS clears)
-    _check_analysis_folder(out, "the lesion study", "gates.json", "the gates' analysis", restart)
+    files.check_analysis_folder(out, "lesion.json", restart=restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     x, y = data.test
 
@@ -106,7 +95,7 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     result = {"run_dir": str(run_dir), "data": config.data, "depth": config.depth, "baseline": baseline,
               "lesioned": lesioned,
               "harmless": sum(a >= baseline - 0.01 for a in lesioned)}  # within 1 point of the intact net
-    _claim(out, "the lesion study", restart)
+    _claim(out, "lesion.json", restart)
     write_text(out / "lesion.json", json.dumps(result, indent=2) + "\n")
     write_lesion_report(out, result)
     return result

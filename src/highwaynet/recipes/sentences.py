@@ -269,24 +269,21 @@ def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: s
     (with each task's split sizes, from its data, and the sweeps' folders) and ``out/report.md``.
 
     ``out`` is a folder of its own (:func:`~highwaynet.training.files.claim`, as an analysis): a
-    sweep's or a run's folder, or one holding files of the user's, is refused, so that the choice never
-    writes over what a sweep wrote. Run again, it writes its two files again."""
+    sweep's or a run's folder, one holding files of the user's, or one holding another analysis (a run's
+    gates' analysis or lesion study: :func:`~highwaynet.training.files.check_analysis_folder`) is refused, so
+    that the choice never writes over what a sweep or an analysis wrote. Run again, it writes its two files
+    again."""
     if not isinstance(sweeps, dict) or not sweeps:
         raise TypeError(f"sweeps must be a dict of a label for each finished sweep's folder, got {sweeps!r}")
     out = Path(out)
-    what = "the setting chosen among sweeps"
-    files.check_claimable(out, "analysis", what)
-    for other in ("gates.json", "lesion.json"):
-        if files.read_regular(out, other) is not None:
-            raise FileExistsError(f"{out} holds a gate analysis ({other}), whose report.md the choice would replace: "
-                                  f"pass another --out")
+    files.check_analysis_folder(out, "summary.json")  # (a gates' analysis or lesion study there is refused)
     summaries = {label: _sweep_summary(Path(folder)) for label, folder in sweeps.items()}
     sizes = {}
     for task in dict.fromkeys(t for s in summaries.values() for t in s["config"]["tasks"]):
         data = load_sentences(task, data_dir, download=download)
         sizes[task_name(task)] = {split: len(getattr(data, split)[1]) for split in ("train", "val", "test")}
     summary = {**choose(summaries, encoder, baseline, sizes), "sweeps": {k: str(v) for k, v in sweeps.items()}}
-    files.claim(out, "analysis", what)
+    files.claim(out, "analysis", files.ANALYSES["summary.json"])
     write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     write_choice_report(out, summary)
     return summary

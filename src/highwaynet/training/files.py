@@ -45,10 +45,10 @@ from typing import Any
 from .._checks import parse_json
 from .._files import NOFOLLOW, lock, open_folder
 
-__all__ = ["KINDS", "MARKER", "DamagedMarker", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt", "append_line",
-           "check_claimable", "claim", "clear", "make_dirs", "make_folder", "marker", "read_marker", "read_regular",
-           "remove_new_folders", "remove_stray_files", "remove_written", "save_figure", "save_torch",
-           "track_new_folders", "write_bytes", "write_text", "written"]
+__all__ = ["ANALYSES", "KINDS", "MARKER", "DamagedMarker", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt",
+           "append_line", "check_analysis_folder", "check_claimable", "claim", "clear", "make_dirs", "make_folder",
+           "marker", "read_marker", "read_regular", "remove_new_folders", "remove_stray_files", "remove_written",
+           "save_figure", "save_torch", "track_new_folders", "write_bytes", "write_text", "written"]
 
 #: The marker file of a folder highwaynet writes.
 MARKER = ".highwaynet"
@@ -62,6 +62,12 @@ _LEGACY_RUN_FILES = frozenset({"config.json", "metrics.jsonl", "checkpoint.pt", 
                                ".lock"})
 #: What an analysis folder (``reproduce gates``, ``reproduce lesion``) holds: re-marked where its marker is damaged.
 _ANALYSIS_FILES = frozenset({"gates.json", "gates.png", "lesion.json", "lesion.png", "report.md", "report.html"})
+#: The analyses that write into an ``analysis`` folder, each by the file that shows it wrote there (its result): what
+#: each is called in messages. Each writes ``report.md`` too, so that one folder holds one analysis
+#: (:func:`check_analysis_folder`): ``reproduce gates``, ``reproduce lesion`` (:mod:`highwaynet.recipes.gates`) and
+#: ``reproduce sentences --choose-from`` (:func:`highwaynet.recipes.sentences.choose_setting`).
+ANALYSES = {"gates.json": "the gates' analysis", "lesion.json": "the lesion study",
+            "summary.json": "the setting chosen among sweeps"}
 #: Folders highwaynet makes in a run folder whose files it does not list one by one (TensorBoard's event
 #: files): removed whole when the run starts over.
 _OPAQUE_FOLDERS = frozenset({"tensorboard"})
@@ -297,6 +303,31 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
                             f"remove {MARKER} and run the command again")
     raise FolderNotOurs(f"{folder} holds files that highwaynet did not write ({_describe(entries)}): {what} writes "
                         f"only into a new or empty folder, or one it wrote before; pass another folder")
+
+
+def check_analysis_folder(folder: str | Path, result: str, *, restart: bool | None = None) -> dict[str, Any] | None:
+    """Whether the analysis whose result is the file ``result`` (a name of :data:`ANALYSES`) may write into
+    ``folder``: :func:`check_claimable` for an ``analysis`` folder, and a folder holding another analysis' result
+    (a regular file) is refused, since the two write ``report.md`` and one would replace the other's. Nothing is
+    written. ``restart``: False where the command can remove what an earlier analysis wrote there first (its
+    ``--restart``, which the message names), True where it will (another analysis is not refused then), None
+    where it has no such option. Returns :func:`check_claimable`'s marker.
+
+    Raises:
+        FolderNotOurs: as :func:`check_claimable` (the folder is not one for an analysis).
+        FileExistsError: the folder holds another analysis (named, with its file, and what to do).
+    """
+    folder = Path(folder)
+    what = ANALYSES[result]
+    found = check_claimable(folder, "analysis", what)
+    if restart:
+        return found
+    for other, other_what in ANALYSES.items():
+        if other != result and read_regular(folder, other) is not None:
+            raise FileExistsError(f"{folder} holds {other_what} ({other}), whose report.md {what} would replace: pass "
+                                  f"another --out (by default each analysis writes into a folder of its own)"
+                                  + (", or --restart to remove it" if restart is False else ""))
+    return found
 
 
 #: ``identity(folder)``: the run identity a folder's own files carry (its checkpoint's, where it agrees with
