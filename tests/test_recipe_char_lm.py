@@ -102,3 +102,101 @@ def test_the_report_says_what_beats_what_against_the_seeds_spread():
         "b beats a by 1.000, beyond the seeds' spread"
     assert compare("a", {"mean": 1.0, "std": 0.3}, "b", {"mean": 1.5, "std": 0.3}, 1) == \
         "a beats b by 0.5, within the seeds' spread"
+
+
+def _hand_made_study() -> dict:
+    """A char-lm summary made by hand: each model's test perplexity by seed, listed in its row in the order of
+    its own ``seeds`` (which differs between models), its validation perplexity (mean over the seeds)."""
+    def row(model: str, tests: dict[int, float], valid: float, order: tuple[int, ...] = (0, 1, 2)) -> dict:
+        values = [tests[s] for s in order]
+        finite = [v for v in values if math.isfinite(v)]
+        return {"model": model, "settings": {}, "hidden": 100, "parameters": 1000, "seeds": list(order),
+                "test_ppl": {"mean": sum(values) / len(values), "std": float(len(finite) > 1), "values": values},
+                "val_ppl": valid, "train_seconds": 10.0}
+
+    rows = [row("chars, 0 highway", {0: 200.0, 1: 210.0, 2: 205.0}, 190.0),
+            row("chars, 1 highway", {0: 190.0, 1: 196.0, 2: 201.0}, 185.0, (2, 0, 1)),   # the best on validation,
+            row("chars, 2 highway", {0: 180.0, 1: 182.0, 2: 184.0}, 195.0),             # the best on test
+            row("chars, 1 MLP", {0: 199.0, 1: math.nan, 2: 207.0}, math.nan),           # seed 1 diverged
+            row("chars, 2 MLP", {0: 200.0, 1: 199.0, 2: 204.0}, 198.0),
+            row("words (LSTM)", {0: 170.0, 1: 172.0, 2: 180.0}, 160.0, (1, 0, 2))]
+    base = {"char_encoder": "compact", "layers": 2, "max_vocab": 5000, "batch_size": 20, "bptt": 35,
+            "steps_per_epoch": 200, "train": {"epochs": 3}}
+    return {"recipe": "char-lm", "corpus": "Corpus('hand-made')", "seconds": 60.0, "rows": rows,
+            "config": {"corpus": "austen", "budget": 1_200_000, "seeds": [0, 1, 2], "tune": 0, "base": base}}
+
+
+def test_char_lm_contrasts_pair_by_seed_and_choose_on_validation(tmp_path):
+    """Each contrast of test perplexity is paired by seed (the rows list their seeds in different orders),
+    leaves a diverged seed out of its pairs, and takes the best highway and the best character model on
+    validation, where the test split would choose another; one pair gives no interval. The expected
+    intervals are worked out here: mean ± t × sd / √n, t(0.975) = 12.706 for 1 degree of freedom, 4.303 for 2."""
+    summary = _hand_made_study()
+
+    def by_hand(differences, t):
+        n = len(differences)
+        mean = sum(differences) / n
+        sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1))
+        return mean, mean - t * sd / math.sqrt(n), mean + t * sd / math.sqrt(n)
+
+    # 1 highway − 1 MLP over seeds 0 and 2 (the MLP's seed 1 diverged): -9, -6; sd 3 / √2, half 12.706 × 1.5.
+    one = by_hand([190.0 - 199.0, 201.0 - 207.0], 12.706)
+    assert one == pytest.approx((-7.5, -7.5 - 19.059, -7.5 + 19.059))
+    # 2 highway − 2 MLP: -20, -17, -20; sd √3, half 4.303 × √3 / √3.
+    two = by_hand([180.0 - 200.0, 182.0 - 199.0, 184.0 - 204.0], 4.303)
+    assert two == pytest.approx((-19.0, -23.303, -14.697))
+    # The best highway model on validation is 1 highway (185 against 195; on test 2 highway would win, 182
+    # against 195.7): 1 highway − 0 highway = -10, -14, -4 (seed 2's 201 listed first in its row).
+    none = by_hand([190.0 - 200.0, 196.0 - 210.0, 201.0 - 205.0], 4.303)
+    # (sd = √(((-2/3)² + (-14/3)² + (16/3)²) / 2) = 5.033223, half 4.303 × 5.033223 / √3 = 12.504228)
+    assert none == pytest.approx((-9.333333, -21.837561, 3.170895), abs=1e-6)
+    # The best character model on validation is 1 highway too (the MLP's NaN mean is not chosen): 1 highway −
+    # words = 20, 24, 21 (the words' seeds listed 1, 0, 2).
+    words = by_hand([190.0 - 170.0, 196.0 - 172.0, 201.0 - 180.0], 4.303)
+    # (sd = √(((-5/3)² + (7/3)² + (-2/3)²) / 2) = 2.081666, half 4.303 × 2.081666 / √3 = 5.171562)
+    assert words == pytest.approx((21.666667, 16.495104, 26.838229), abs=1e-6)
+
+    found = char_lm.contrasts(summary)
+    assert [(c["a"], c["b"], c["seeds"], c["n"]) for c in found] == [
+        ("chars, 1 highway", "chars, 1 MLP", [0, 2], 2), ("chars, 2 highway", "chars, 2 MLP", [0, 1, 2], 3),
+        ("chars, 1 highway", "chars, 0 highway", [0, 1, 2], 3), ("chars, 1 highway", "words (LSTM)", [0, 1, 2], 3)]
+    for c, expected in zip(found, (one, two, none, words), strict=True):
+        assert (c["mean"], c["lo"], c["hi"]) == pytest.approx(expected)
+    assert found[2]["among"] == ["chars, 1 highway", "chars, 2 highway"]
+
+    lines = char_lm.verdicts(summary)
+    scale = "(about 1,200,000 parameters, 600 steps of 20 × 35 words (420,000 words), 3 seeds)"
+    assert lines == [
+        f"highway layers against MLP layers in their place {scale}: in test perplexity, chars, 1 highway − chars, 1 "
+        "MLP = -7.5 ppl [-26.6, +11.6] (95%, paired over 2 seeds): no difference resolved (left out of the pairs: "
+        "chars, 1 MLP diverged with seed 1)",
+        f"highway layers against MLP layers in their place {scale}: in test perplexity, chars, 2 highway − chars, 2 "
+        "MLP = -19.0 ppl [-23.3, -14.7] (95%, paired over 3 seeds): the highway model lower",
+        f"highway layers against none {scale}: on validation, the best model with highway layers is chars, 1 highway "
+        "(valid perplexity 185.0; chars, 2 highway 195.0); in test perplexity, chars, 1 highway − chars, 0 highway "
+        "= -9.3 ppl [-21.8, +3.2] (95%, paired over 3 seeds): no difference resolved",
+        f"characters against words {scale}: on validation, the best character model is chars, 1 highway (valid "
+        "perplexity 185.0; chars, 0 highway 190.0, chars, 2 highway 195.0, chars, 1 MLP diverged, chars, 2 MLP "
+        "198.0); in test perplexity, chars, 1 highway − words (LSTM) = +21.7 ppl [+16.5, +26.8] (95%, paired over "
+        "3 seeds): the word model lower"]
+
+    char_lm.write_report(tmp_path, summary)
+    report = (tmp_path / "report.md").read_text()
+    assert "| chars, 1 highway − chars, 1 MLP | -7.5 | [-26.6, +11.6] | 0, 2 | no difference resolved |" in report
+    assert "| chars, 2 highway − chars, 2 MLP | -19.0 | [-23.3, -14.7] | 0, 1, 2 | the highway model lower |" in report
+    assert ("| chars, 1 highway − chars, 0 highway (the first chosen on validation) | -9.3 | [-21.8, +3.2] | 0, 1, 2 "
+            "| no difference resolved |") in report
+    assert ("| chars, 1 highway − words (LSTM) (the first chosen on validation) | +21.7 | [+16.5, +26.8] | 0, 1, 2 "
+            "| the word model lower |") in report
+    assert "the test split chooses nothing" in report
+
+    # One pair: the word model trained with seed 1 alone; 1 highway − words = 196 − 172, and no interval.
+    summary["rows"][-1].update(seeds=[1], test_ppl={"mean": 172.0, "std": 0.0, "values": [172.0]})
+    c = char_lm.contrasts(summary)[-1]
+    assert (c["seeds"], c["n"], c["mean"]) == ([1], 1, 24.0)
+    assert char_lm.verdicts(summary)[-1].endswith(
+        "in test perplexity, chars, 1 highway − words (LSTM) = +24.0 ppl (one seed: no interval) (left out of the "
+        "pairs: seeds 0, 2 trained by one of the two only)")
+    char_lm.write_report(tmp_path, summary)
+    assert ("| chars, 1 highway − words (LSTM) (the first chosen on validation) | +24.0 | none | 1 "
+            "| one seed: no interval |") in (tmp_path / "report.md").read_text()

@@ -254,6 +254,31 @@ def test_the_transformer_page_claims_hold_in_its_stored_record():
         assert by["vs pre-LN sum", variant, 2, 2]["verdict"] == "no difference resolved"
 
 
+def test_the_char_lm_page_s_finding_quotes_each_paired_interval_its_stored_reports_hold(tmp_path):
+    """The "What holds, and what does not" section of docs/results/char-lm.md is written by hand: each
+    contrast of both stored runs (default and longer) must be quoted there as its report writes it
+    (difference and 95% interval, paired by seed), every decimal number it quotes must be one of the two
+    reports' (as written, or rounded from it), and it says where nothing was resolved, so that a rerun
+    stored without the prose updated fails here. (It once called a 10-point gap within an interval of
+    [-53.0, +32.4] a lead.)"""
+    known, intervals, unresolved = set(), [], 0
+    for name in ("char-lm-austen", "char-lm-austen-long"):
+        result = copy.deepcopy(STORED[name]["result"])
+        (tmp_path / name).mkdir()
+        char_lm.write_report(tmp_path / name, result)
+        known |= _decimals((tmp_path / name / "report.md").read_text())
+        for c in char_lm.contrasts(result):
+            assert c["n"] == len(result["config"]["seeds"]) > 1, "every seed paired: no run of the store diverged"
+            intervals.append(f"{c['mean']:+.1f} ppl [{c['lo']:+.1f}, {c['hi']:+.1f}]")
+            unresolved += c["lo"] < 0 < c["hi"]
+    page = (RESULTS / "char-lm.md").read_text()
+    finding = " ".join(page[page.index("## What holds, and what does not"):].split())  # (its lines joined)
+    assert [i for i in intervals if i not in finding] == []
+    assert [q for q in re.findall(r"\d+\.\d+", finding) if q not in known] == []
+    assert unresolved == 5 and finding.count("Not resolved") == 2 and "one resolved contrast" in finding
+    assert "12.7" in finding and "two seeds" in finding  # (how wide two seeds make an interval, said plainly)
+
+
 def test_the_rhn_page_s_equal_time_finding_quotes_only_numbers_its_stored_report_holds(tmp_path):
     """The "Equal time, and equal steps" finding of docs/results/rhn.md is written by hand: each number
     with three or more decimal places it quotes must be one the depth study's report writes from the

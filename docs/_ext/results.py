@@ -290,12 +290,16 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
     for name in ("char-lm-austen", "char-lm-austen-long"):
         if name not in records:
             continue
-        models = records[name]["result"]["rows"]
-        epochs = records[name]["result"]["config"]["base"]["train"]["epochs"]
-        add(name, [f"character-aware LMs (Austen, words, {epochs} epochs)",
-                     "test perplexity: " + "; ".join(f"{r['model']} {r['test_ppl']['mean']:.0f} ± "
-                                                     f"{r['test_ppl']['std']:.0f}" for r in models),
-                     "{doc}`/results/char-lm`"])
+        from highwaynet.recipes import char_lm, lm
+        from highwaynet.report import paired_text
+
+        study = records[name]["result"]
+        # (each model's mean ± sd, then the ablation's contrasts paired by seed, the best chosen on validation)
+        cells = [f"{r['model']} {r['test_ppl']['mean']:.0f} ± {r['test_ppl']['std']:.0f}" for r in study["rows"]]
+        cells += [f"{c['a']}{' (chosen on validation)' if len(c['among']) > 1 else ''} − {c['b']} "
+                  + paired_text(c, "ppl", c["lower"], 1) for c in char_lm.contrasts(study)]
+        add(name, [f"character-aware LMs (Austen, words: {lm.scale(study, 'words')}; differences paired by seed)",
+                   "test perplexity: " + "; ".join(cells), "{doc}`/results/char-lm`"])
     transformer = "transformer-depth-tinyshakespeare"
     if transformer in records:
         from highwaynet.recipes.transformer_depth import contrast_text, test_loss_text

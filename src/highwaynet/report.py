@@ -21,8 +21,9 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from .training import files  # noqa: E402
 
 __all__ = ["FIGURE_WIDTH", "SHOWN_WIDTH", "SMALLEST_TEXT", "bullets", "compare", "diverged", "diverged_rule",
-           "environment_text", "findings", "legible", "loss_cell", "markdown_table", "run_verdicts", "save_figure",
-           "seeds_cell", "shown_points", "subplots", "with_rule", "whole_numbers", "write_html", "write_run_report"]
+           "environment_text", "findings", "legible", "loss_cell", "markdown_table", "paired_resolves", "paired_text",
+           "run_verdicts", "save_figure", "seeds_cell", "shown_points", "subplots", "with_rule", "whole_numbers",
+           "write_html", "write_run_report"]
 
 
 #: How wide a report's figure is shown, in pixels: the docs' text column (furo's 46em) and about a report
@@ -100,6 +101,25 @@ def compare(a: str, a_stat: dict[str, float], b: str, b_stat: dict[str, float], 
     apart = one["mean"] + one["std"] < two["mean"] - two["std"]
     return f"{first} beats {second} by {gap:.{digits}f}, " + ("beyond the seeds' spread" if apart else
                                                               "within the seeds' spread")
+
+
+def paired_resolves(c: Mapping[str, Any], lower: tuple[str, str]) -> str:
+    """What a paired difference (first − second; ``mean``, ``lo``, ``hi`` and ``n`` as
+    :func:`~highwaynet.training.run_dir.paired_interval` gives them) resolves: which of ``lower`` (the
+    first, the second) its 95% interval puts lower, or none; fewer than two pairs have no interval."""
+    if c["n"] < 2:
+        return "one seed: no interval" if c["n"] else "no seed to pair"
+    return f"{lower[0]} lower" if c["hi"] < 0 else f"{lower[1]} lower" if c["lo"] > 0 else "no difference resolved"
+
+
+def paired_text(c: Mapping[str, Any], unit: str, lower: tuple[str, str], digits: int = 3) -> str:
+    """A paired difference in words: its mean in ``unit``, its 95% interval over the seeds paired and
+    what it resolves (:func:`paired_resolves`): ``+0.133 bpc [+0.062, +0.205] (95%, paired over 3
+    seeds): the LSTM lower``."""
+    if c["n"] < 2:
+        return f"{c['mean']:+.{digits}f} {unit} ({paired_resolves(c, lower)})" if c["n"] else paired_resolves(c, lower)
+    return (f"{c['mean']:+.{digits}f} {unit} [{c['lo']:+.{digits}f}, {c['hi']:+.{digits}f}] (95%, paired over "
+            f"{c['n']} seeds): {paired_resolves(c, lower)}")
 
 
 def findings(lines: Sequence[str]) -> list[str]:

@@ -20,21 +20,22 @@ from ..config import CharLMConfig, LMConfig
 from ..data.corpora import load_corpus
 from ..report import (
     FIGURE_WIDTH,
-    compare,
     diverged,
     findings,
     loss_cell,
     markdown_table,
+    paired_resolves,
+    paired_text,
     save_figure,
     seeds_cell,
     subplots,
 )
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, paired_differences, run_once, start_sweep, write_text
 from . import lm
 from .tuning import trial_config, tune_family
 
-__all__ = ["CharLMConfig", "run", "variants", "verdicts", "write_report"]
+__all__ = ["CharLMConfig", "contrasts", "run", "variants", "verdicts", "write_report"]
 
 
 def variants(config: CharLMConfig) -> list[tuple[str, dict[str, Any]]]:
@@ -116,6 +117,13 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
                            [[r["model"], r["hidden"], f"{r['parameters']:,}",
                              seeds_cell(r["test_ppl"], r["test_ppl"]["values"], 1), loss_cell(r["val_ppl"], digits=1),
                              f"{r['train_seconds']:.0f}"] for r in rows])
+    found = contrasts(summary)
+    differences = markdown_table(
+        ["test perplexity, paired by seed", "difference", "95% t-interval", "seeds paired", "what it resolves"],
+        [[f"{c['a']} − {c['b']}" + (" (the first chosen on validation)" if len(c["among"]) > 1 else ""),
+          f"{c['mean']:+.1f}" if c["n"] else "-",
+          f"[{c['lo']:+.1f}, {c['hi']:+.1f}]" if c["n"] > 1 else "none",
+          ", ".join(map(str, c["seeds"])) or "none", paired_resolves(c, c["lower"])] for c in found])
     base = config["base"]
     report = out / "report.md"
     write_text(report, "\n".join([
@@ -129,28 +137,86 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{base['bptt']} words x {base['batch_size']} streams; seeds {config['seeds']}"
         + (f"; each model's learning rate, dropout and layers chosen by {config['tune']} random-search trials"
            if config.get("tune") else "") + ".", "",
-        "![test perplexity](char-lm.png)", "", table, ""]))
+        "![test perplexity](char-lm.png)", "", table, "",
+        *([differences, "",
+           "Each difference is the first model's test perplexity − the second's, seed by seed (the same seed gives "
+           "both models the same batches), over the seeds both trained without diverging, with its 95% t-interval: "
+           "the mean ± t × sd / √n, where t is 12.71 for two seeds and 4.30 for three, so that a few seeds give a "
+           "wide interval. The best highway model and the best character model are the ones with the lowest "
+           "validation perplexity (the last epoch's, mean over the seeds); the test split chooses nothing.", ""]
+          if found else [])]))
     return report
 
 
+def _test(row: dict[str, Any]) -> dict[int, float]:
+    """A model's test perplexity by seed (its row lists ``seeds`` and the values in the same order), the
+    seeds whose run diverged (:func:`~highwaynet.report.diverged`) left out."""
+    return {seed: v for seed, v in zip(row["seeds"], row["test_ppl"]["values"], strict=True) if not diverged(v)}
+
+
+def _best_on_valid(rows: dict[str, dict[str, Any]], names: list[str]) -> str | None:
+    """Of ``names``, the model with the lowest validation perplexity (the last epoch's, mean over the
+    seeds); one whose mean is not finite (a seed diverged) is not chosen. None where none is left."""
+    finite = [n for n in names if not diverged(rows[n]["val_ppl"])]
+    return min(finite, key=lambda n: rows[n]["val_ppl"], default=None)
+
+
+def contrasts(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ablation's contrasts, each model ``a``'s test perplexity − model ``b``'s, paired by seed over
+    the seeds both trained without diverging (:func:`~highwaynet.training.run_dir.paired_differences`:
+    ``seeds``, ``differences``, ``mean``, its 95% t-interval ``lo``, ``hi``, and ``n``; no interval for
+    one pair): highway against MLP layers of the same count; the best highway model against none; the
+    best character model against words. The best are chosen on validation perplexity, never on test:
+    ``among``, the models ``a`` was chosen among (empty where it was not chosen), ``kind``, what they
+    are in words. ``what``: the contrast in words; ``lower``: each side in words (what an interval
+    puts lower)."""
+    rows = {r["model"]: r for r in summary["rows"]}
+    found = []
+
+    def add(what: str, a: str, b: str, lower: tuple[str, str], among: list[str] | None = None, kind: str = "") -> None:
+        found.append({"what": what, "a": a, "b": b, "lower": lower, "among": among or [], "kind": kind,
+                      **paired_differences(_test(rows[a]), _test(rows[b]))})
+
+    for name in rows:
+        if "highway" in name and (mlp := name.replace("highway", "MLP")) in rows:
+            add("highway layers against MLP layers in their place", name, mlp, ("the highway model", "the MLP model"))
+    highway = [n for n in rows if "highway" in n and not n.startswith("chars, 0 ")]
+    if "chars, 0 highway" in rows and (best := _best_on_valid(rows, highway)):
+        add("highway layers against none", best, "chars, 0 highway",
+            ("the highway model", "the model without highway layers"), highway, "model with highway layers")
+    chars = [n for n in rows if n.startswith("chars")]
+    words = [n for n in rows if n.startswith("words")]
+    if words and (best := _best_on_valid(rows, chars)):
+        add("characters against words", best, words[0], ("the character model", "the word model"), chars,
+            "character model")
+    return found
+
+
 def verdicts(summary: dict[str, Any]) -> list[str]:
-    """The ablation's comparisons in test perplexity (mean ± std over the seeds), each against the seeds'
-    spread: highway against MLP layers of the same count, the best highway model against none, the best
-    character model against words (the report's first lines, and the docs' results page's)."""
-    # (a model with a diverged seed has no mean to compare: its table cell says so)
-    by_name = {r["model"]: r["test_ppl"] for r in summary["rows"] if not any(map(diverged, r["test_ppl"]["values"]))}
+    """The ablation's :func:`contrasts` in words, with the study's scale (the report's first lines,
+    and the docs' results page's): each paired difference of test perplexity with its 95% interval
+    and what it resolves; for a model chosen on validation, that it was, and its validation perplexity
+    against the others'; the seeds left out of the pairs, and why."""
+    rows = {r["model"]: r for r in summary["rows"]}
+    scale = lm.scale(summary, "words")
     lines = []
-    for name in by_name:
-        if "highway" in name and name.replace("highway", "MLP") in by_name:
-            lines.append(compare(name, by_name[name], name.replace("highway", "MLP"),
-                                 by_name[name.replace("highway", "MLP")], 1))
-    highway = [n for n in by_name if "highway" in n and not n.startswith("chars, 0 ")]
-    if highway and "chars, 0 highway" in by_name:
-        best = min(highway, key=lambda n: by_name[n]["mean"])
-        lines.append(compare(best, by_name[best], "chars, 0 highway", by_name["chars, 0 highway"], 1))
-    chars = [n for n in by_name if n.startswith("chars")]
-    words = [n for n in by_name if n.startswith("words")]
-    if chars and words:
-        best = min(chars, key=lambda n: by_name[n]["mean"])
-        lines.append(compare(best, by_name[best], words[0], by_name[words[0]], 1))
-    return [f"in test perplexity, {line}" for line in lines]
+    for c in contrasts(summary):
+        a, b, line = c["a"], c["b"], f"{c['what']} ({scale}): "
+        if len(c["among"]) > 1:
+            others = ", ".join(f"{n} {loss_cell(rows[n]['val_ppl'], digits=1)}" for n in c["among"] if n != a)
+            line += (f"on validation, the best {c['kind']} is {a} (valid perplexity {rows[a]['val_ppl']:.1f}; "
+                     f"{others}); ")
+        elif c["among"]:
+            line += f"the only {c['kind']} is {a}; "
+        line += f"in test perplexity, {a} − {b} = {paired_text(c, 'ppl', c['lower'], 1)}"
+        left = [f"{name} diverged with {_seeds(bad)}" for name in (a, b)
+                if (bad := set(rows[name]["seeds"]) - set(_test(rows[name])))]
+        if alone := set(rows[a]["seeds"]) ^ set(rows[b]["seeds"]):
+            left.append(f"{_seeds(alone)} trained by one of the two only")
+        lines.append(line + (f" (left out of the pairs: {'; '.join(left)})" if left else ""))
+    return lines
+
+
+def _seeds(seeds: set[int]) -> str:
+    """``"seed 2"``, ``"seeds 0, 2"``."""
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, sorted(seeds)))

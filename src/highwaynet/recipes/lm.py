@@ -31,7 +31,7 @@ from ..training import LanguageModelTask, Trainer
 from ..training.run_dir import load_best_weights, load_run_config, open_run, read_json, saved_config, write_text
 from ..training.trainer import seed_everything
 
-__all__ = ["LMConfig", "build_model", "load_trained", "run", "sample", "stream"]
+__all__ = ["LMConfig", "build_model", "load_trained", "run", "sample", "scale", "stream"]
 
 
 
@@ -139,6 +139,22 @@ def _train(config: LMConfig, out: str | Path, *, resume: bool, data_dir: str | P
         results["sample"] = sample(model, corpus, prompt, 300 if config.level == "char" else 80, 0.8, seed=0)
     write_text(Path(out, "results.json"), json.dumps(results, indent=2) + "\n")
     return results
+
+
+def scale(summary: dict[str, Any], unit: str) -> str:
+    """A language-model study's scale, for a sentence that states its result: the parameter budget, the
+    steps, batch and window, the tokens (``unit``: ``"words"`` or ``"characters"``) trained on, and
+    the seeds (``summary["config"]``: ``budget``, ``seeds`` and the models' ``base`` settings)."""
+    config, base = summary["config"], summary["config"]["base"]
+    steps = base.get("steps_per_epoch")
+    if steps:
+        steps *= base["train"]["epochs"]
+        trained = (f"{steps:,} steps of {base['batch_size']} × {base['bptt']} {unit} "
+                   f"({steps * base['batch_size'] * base['bptt']:,} {unit})")
+    else:
+        trained = f"{base['train']['epochs']} epochs of batch {base['batch_size']} × {base['bptt']} {unit}"
+    seeds = len(config.get("seeds", [0]))
+    return f"about {config['budget']:,} parameters, {trained}, {seeds} seed{'s' if seeds > 1 else ''}"
 
 
 def sample(model: LanguageModel, corpus: Corpus, prompt: str, length: int, temperature: float,

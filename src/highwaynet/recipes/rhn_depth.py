@@ -35,6 +35,7 @@ from ..report import (
     findings,
     loss_cell,
     markdown_table,
+    paired_text,
     save_figure,
     seeds_cell,
     subplots,
@@ -46,7 +47,7 @@ from ..training.run_dir import (
     finish_sweep,
     finite_or_inf,
     mean_std,
-    paired_interval,
+    paired_differences,
     read_metrics,
     run_once,
     start_sweep,
@@ -231,8 +232,7 @@ def _paired(result: dict[str, Any], a: str, b: str) -> dict[str, Any]:
     key = _metric(result["level"])[0]
     first, second = ({r["seed"]: r["test"][key] for r in _runs(chosen(result) if m == "rhn" else result[m])}
                      for m in (a, b))
-    seeds = sorted(set(first) & set(second))
-    return {"seeds": seeds, **paired_interval([first[s] - second[s] for s in seeds])}
+    return paired_differences(first, second)
 
 
 def _stats(entry: dict[str, Any], key: str) -> dict[str, float]:
@@ -247,29 +247,15 @@ def over_seeds(entry: dict[str, Any], key: str) -> str:
 
 
 def scale(summary: dict[str, Any], entry: str) -> str:
-    """A depth study's scale on corpus ``entry``, for a sentence that states its result: parameters,
-    steps, batch, window, tokens and seeds."""
-    config, base = summary["config"], summary["config"]["base"]
-    unit = "characters" if entry.endswith(":char") else "words"
-    steps = base.get("steps_per_epoch")
-    if steps:
-        steps *= base["train"]["epochs"]
-        trained = (f"{steps:,} steps of {base['batch_size']} × {base['bptt']} {unit} "
-                   f"({steps * base['batch_size'] * base['bptt']:,} {unit})")
-    else:
-        trained = f"{base['train']['epochs']} epochs of batch {base['batch_size']} × {base['bptt']} {unit}"
-    seeds = len(config.get("seeds", [0]))
-    return f"about {config['budget']:,} parameters, {trained}, {seeds} seed{'s' if seeds > 1 else ''}"
+    """A depth study's scale on corpus ``entry``, for a sentence that states its result (:func:`.lm.scale`):
+    parameters, steps, batch, window, tokens and seeds."""
+    return lm.scale(summary, "characters" if entry.endswith(":char") else "words")
 
 
 def _interval(c: dict[str, Any], key: str, lower: tuple[str, str] = ("the RHN", "the LSTM")) -> str:
-    """A paired difference in words: its mean, 95% interval and which of ``lower`` (the first, the
-    second) it puts lower."""
-    if c["n"] < 2:
-        return f"{c['mean']:+.3f} {key} (one seed: no interval)"
-    verdict = (f"{lower[0]} lower" if c["hi"] < 0 else f"{lower[1]} lower" if c["lo"] > 0
-               else "no difference resolved")
-    return f"{c['mean']:+.3f} {key} [{c['lo']:+.3f}, {c['hi']:+.3f}] (95%, paired over {c['n']} seeds): {verdict}"
+    """A paired difference in words (:func:`~highwaynet.report.paired_text`): its mean, 95% interval and
+    which of ``lower`` (the first, the second) it puts lower."""
+    return paired_text(c, key, lower)
 
 
 def _tune(config: RHNDepthConfig, out: Path, summary: dict[str, Any], start: float, data_dir, download: bool, log,

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..models.sentence import ENCODER_DESCRIPTIONS, STACKED_ENCODERS
 from ..report import compare, findings, markdown_table, save_figure, subplots
-from ..training.run_dir import count, format_mean_std, mean_std, paired_interval, write_text
+from ..training.run_dir import count, format_mean_std, mean_std, paired_differences, write_text
 
 __all__ = ["KIM_CNN_RAND", "KIM_WITH_PHRASES", "TASK_NAMES", "choice_scale", "choice_verdicts", "choose",
            "difference_text", "paired_contrasts", "paired_difference", "plot_depth", "published", "resolved",
@@ -67,10 +67,8 @@ def paired_difference(runs: list[dict[str, Any]], baseline: list[dict[str, Any]]
     pairs both ran: ``pairs``, ``[seed, fold]`` each): the differences' mean, its 95% t-interval
     (``lo``, ``hi``; NaN for one pair) and ``n``; ``differences``, one a pair, so that a stored result
     can be checked without its run folders."""
-    ours, theirs = _accuracy(runs), _accuracy(baseline)
-    pairs = sorted(set(ours) & set(theirs))
-    differences = [ours[p] - theirs[p] for p in pairs]
-    return {"pairs": [list(p) for p in pairs], "differences": differences, **paired_interval(differences)}
+    c = paired_differences(_accuracy(runs), _accuracy(baseline))
+    return {"pairs": [list(p) for p in c.pop("seeds")], **c}
 
 
 def paired_contrasts(summary: dict[str, Any], baseline: str = "cnn") -> list[dict[str, Any]]:

@@ -44,9 +44,9 @@ from .progress import SweepProgress
 
 __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
            "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir",
-           "load_best_weights", "load_run_config", "mean_std", "open_run", "paired_interval", "plan_run",
-           "prepare_run_dir", "read_json", "read_metrics", "read_results", "release_lock", "run_once", "saved_config",
-           "settings_differ", "settings_named_by", "start_sweep", "take_lock", "write_text"]
+           "load_best_weights", "load_run_config", "mean_std", "open_run", "paired_differences", "paired_interval",
+           "plan_run", "prepare_run_dir", "read_json", "read_metrics", "read_results", "release_lock", "run_once",
+           "saved_config", "settings_differ", "settings_named_by", "start_sweep", "take_lock", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -750,6 +750,15 @@ def paired_interval(differences: list[float]) -> dict[str, float]:
         return {"mean": mean, "lo": math.nan, "hi": math.nan, "n": n}
     half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(differences) / math.sqrt(n)
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
+
+
+def paired_differences(first: Mapping[Any, float], second: Mapping[Any, float]) -> dict[str, Any]:
+    """``first`` − ``second`` (each a result by its seed, or any key that pairs two runs: the same seed
+    trains on the same batches), over the keys both hold, sorted (``seeds``), with one difference each
+    (``differences``), and :func:`paired_interval`'s fields: their mean, 95% t-interval and ``n``."""
+    seeds = sorted(set(first) & set(second))
+    differences = [first[s] - second[s] for s in seeds]
+    return {"seeds": seeds, "differences": differences, **paired_interval(differences)}
 
 
 def count(n: int, noun: str) -> str:
