@@ -152,6 +152,10 @@ def test_char_lm_contrasts_pair_by_seed_and_choose_on_validation(tmp_path):
     assert none == pytest.approx((-9.333333, -21.837561, 3.170895), abs=1e-6)
     # The best character model on validation is 1 highway too (the MLP's NaN mean is not chosen): 1 highway −
     # words = 20, 24, 21 (the words' seeds listed 1, 0, 2).
+    # Each other highway model against none too, not chosen: 2 highway − 0 highway = -20, -28, -21.
+    two_none = by_hand([180.0 - 200.0, 182.0 - 210.0, 184.0 - 205.0], 4.303)
+    # (sd = √((3² + (-5)² + 2²) / 2) = 4.358899, half 4.303 × 4.358899 / √3 = 10.828979)
+    assert two_none == pytest.approx((-23.0, -33.828979, -12.171021), abs=1e-6)
     words = by_hand([190.0 - 170.0, 196.0 - 172.0, 201.0 - 180.0], 4.303)
     # (sd = √(((-5/3)² + (7/3)² + (-2/3)²) / 2) = 2.081666, half 4.303 × 2.081666 / √3 = 5.171562)
     assert words == pytest.approx((21.666667, 16.495104, 26.838229), abs=1e-6)
@@ -159,10 +163,11 @@ def test_char_lm_contrasts_pair_by_seed_and_choose_on_validation(tmp_path):
     found = char_lm.contrasts(summary)
     assert [(c["a"], c["b"], c["seeds"], c["n"]) for c in found] == [
         ("chars, 1 highway", "chars, 1 MLP", [0, 2], 2), ("chars, 2 highway", "chars, 2 MLP", [0, 1, 2], 3),
-        ("chars, 1 highway", "chars, 0 highway", [0, 1, 2], 3), ("chars, 1 highway", "words (LSTM)", [0, 1, 2], 3)]
-    for c, expected in zip(found, (one, two, none, words), strict=True):
+        ("chars, 1 highway", "chars, 0 highway", [0, 1, 2], 3), ("chars, 2 highway", "chars, 0 highway", [0, 1, 2], 3),
+        ("chars, 1 highway", "words (LSTM)", [0, 1, 2], 3)]
+    for c, expected in zip(found, (one, two, none, two_none, words), strict=True):
         assert (c["mean"], c["lo"], c["hi"]) == pytest.approx(expected)
-    assert found[2]["among"] == ["chars, 1 highway", "chars, 2 highway"]
+    assert found[2]["among"] == ["chars, 1 highway", "chars, 2 highway"] and found[3]["among"] == []
 
     lines = char_lm.verdicts(summary)
     scale = "(about 1,200,000 parameters, 600 steps of 20 × 35 words (420,000 words), 3 seeds)"
@@ -175,6 +180,8 @@ def test_char_lm_contrasts_pair_by_seed_and_choose_on_validation(tmp_path):
         f"highway layers against none {scale}: on validation, the best model with highway layers is chars, 1 highway "
         "(valid perplexity 185.0; chars, 2 highway 195.0); in test perplexity, chars, 1 highway − chars, 0 highway "
         "= -9.3 ppl [-21.8, +3.2] (95%, paired over 3 seeds): no difference resolved",
+        f"highway layers against none {scale}: in test perplexity, chars, 2 highway − chars, 0 highway = -23.0 ppl "
+        "[-33.8, -12.2] (95%, paired over 3 seeds): the highway model lower",
         f"characters against words {scale}: on validation, the best character model is chars, 1 highway (valid "
         "perplexity 185.0; chars, 0 highway 190.0, chars, 2 highway 195.0, chars, 1 MLP diverged, chars, 2 MLP "
         "198.0); in test perplexity, chars, 1 highway − words (LSTM) = +21.7 ppl [+16.5, +26.8] (95%, paired over "
@@ -186,6 +193,8 @@ def test_char_lm_contrasts_pair_by_seed_and_choose_on_validation(tmp_path):
     assert "| chars, 2 highway − chars, 2 MLP | -19.0 | [-23.3, -14.7] | 0, 1, 2 | the highway model lower |" in report
     assert ("| chars, 1 highway − chars, 0 highway (the first chosen on validation) | -9.3 | [-21.8, +3.2] | 0, 1, 2 "
             "| no difference resolved |") in report
+    assert ("| chars, 2 highway − chars, 0 highway | -23.0 | [-33.8, -12.2] | 0, 1, 2 "
+            "| the highway model lower |") in report
     assert ("| chars, 1 highway − words (LSTM) (the first chosen on validation) | +21.7 | [+16.5, +26.8] | 0, 1, 2 "
             "| the word model lower |") in report
     assert "the test split chooses nothing" in report

@@ -446,17 +446,24 @@ def test_rhn_depth_curves_draw_each_models_validation_curve_in_its_metric(tmp_pa
     monkeypatch.setattr(rhn_depth, "save_figure", lambda fig, path, **kw: (figures.update({path.name: fig}),
                                                                            real(fig, path, **kw)))
     rhn_depth.write_report(tmp_path, summary)
+    drawn = figures["curves.png"].axes[0].get_lines()
     lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
-             for line in figures["curves.png"].axes[0].get_lines()}
+             for line in drawn if not line.get_label().startswith("_")}
     bits = [x / math.log(2) for x in (2.0, 1.5, 2.1, 1.6, 1.4)]
-    assert lines == {"RHN depth 2, the RHNs' schedule": ([50, 100], pytest.approx(bits[:2])),
-                     "LSTM, same time (slow schedule)": ([50, 100, 150], pytest.approx(bits[2:]))}
+    assert lines == {"RHN depth 2 on the RHNs' schedule": ([50, 100], pytest.approx(bits[:2])),
+                     "LSTM on the slow schedule, same time": ([50, 100, 150], pytest.approx(bits[2:])),
+                     "the RHNs' last step": ([100, 100], [0, 1])}
+    # The equal-time LSTM's 3rd point averages 1 seed where its first averaged 3: drawn hollow, alone.
+    hollow = [(list(line.get_xdata()), list(line.get_ydata())) for line in drawn
+              if line.get_markerfacecolor() == "none"]
+    assert hollow == [([150], pytest.approx(bits[4:]))]
     assert figures["curves.png"].axes[0].get_xlabel() == "training step"
     report = (tmp_path / "report.md").read_text()
     assert "![validation curves](curves.png)" in report
     # How far each curve fell over the RHNs' last epoch (the equal-time LSTM's runs on past it: not said).
-    assert ("- tinyshakespeare:char: over epoch 2, the RHNs' last, the validation bpc falls by RHN depth 2, the "
-            f"RHNs' schedule {0.5 / math.log(2):.3f}.\n") in report
+    assert ("- tinyshakespeare:char: over epoch 2, the RHNs' last, the validation bpc falls by: RHN depth 2 on the "
+            f"RHNs' schedule, {0.5 / math.log(2):.3f}.\n") in report
+    assert "a hollow point averages fewer seeds than the curve's first" in report
     for row in [*result["rhn"], result["lstm"]]:
         del row["val_curve"]
     (tmp_path / "curves.png").unlink()

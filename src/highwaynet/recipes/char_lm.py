@@ -162,14 +162,14 @@ def _best_on_valid(rows: dict[str, dict[str, Any]], names: list[str]) -> str | N
 
 
 def contrasts(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ablation's contrasts, each model ``a``'s test perplexity − model ``b``'s, paired by seed over
-    the seeds both trained without diverging (:func:`~highwaynet.training.run_dir.paired_differences`:
+    """The ablation's contrasts, each model ``a``'s test perplexity − model ``b``'s, paired by seed over the
+    seeds both trained without diverging (:func:`~highwaynet.training.run_dir.paired_differences`:
     ``seeds``, ``differences``, ``mean``, its 95% t-interval ``lo``, ``hi``, and ``n``; no interval for
-    one pair): highway against MLP layers of the same count; the best highway model against none; the
-    best character model against words. The best are chosen on validation perplexity, never on test:
-    ``among``, the models ``a`` was chosen among (empty where it was not chosen), ``kind``, what they
-    are in words. ``what``: the contrast in words; ``lower``: each side in words (what an interval
-    puts lower)."""
+    one pair): highway against MLP layers of the same count; the best highway model against none, then
+    each other highway model against none; the best character model against words. The best are chosen
+    on validation perplexity, never on test: ``among``, the models ``a`` was chosen among (empty where
+    it was not chosen), ``kind``, what they are in words. ``what``: the contrast in words; ``lower``:
+    each side in words (what an interval puts lower)."""
     rows = {r["model"]: r for r in summary["rows"]}
     found = []
 
@@ -182,8 +182,11 @@ def contrasts(summary: dict[str, Any]) -> list[dict[str, Any]]:
             add("highway layers against MLP layers in their place", name, mlp, ("the highway model", "the MLP model"))
     highway = [n for n in rows if "highway" in n and not n.startswith("chars, 0 ")]
     if "chars, 0 highway" in rows and (best := _best_on_valid(rows, highway)):
-        add("highway layers against none", best, "chars, 0 highway",
-            ("the highway model", "the model without highway layers"), highway, "model with highway layers")
+        # The one chosen on validation first; then each other, so that none is left unreported.
+        for name in [best, *(n for n in highway if n != best)]:
+            add("highway layers against none", name, "chars, 0 highway",
+                ("the highway model", "the model without highway layers"), highway if name == best else None,
+                "model with highway layers" if name == best else "")
     chars = [n for n in rows if n.startswith("chars")]
     words = [n for n in rows if n.startswith("words")]
     if words and (best := _best_on_valid(rows, chars)):

@@ -464,11 +464,13 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
     return report
 
 
-#: The models whose validation curves ``curves.png`` draws, with their labels and styles.
-_CURVES = {"rhn": ("RHN depth {depth}, the RHNs' schedule", "C0", "-"),
-           "rhn_slow": ("RHN depth {depth}, slow schedule", "C2", "-"),
-           "lstm_steps": ("LSTM, the RHNs' schedule", "C4", "--"), "lstm_slow": ("LSTM, slow schedule", "C2", "--"),
-           "lstm": ("LSTM, same time (slow schedule)", "C3", ":")}
+#: The models whose validation curves ``curves.png`` draws (in this order: a later one is drawn over an
+#: earlier), with their labels and styles: the colour says the schedule, the line the family.
+_CURVES = {"lstm": ("LSTM on the slow schedule, same time", "C2", ":"),
+           "rhn": ("RHN depth {depth} on the RHNs' schedule", "C0", "-"),
+           "rhn_slow": ("RHN depth {depth} on the slow schedule", "C2", "-"),
+           "lstm_steps": ("LSTM on the RHNs' schedule", "C0", "--"),
+           "lstm_slow": ("LSTM on the slow schedule", "C2", "--")}
 
 
 def _write_curves(path: Path, summary: dict[str, Any]) -> list[str]:
@@ -483,32 +485,48 @@ def _write_curves(path: Path, summary: dict[str, Any]) -> list[str]:
         return []
     steps = summary["config"]["base"].get("steps_per_epoch")
     epochs = summary["config"]["base"]["train"]["epochs"]
-    fig, axes = subplots(1, len(corpora), figsize=(min(FIGURE_WIDTH, 5 * len(corpora)), 3.6), squeeze=False)
-    falls = []
+    fig, axes = subplots(1, len(corpora), figsize=(min(FIGURE_WIDTH, 5.5 * len(corpora)), 3.8), squeeze=False)
+    falls, fewer = [], False
     for ax, (entry, result) in zip(axes[0], corpora.items(), strict=True):
         key, label = _metric(result["level"])
         best = chosen(result)
-        fell = []
+        fell, shown = [], []
         for name, (what, color, style) in _CURVES.items():
             row = best if name == "rhn" else result.get(name)
             if row is None or "val_curve" not in row:
                 continue
-            losses = row["val_curve"]["val_loss"]
-            x = [(i + 1) * (steps or 1) for i in range(len(losses))]
-            y = [loss / math.log(2) if key == "bpc" else math.exp(loss) for loss in losses]
+            curve = row["val_curve"]
+            x = [(i + 1) * (steps or 1) for i in range(len(curve["val_loss"]))]
+            y = [loss / math.log(2) if key == "bpc" else math.exp(loss) for loss in curve["val_loss"]]
             what = what.format(depth=best["depth"])
-            ax.plot(x, y, color=color, ls=style, marker=".", label=what)
+            ax.plot(x, y, color=color, ls=style, label=what)
+            # A point that averages fewer seeds than the curve's first (a seed whose time ran out) is hollow.
+            ax.plot(x, y, ls="", marker="o", ms=3, color=color,
+                    markevery=[i for i, n in enumerate(curve["seeds"]) if n == curve["seeds"][0]])
+            thin = [i for i, n in enumerate(curve["seeds"]) if n < curve["seeds"][0]]
+            if thin:
+                fewer = True
+                ax.plot([x[i] for i in thin], [y[i] for i in thin], ls="", marker="o", ms=5, mfc="none", color=color)
+            shown += y[1:] or y
             if name != "lstm" and epochs >= 2 and len(y) >= epochs:  # (the equal-time LSTM: its own length)
-                fell.append(f"{what} {y[epochs - 2] - y[epochs - 1]:.3f}")
-        ax.set(xlabel="training step" if steps else "epoch", ylabel=f"valid {label}", title=entry)
+                fell.append(f"{what}, {y[epochs - 2] - y[epochs - 1]:.3f}")
+        ax.axvline(epochs * (steps or 1), color="0.5", lw=0.8, label="the RHNs' last step")
+        if len(shown) > 1:  # (from the 2nd epoch: the 1st's high losses would flatten the rest)
+            low, high = min(shown), max(shown)
+            ax.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
+        ax.set(xlabel="training step" if steps else "epoch", ylabel=f"validation {key}, mean over the seeds",
+               title=f"{entry}: {label}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
         if fell:
-            falls.append(f"{entry}: over epoch {epochs}, the RHNs' last, the validation {key} falls by "
+            falls.append(f"{entry}: over epoch {epochs}, the RHNs' last, the validation {key} falls by: "
                          f"{'; '.join(fell)}.")
     save_figure(fig, path, dpi=120)
     return ["The validation metric after each epoch, mean over the seeds, of the best depth and the LSTMs on each "
-            "schedule (the equal-time LSTM's last epochs have the seeds whose time allowed them):", "",
+            "schedule (the axis is scaled from the 2nd epoch up); the equal-time LSTM trains as the slow-schedule "
+            "LSTM does, with the same seeds and schedule, for longer"
+            + ("; a hollow point averages fewer seeds than the curve's first, those whose time allowed that epoch"
+               if fewer else "") + ":", "",
             "![validation curves](curves.png)", "", *(f"- {line}" for line in falls), *([""] if falls else [])]
 
 
