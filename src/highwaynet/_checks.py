@@ -187,12 +187,18 @@ def check_module(name: str, value: object) -> nn.Module:
 
 
 def check_path(name: str, value: object) -> Path:
-    """A file or folder's path: a ``str`` or an ``os.PathLike`` (a ``pathlib.Path``)."""
+    """A file or folder's path: a ``str`` or an ``os.PathLike`` (a ``pathlib.Path``), a ``~`` at its start made
+    the home folder (``os.path.expanduser``), as a shell does and the command line's options do: ``"~/runs"``
+    given in Python is never a folder named ``~`` in the working folder. Every public function and class that
+    takes a path reads it through this one."""
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a path (a str or a pathlib.Path), got {describe(value)}")
-    if os.fspath(value) == "":
+    text = os.fspath(value)
+    if not isinstance(text, str):  # (an os.PathLike of bytes)
+        raise TypeError(f"{name} must be a path (a str or a pathlib.Path), got {describe(value)}")
+    if text == "":
         raise ValueError(f"{name} must be a path, got an empty string")
-    return Path(value)
+    return Path(os.path.expanduser(text))
 
 
 def check_device(name: str, value: object) -> torch.device:

@@ -18,6 +18,7 @@ matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from ._checks import check_path  # noqa: E402
 from .training import files  # noqa: E402
 
 __all__ = ["FIGURE_WIDTH", "SHOWN_WIDTH", "SMALLEST_TEXT", "bullets", "compare", "diverged", "diverged_rule",
@@ -41,7 +42,7 @@ def subplots(*args: Any, **kwargs: Any) -> Any:
     return plt.subplots(*args, **kwargs)
 
 
-def save_figure(fig: Any, path: Path, dpi: int = 120) -> None:
+def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> None:
     """Write ``fig`` as a PNG at ``path`` (:func:`highwaynet.training.files.save_figure`: in one step, never
     through a link, listed in its folder's marker) and close it; its text first made legible as shown
     (:func:`legible`)."""
@@ -205,12 +206,13 @@ def run_verdicts(metrics: Sequence[Mapping[str, Any]], monitor: str = "val_loss"
     return lines
 
 
-def write_run_report(run_dir: Path) -> Path:
+def write_run_report(run_dir: str | Path) -> Path:
     """``curves.png`` (each metric by epoch, training and validation) and ``report.md`` for one
     training run's folder (``highwaynet train ...``, or one run of a sweep): rewritten each time,
     as a resumed run adds epochs."""
     from .training.run_dir import count, read_json, read_metrics
 
+    run_dir = check_path("run_dir", run_dir)
     metrics = read_metrics(run_dir)
     if not metrics:
         raise FileNotFoundError(f"{run_dir} has no finished epoch (no metrics.jsonl) to report")
@@ -265,7 +267,7 @@ def _no_report(folder: Path, found: dict[str, Any] | None) -> str:
     return f"{folder} holds no finished epoch nor report yet: its run has not finished an epoch"
 
 
-def write_html(folder: Path) -> Path:
+def write_html(folder: str | Path) -> Path:
     """``report.html`` beside a folder's ``report.md``: one self-contained page, figures inlined,
     with the folder's configuration, versions and time taken appended.
 
@@ -284,7 +286,7 @@ def write_html(folder: Path) -> Path:
 
     from .training.checkpoint import identity_in_folder
 
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     found = files.adopt(folder, identity=identity_in_folder)  # (a run whose marker was lost keeps its identity)
     own = files.written(folder)
     if found is not None and found["kind"] == "run" and "metrics.jsonl" in own and (folder / "metrics.jsonl").exists():

@@ -4,7 +4,6 @@ tasks, encoders, depths and seeds (:class:`SweepConfig`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ._fields import check_settings, setting
 from .train import SEED_LIMIT, TrainConfig, check_monitor
@@ -76,6 +75,14 @@ class SweepConfig:
         if self.tasks == ["all"]:
             self.tasks = list(SENTENCE_TASKS)
         for task in self.tasks:
-            if task not in SENTENCE_TASKS and not Path(task).is_dir():
+            if task not in SENTENCE_TASKS and not _a_folder(task):
                 raise ValueError(f"unknown task {task!r}; expected one of {', '.join(SENTENCE_TASKS)}, or a folder "
                                  f"of your own set (files train, test and optionally dev; 'LABEL sentence' lines)")
+
+
+def _a_folder(task: str) -> bool:
+    """Whether ``task`` names a folder (``~/sentences`` the home's, as :func:`~highwaynet.data.load_sentences`
+    reads it); imported here, not above, so that the settings alone cost no PyTorch import."""
+    from .._checks import check_path
+
+    return check_path("tasks", task).is_dir()

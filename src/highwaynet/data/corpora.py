@@ -232,7 +232,7 @@ def load_corpus(name: str, level: str = "char", data_dir: str | Path | None = No
                      for n in novels]
             texts[split] = "\n\n".join(read_text(p) for p in paths)
         return _build(name, level, texts, max_vocab, min_count, lines_are_sentences=False)
-    folder = Path(name).expanduser()  # (a folder given as ~/corpus, the shell not having expanded it)
+    folder = check_path("name", name)  # (a folder given as ~/corpus, the shell not having expanded it: the home's)
     if not folder.is_dir():
         raise ValueError(f"unknown corpus {name!r}: name must be 'tinyshakespeare', 'austen', or a folder with "
                          f"train.txt, valid.txt and test.txt")

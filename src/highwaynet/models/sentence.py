@@ -13,6 +13,7 @@ from .._checks import (
     check_gate_bias,
     check_ids,
     check_lengths,
+    check_path,
     check_probability,
     check_size,
     check_sizes,
@@ -216,7 +217,7 @@ def load_word_vectors(path: str | Path, vocab: list[str], embedding: nn.Embeddin
     words of ``vocab`` it has; returns how many were found. Other rows keep their random values."""
     index = {w: i for i, w in enumerate(vocab)}
     found = 0
-    with open(Path(path).expanduser(), encoding="utf-8", errors="replace") as f, torch.no_grad():
+    with open(check_path("path", path), encoding="utf-8", errors="replace") as f, torch.no_grad():
         for number, line in enumerate(f, 1):
             parts = line.rstrip().split(" ")
             if number == 1 and len(parts) == 2:  # word2vec's header: "count dimension"

@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from .._checks import check_path
 from ..config import CNNConfig
 from ..data import ImageData
 from ..data.augment import RandomCropFlip
@@ -34,6 +35,7 @@ def run(config: CNNConfig, out: str | Path, *, resume: bool = False, restart: bo
         data_dir: str | Path | None = None, download: bool = False, data: ImageData | None = None, log=None,
         progress: bool = True) -> dict[str, Any]:
     """Train with augmentation, test, write ``results.json``; as :func:`highwaynet.recipes.mlp.run`."""
+    out = check_path("out", out)
     with open_run(out, "cnn", config, resume=resume, restart=restart, device=config.train.device,
                   log=log) as saved:
         config = saved_config(CNNConfig, saved, out)

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .._checks import check_path
 from ..analysis import gate_modules, lesion, record_gates
 from ..report import FIGURE_WIDTH, findings, markdown_table, save_figure, subplots, whole_numbers
 from ..training import files
@@ -46,7 +47,8 @@ def analyze_gates(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     Run again, it writes them again; ``restart`` first removes what an earlier analysis wrote there. The
     run started over (``train --restart``) clears the default folder too: it analysed the weights before.
     """
-    out = Path(out) if out else Path(run_dir) / "gates"  # (the name training.files' _ANALYSIS_FOLDERS clears)
+    run_dir = check_path("run_dir", run_dir)
+    out = check_path("out", out) if out else run_dir / "gates"  # (the name training.files' _ANALYSIS_FOLDERS clears)
     files.check_analysis_folder(out, "gates.json", restart=restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     width = config.width
@@ -79,7 +81,8 @@ def lesion_layers(run_dir: str | Path, out: str | Path | None = None, data_dir: 
     Writes ``lesion.png``, ``lesion.json`` and ``report.md`` into ``out`` (default ``RUN_DIR/lesion``, which the
     run started over clears), a folder of its own.
     """
-    out = Path(out) if out else Path(run_dir) / "lesion"  # (the name training.files' _ANALYSIS_FOLDERS clears)
+    run_dir = check_path("run_dir", run_dir)
+    out = check_path("out", out) if out else run_dir / "lesion"  # (the name training.files' _ANALYSIS_FOLDERS clears)
     files.check_analysis_folder(out, "lesion.json", restart=restart)
     model, config, data = _load_highway(run_dir, data_dir, download)
     x, y = data.test

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .._checks import check_path
 from ..config import LMConfig
 from ..data.corpora import UNK, Corpus, load_corpus
 from ..models.lm import (
@@ -101,6 +102,7 @@ def run(config: LMConfig, out: str | Path, *, resume: bool = False, restart: boo
     the generated sample out (a study of hundreds of runs: ``highwaynet generate`` samples any of them);
     ``test=False`` leaves the test split alone (a search's runs: nothing is chosen on it; ``"test"`` is
     then None)."""
+    out = check_path("out", out)
     with open_run(out, "lm", config, resume=resume, restart=restart, device=config.train.device,
                   log=log) as saved:
         return _train(saved_config(LMConfig, saved, out), out, resume=resume, data_dir=data_dir, download=download,
@@ -196,8 +198,9 @@ def load_trained(run_dir: str | Path, data_dir: str | Path | None = None,
     """The best weights of a trained language model, its config and its vocabulary as a
     :class:`Corpus` (with empty splits: the run folder's ``vocab.json``; for a run folder without
     one, written before it was kept, the corpus itself is loaded from ``data_dir``)."""
+    run_dir = check_path("run_dir", run_dir)
     config = saved_config(LMConfig, load_run_config(run_dir, "lm")["config"], run_dir)
-    saved = Path(run_dir, "vocab.json")
+    saved = run_dir / "vocab.json"
     if saved.is_file() or saved.is_symlink():
         vocab = read_json(saved)
         if not (isinstance(vocab, dict) and vocab.get("level") in ("char", "word")

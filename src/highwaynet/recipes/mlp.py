@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import nn
 
+from .._checks import check_path
 from ..config import MLPConfig
 from ..data import ImageData, load_image_data
 from ..models import HighwayMLP, PlainMLP
@@ -48,6 +49,7 @@ def run(config: MLPConfig, out: str | Path, *, resume: bool = False, restart: bo
     last finished epoch; with ``restart``, a run the folder holds is started over. Returns the
     results (test metrics, parameters, time).
     """
+    out = check_path("out", out)
     with open_run(out, "mlp", config, resume=resume, restart=restart, device=config.train.device,
                   log=log) as saved:
         config = saved_config(MLPConfig, saved, out)
@@ -85,6 +87,7 @@ def train_image_classifier(config, kind: str, build, out: str | Path, *, resume:
 def load_trained(run_dir: str | Path, data_dir: str | Path | None = None, download: bool = False
                  ) -> tuple[nn.Module, MLPConfig, ImageData]:
     """A trained MLP from its run folder (its best weights), with its config and data."""
+    run_dir = check_path("run_dir", run_dir)
     config = saved_config(MLPConfig, load_run_config(run_dir, "mlp")["config"], run_dir)
     data = load_image_data(config.data, data_dir, download=download, split_seed=config.split_seed,
                            max_train=config.max_train)

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import torch
 
+from .._checks import check_path
 from ..config import SentenceConfig, SweepConfig
 from ..data.sentences import PAD, SENTENCE_TASKS, UNK, SentenceData, encode_words, load_sentences
 from ..models.sentence import STACKED_ENCODERS, SentenceClassifier, load_word_vectors
@@ -121,6 +122,7 @@ def run(config: SentenceConfig, out: str | Path, *, resume: bool = False, restar
         progress: bool = True) -> dict[str, Any]:
     """Train, test the best weights by validation accuracy, write ``results.json`` and ``vocab.json``
     (``resume`` and ``restart`` as :func:`highwaynet.recipes.mlp.run`)."""
+    out = check_path("out", out)
     with open_run(out, "sentences", config, resume=resume, restart=restart, device=config.train.device,
                   log=log) as saved:
         return _train(saved_config(SentenceConfig, saved, out), out, resume=resume, data_dir=data_dir,
@@ -151,8 +153,9 @@ def _train(config: SentenceConfig, out: str | Path, *, resume: bool, data_dir: s
 
 
 def load_trained(run_dir: str | Path) -> tuple[SentenceClassifier, SentenceConfig, list[str]]:
+    run_dir = check_path("run_dir", run_dir)
     config = saved_config(SentenceConfig, load_run_config(run_dir, "sentences")["config"], run_dir)
-    path = Path(run_dir) / "vocab.json"
+    path = run_dir / "vocab.json"
     saved = read_json(path, "the run's vocabulary, written when it started")
     if not (isinstance(saved, dict) and isinstance(saved.get("vocab"), list)
             and isinstance(saved.get("num_classes"), int) and all(isinstance(word, str) for word in saved["vocab"])):
@@ -219,7 +222,8 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, restart
     With ``report_only``, nothing is trained: the report covers the combinations already finished in
     ``out`` (for a sweep split over several processes, each running part of it with ``resume``).
     """
-    if report_only and not Path(out).is_dir():
+    out = check_path("out", out)
+    if report_only and not out.is_dir():
         raise FileNotFoundError(f"{out} does not exist: --report-only reports the finished runs of a sweep folder")
     out, config = start_sweep(out, "sentences", config, resume=resume, restart=restart, report_only=report_only,
                               log=log)
@@ -275,9 +279,9 @@ def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: s
     again."""
     if not isinstance(sweeps, dict) or not sweeps:
         raise TypeError(f"sweeps must be a dict of a label for each finished sweep's folder, got {sweeps!r}")
-    out = Path(out)
+    out = check_path("out", out)
     files.check_analysis_folder(out, "summary.json")  # (a gates' analysis or lesion study there is refused)
-    summaries = {label: _sweep_summary(Path(folder)) for label, folder in sweeps.items()}
+    summaries = {label: _sweep_summary(check_path(f"sweeps[{label!r}]", folder)) for label, folder in sweeps.items()}
     sizes = {}
     for task in dict.fromkeys(t for s in summaries.values() for t in s["config"]["tasks"]):
         data = load_sentences(task, data_dir, download=download)

@@ -26,7 +26,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from .._checks import check_device, parse_json
+from .._checks import check_device, check_path, parse_json
 
 __all__ = ["CheckpointMismatch", "CorruptCheckpoint", "RESUMABLE_SETTINGS", "START_OVER", "check_identity",
            "fit_state", "flat_settings", "gather_rng_states", "identity_in_folder", "read_checkpoint",
@@ -175,12 +175,15 @@ def check_identity(saved: dict[str, Any] | None, now: dict[str, Any], path: Path
     return []
 
 
-def read_checkpoint(path: Path, previous: Path | None) -> dict[str, Any]:
+def read_checkpoint(path: str | Path, previous: str | Path | None) -> dict[str, Any]:
     """A checkpoint's contents, on the CPU, read as data (``weights_only``: never code to run).
 
     Raises:
         CorruptCheckpoint: the file cannot be read, or is not a highwaynet checkpoint.
     """
+    path = check_path("path", path)
+    previous = check_path("previous", previous) if previous is not None else None
+
     def way_on() -> str:
         back = (f"go on from the epoch before with `mv {previous} {path}` and resume again, or "
                 if previous is not None and previous != path and previous.is_file() else "")

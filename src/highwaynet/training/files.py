@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._checks import parse_json
+from .._checks import check_path, parse_json
 from .._files import NOFOLLOW, lock, open_folder
 
 __all__ = ["ANALYSES", "KINDS", "MARKER", "DamagedMarker", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt",
@@ -169,7 +169,7 @@ def _read_marker_at(folder: Path | int) -> tuple[dict[str, Any] | None, str | No
 def read_marker(folder: str | Path) -> tuple[dict[str, Any] | None, str | None]:
     """A folder's marker, checked: ``(marker, None)``; ``(None, what is wrong)`` for a damaged one;
     ``(None, None)`` where there is none."""
-    return _read_marker_at(Path(folder))
+    return _read_marker_at(check_path("folder", folder))
 
 
 def marker(folder: str | Path) -> dict[str, Any] | None:
@@ -266,7 +266,7 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
             folder, or is the root or the home folder.
         DamagedMarker: the folder's marker is damaged, and nothing in it shows it is a ``kind`` folder.
     """
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     what = what or _a(kind)
     special = _special(folder)
     if special is not None:
@@ -345,7 +345,7 @@ def claim(folder: str | Path, kind: str, what: str = "", *, identity: Identity |
     stay the user's). ``identity`` (for a run) gives it back the identity its checkpoint carries; one line
     says so (``log``, default ``print``). Anything else raises :class:`FolderNotOurs` (:func:`check_claimable`).
     """
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     if check_claimable(folder, kind, what) is None:
         make_dirs(folder)
     with _marker_held(folder):  # (two processes claiming a new folder at once: one marks it, the other takes it)
@@ -382,7 +382,7 @@ def adopt(folder: str | Path, *, identity: Identity | None = None,
     """The marker of a folder highwaynet wrote: its own, or for a run or sweep folder of 0.2 (which had
     none), or one whose marker is damaged, one made now (:func:`claim`); None for any other folder
     (empty, or not highwaynet's)."""
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     found = marker(folder)
     if found is not None or not folder.is_dir() or not _entries(folder):
         return found
@@ -467,7 +467,7 @@ def make_folder(path: str | Path) -> None:
     """Make the folder ``path`` inside a folder of highwaynet's, listed in its marker first as a file is
     (:func:`clear` then removes it whole: for folders of files highwaynet does not name one by one, as
     TensorBoard's); never through a link, never in the place of something of the user's."""
-    path = Path(path)
+    path = check_path("path", path)
     _refuse_link(path)
     if path.is_dir() and path.name in written(path.parent):
         return
@@ -609,7 +609,7 @@ def clear(folder: str | Path) -> list[str]:
     the place of a run's analysis is refused: :class:`LinkInFolder`); a folder whose marker is damaged or
     missing is left as it is. The marker is held throughout (:func:`_marker_held`): a name another process
     lists meanwhile (``highwaynet report`` writing its page) is kept in the new marker, not lost with the old."""
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     with _marker_held(folder) as fd:
         found = _read_marker_at(fd)[0] if fd is not None else None
         if fd is None or found is None:
@@ -624,18 +624,19 @@ def clear(folder: str | Path) -> list[str]:
 def remove_written(folder: str | Path, names: set[str] | frozenset[str]) -> list[str]:
     """Remove those of ``names`` that ``folder``'s marker lists and that are regular files there (found as
     :func:`clear` finds them, its marker held); returns the names removed."""
+    folder = check_path("folder", folder)
     with _marker_held(folder) as fd:
         found = _read_marker_at(fd)[0] if fd is not None else None
         if fd is None or found is None:
             return []
-        return _remove_written(fd, set(names) & set(found["written"]) - _OPAQUE_FOLDERS, Path(folder), sweep=False)[0]
+        return _remove_written(fd, set(names) & set(found["written"]) - _OPAQUE_FOLDERS, folder, sweep=False)[0]
 
 
 def remove_stray_files(folder: str | Path) -> list[str]:
     """Remove the temporary files a killed writer can leave (``NAME.tmp`` beside a file highwaynet
     writes); returns their names. A user's own ``*.tmp`` stays. Call with the folder's lock held; the marker
     is held too (:func:`_marker_held`), so that the temporary of an update under way is not one of them."""
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     with _marker_held(folder):
         ours = written(folder) | {MARKER + ".tmp"}
         stray = sorted(p for p in folder.glob("*.tmp") if p.name in ours and p.is_file() and not p.is_symlink())
@@ -651,7 +652,7 @@ _new_folders: list[Path] | None = None  # the folders made since track_new_folde
 
 def make_dirs(folder: str | Path) -> None:
     """``folder.mkdir(parents=True, exist_ok=True)``, each level made noted for :func:`remove_new_folders`."""
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     missing = []
     level = folder
     while not (level.exists() or level.is_symlink()) and level != level.parent:
@@ -761,8 +762,8 @@ def write_bytes(path: str | Path, data: bytes, keep_previous: str | Path | None 
     With ``keep_previous``, the file it replaces is moved there first (a checkpoint keeps the one
     before it). The file is listed in its folder's marker, if the folder has one.
     """
-    path = Path(path)
-    previous = Path(keep_previous) if keep_previous is not None else None
+    path = check_path("path", path)
+    previous = check_path("keep_previous", keep_previous) if keep_previous is not None else None
     for target in (path, previous):
         if target is not None:
             _refuse_link(target)
@@ -777,7 +778,7 @@ def write_text(path: str | Path, text: str) -> None:
 
 def append_line(path: str | Path, line: str) -> None:
     """Append ``line`` and a newline to ``path`` (created if missing), never through a link."""
-    path = Path(path)
+    path = check_path("path", path)
     _refuse_link(path)
     _record(path)
     try:
@@ -812,7 +813,7 @@ def save_figure(figure: Any, path: str | Path, dpi: int = 120) -> None:
 def read_regular(folder: str | Path, name: str) -> bytes | None:
     """The bytes of the regular file ``name`` inside ``folder``; None where it is missing, a link, not a
     regular file, or (a name with ``..`` or an absolute path) outside the folder."""
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     path = folder / name
     try:
         inside = path.resolve().is_relative_to(folder.resolve())

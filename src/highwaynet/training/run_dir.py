@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - Windows
 import numpy as np
 import torch
 
-from .._checks import parse_json
+from .._checks import check_path, parse_json
 from .._files import NOFOLLOW
 from ..config.train import device_of
 from . import files
@@ -91,7 +91,7 @@ def read_json(path: str | Path, what: str = "", optional: bool = False) -> Any:
     """A JSON file of highwaynet's, read as data; a message naming the file where it is missing, a link,
     or not JSON (damaged, or edited by hand). ``what`` says what the file is, for the message. With
     ``optional``, a file that is missing or a link gives None (a report shows what is there)."""
-    path = Path(path)
+    path = check_path("path", path)
     data = files.read_regular(path.parent, path.name)
     if data is None:
         if optional:
@@ -110,10 +110,11 @@ def read_json(path: str | Path, what: str = "", optional: bool = False) -> Any:
 def load_run_config(run_dir: str | Path, recipe: str | None = None) -> dict[str, Any]:
     """The ``config.json`` of a run folder, with a clear error when the folder is not a run (or, given
     ``recipe``, not a run of that recipe), or its file is not what a run writes (hand-edited)."""
-    path = Path(run_dir) / "config.json"
+    run_dir = check_path("run_dir", run_dir)
+    path = run_dir / "config.json"
     if not path.is_file() and not path.is_symlink():
         written_by = _WRITTEN_BY.get(recipe or "", "'highwaynet train ... --out DIR' writes DIR")
-        runs = _runs_inside(Path(run_dir), recipe)
+        runs = _runs_inside(run_dir, recipe)
         inside = f"; it holds {count(len(runs), 'run folder')}: {', '.join(runs[:4])}" + \
             (", ..." if len(runs) > 4 else "") if runs else ""
         raise FileNotFoundError(f"{run_dir} is not a run folder: it has no config.json ({written_by}){inside}")
@@ -136,11 +137,12 @@ def saved_config(config_class: Callable[..., C], saved: dict[str, Any], run_dir:
     """``config_class(**saved)``, the configuration a run folder holds (or a sweep folder, in ``file``); a
     message naming the file where a hand edit left a setting of the wrong type, an unknown one, or a value
     out of bounds."""
+    run_dir = check_path("run_dir", run_dir)
     try:
         return config_class(**saved)
     except (TypeError, ValueError) as error:
         name = getattr(config_class, "__name__", "configuration")
-        raise ValueError(f"{Path(run_dir) / file} does not hold a {name} ({error}): it was edited by hand; "
+        raise ValueError(f"{run_dir / file} does not hold a {name} ({error}): it was edited by hand; "
                          f"undo the edit, or start the run over with --restart") from None
 
 
@@ -161,13 +163,14 @@ def finished_an_epoch(run_dir: str | Path) -> bool:
     """Whether a run in ``run_dir`` has something to lose: a checkpoint (an epoch finished and saved)
     or its results. A folder without either (a run killed before its first checkpoint) holds
     nothing a run could go on from: run again, it starts over."""
-    return any((Path(run_dir) / f).is_file() and not (Path(run_dir) / f).is_symlink()
+    run_dir = check_path("run_dir", run_dir)
+    return any((run_dir / f).is_file() and not (run_dir / f).is_symlink()
                for f in ("checkpoint.pt", "checkpoint.prev.pt", "results.json"))
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, float]]:
     """The per-epoch metrics of a run folder, in order (a last line cut short by a kill is left out)."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = check_path("run_dir", run_dir) / "metrics.jsonl"
     if path.is_symlink():
         raise files.LinkInFolder(f"{path} is a symbolic link: a run's metrics are read from its own file only; put "
                                  f"the file back, or start the run over with --restart")
@@ -213,7 +216,7 @@ def read_results(run_dir: str | Path) -> dict[str, Any] | None:
     """A finished run's ``results.json``, read as data and checked (a regular file in the folder, not a
     link; a JSON object holding what its recipe writes); None where the run has none, or where the file
     is not that (edited or damaged: the run then goes on, and writes it again)."""
-    run_dir = Path(run_dir)
+    run_dir = check_path("run_dir", run_dir)
     data = files.read_regular(run_dir, "results.json")
     try:
         results = parse_json(data.decode("utf-8")) if data is not None else None
@@ -274,7 +277,7 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "",
     if run_dir is None or not is_main_process():
         yield
         return
-    folder = Path(run_dir)
+    folder = check_path("run_dir", run_dir)
     files.check_claimable(folder, kind, what)  # (before the lock file: nothing is written into another's folder)
     files.make_dirs(folder)
     identity = identity_in_folder if kind == "run" else None
@@ -414,7 +417,7 @@ def plan_run(run_dir: str | Path, recipe: str, asked: Any, *, resume: bool = Fal
         SettingsDiffer: the folder holds a run with other settings (and neither ``resume`` nor ``restart``).
         FileNotFoundError: ``resume`` of a folder that holds no run.
     """
-    run_dir = Path(run_dir)
+    run_dir = check_path("run_dir", run_dir)
     if resume and restart:
         raise ValueError("--resume goes on with the run in a folder and --restart starts it over: pass one of them")
     config = _asked_dict(asked)
@@ -441,7 +444,7 @@ def prepare_run_dir(run_dir: str | Path, recipe: str, config: Any, resume: bool 
     started, but for the device asked now; one started anew or over removes what a run there wrote
     before (its own files only) and writes ``config.json``. Take the folder's lock first (:func:`open_run`).
     """
-    run_dir = Path(run_dir)
+    run_dir = check_path("run_dir", run_dir)
     plan = plan_run(run_dir, recipe, config, resume=resume, restart=restart)
     if not is_main_process():  # under torchrun, rank 0 alone writes the run folder
         return plan.config
@@ -513,7 +516,7 @@ def start_sweep(out: str | Path, recipe: str, config: C, *, resume: bool = False
     to it, so that all decide alike.
     """
     init_distributed(device_of(config))
-    out = Path(out)
+    out = check_path("out", out)
     if resume and restart:
         raise ValueError("--resume goes on with the study in a folder and --restart starts it over: pass one of "
                          "them")
@@ -701,7 +704,7 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
 
 def load_best_weights(model: torch.nn.Module, run_dir: str | Path) -> torch.nn.Module:
     """Load a run folder's best weights (``model.pt``) into ``model``, onto the model's device."""
-    run_dir = Path(run_dir)
+    run_dir = check_path("run_dir", run_dir)
     path = run_dir / "model.pt"
     if not path.is_file():
         if (run_dir / "results.json").is_file() or finished_an_epoch(run_dir):
