@@ -739,6 +739,67 @@ def test_a_killed_save_leaves_its_folder_to_the_next_save_and_one_under_way_keep
         writer.wait()
 
 
+def _saved_pair(folder, *models):
+    """Which of ``models`` the pair in ``folder`` is (its options and its weights both that model's), else None."""
+    written = json.loads((folder / "options.json").read_text())
+    for model in models:
+        if written == model.options():
+            loaded = ELMoBiLM.from_files(folder / "options.json", folder / "weights.hdf5")
+            same = all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values(),
+                                                         strict=True))
+            return model if same else None
+    return None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: a save's folder is not locked there")
+@pytest.mark.parametrize("racer", ["save_files", "from_files"])
+def test_a_save_racing_another_save_or_a_reading_leaves_and_gives_one_saves_pair(tmp_path, monkeypatch, racer):
+    """A save moved its two files into place unlocked: a second save between its two moves (its weights moved,
+    its options not yet) left the folder holding the first's options beside the second's weights, for good; a
+    reading there read the new weights beside the old options (a shape error, or the wrong model read). The
+    interleaving is forced: the first save stops after moving its weights, until the racer is done, or 2 s."""
+    import threading
+
+    folder = tmp_path / "out"
+    first = _small_bilm()
+    second = ELMoBiLM(4, 8, 1, filters=((1, 2), (2, 2)), num_highway=1, char_dim=4)  # (other sizes: a mix fails)
+    second.save_files(folder)  # (what the folder holds before)
+    moved_weights, racer_done, failed = threading.Event(), threading.Event(), []
+    replace = os.replace
+
+    def hooked(source, target, **kwargs):
+        replace(source, target, **kwargs)
+        if threading.current_thread() is saver and Path(target).name == "weights.hdf5":
+            moved_weights.set()
+            racer_done.wait(timeout=2)  # (unlocked, the racer ends meanwhile; locked, it waits for this save)
+
+    def save():
+        try:
+            first.save_files(folder)
+        except Exception as error:  # (raised in the main thread below)
+            failed.append(error)
+            moved_weights.set()
+
+    monkeypatch.setattr(os, "replace", hooked)
+    saver = threading.Thread(target=save)
+    saver.start()
+    try:
+        assert moved_weights.wait(timeout=60) and not failed
+        if racer == "save_files":
+            second.save_files(folder)
+        else:
+            read = ELMoBiLM.from_files(folder / "options.json", folder / "weights.hdf5")
+            assert read.options() == first.options()  # (the first save's moves over before it read)
+            assert all(torch.equal(a, b) for a, b in zip(read.state_dict().values(), first.state_dict().values(),
+                                                         strict=True))
+    finally:
+        racer_done.set()
+        saver.join(timeout=60)
+    assert not failed and not saver.is_alive()
+    assert _saved_pair(folder, first, second) is (second if racer == "save_files" else first)
+    assert _hidden(folder) == []
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="no fcntl: a save's folder is not locked there")
 def test_what_a_killed_save_left_is_told_from_a_users_folder_and_one_just_made(tmp_path):
     """The next save removes only a killed save's folder (unlocked, as ``mkdtemp`` makes it, holding its files and

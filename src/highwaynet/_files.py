@@ -5,7 +5,8 @@ of the package's, so that each can use it (``data`` never imports ``training``).
 - :data:`DIRECTORY`, :data:`NOFOLLOW`: ``os.open``'s flags, 0 where the OS has none.
 - :func:`open_folder`, :func:`lock`: a folder opened (never through a link in its place, where asked), and an OS
   lock on an open file or folder (``flock``: released when its descriptor is closed or its process dies; POSIX
-  only), waited for or only tried.
+  only), waited for or only tried, exclusive or shared; :func:`folder_held`: a folder's lock held for a block (the
+  writer of several files that go together, exclusive, while it moves them into place; their readers, shared).
 - :func:`private_folder`, :func:`replace_all`: files written whole in a folder made for one writer alone beside
   their places (``mkdtemp``: new, the user's only, so that nothing planted there is written through and two
   writers never write into each other's), then each moved into its place in one step (``os.replace``: a reader,
@@ -28,8 +29,8 @@ try:  # (POSIX only: where there is none, nothing is locked, and no writer's fol
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DIRECTORY", "NOFOLLOW", "check_replaceable", "lock", "open_folder", "private_folder", "remove_killed",
-           "replace_all"]
+__all__ = ["DIRECTORY", "NOFOLLOW", "check_replaceable", "folder_held", "lock", "open_folder", "private_folder",
+           "remove_killed", "replace_all"]
 
 #: ``os.open``'s flag: fail unless the path is a folder (0 where the OS has none).
 DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -43,18 +44,39 @@ def open_folder(name: str | Path, parent: int | None = None, *, follow: bool = T
     return os.open(name, os.O_RDONLY | DIRECTORY | (0 if follow else NOFOLLOW), dir_fd=parent)
 
 
-def lock(fd: int, *, wait: bool) -> bool:
-    """Take the OS lock on the open file or folder ``fd`` (``flock``, exclusive; released when ``fd`` is closed
-    or its process dies). ``wait``: wait while another descriptor holds it (in this process or another); else
-    take it only where it is free now. Whether it is held: False where another holds it (without ``wait``), or
-    where the OS (Windows) or the file system has no such lock (the caller then goes on unlocked)."""
+def lock(fd: int, *, wait: bool, shared: bool = False) -> bool:
+    """Take the OS lock on the open file or folder ``fd`` (``flock``, exclusive, or with ``shared`` shared with
+    other shared holders alone; released when ``fd`` is closed or its process dies). ``wait``: wait while another
+    descriptor holds it (in this process or another) in a way that excludes this one; else take it only where it
+    is free now. Whether it is held: False where another holds it (without ``wait``), or where the OS (Windows) or
+    the file system has no such lock (the caller then goes on unlocked)."""
     if fcntl is None:  # pragma: no cover - Windows
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
     except OSError:
         return False
     return True
+
+
+@contextmanager
+def folder_held(folder: str | Path, *, shared: bool) -> Iterator[bool]:
+    """Hold the OS lock on ``folder`` itself (:func:`lock`, waited for) while the block runs: exclusive for the
+    writer of files that go together, while it moves them into place, ``shared`` for their readers, while they
+    read them; so that a reader that holds it never meets some of one writer's files beside another's, nor two
+    writers' moves interleave. Yields whether it is held: False where the folder cannot be opened (the block then
+    fails on its own, or makes it), or the OS or the file system has no such lock (the block then runs unlocked).
+    A thread must not take it again on the same folder in a way that excludes what it holds: it would wait for
+    itself, for ever."""
+    try:
+        fd = open_folder(folder)
+    except OSError:
+        yield False
+        return
+    try:
+        yield lock(fd, wait=True, shared=shared)
+    finally:
+        os.close(fd)  # (which releases the lock)
 
 
 def check_replaceable(paths: Sequence[Path], what: str) -> None:

@@ -18,7 +18,9 @@ r"""ELMo's bidirectional language model: the character encoder, then LSTMs with 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,7 +43,7 @@ from .._checks import (
     check_tensor,
     describe,
 )
-from .._files import check_replaceable, private_folder, replace_all
+from .._files import check_replaceable, folder_held, private_folder, replace_all
 from ..kernels.dispatch import note
 from ..kernels.lstmp import choose_path, lstmp_recurrence
 from ..nn import CharCNNHighway
@@ -318,14 +320,19 @@ class ELMoBiLM(nn.Module):
         """The biLM a bilm-tf ``options.json`` and ``weights.hdf5`` describe (ELMo's, SeqVec's), its
         parameters frozen (``requires_grad=False``) and in eval mode.
 
+        Where both files are in one folder, they are read holding its lock shared (POSIX): a :meth:`save_files`
+        into that folder meanwhile waits for the reading to end, and the reading for its moves to end, so that
+        the two files read are always one save's pair.
+
         Raises:
             FileNotFoundError: a file is missing.
             ValueError: a file is not what it should be: the options' key, the missing dataset, or the
                 dataset whose shape disagrees with the options, named.
             ImportError: h5py, the ``elmo`` extra, is not installed (``pip install h5py``).
         """
-        opts = read_options(options)
-        arrays = read_weights(weights, opts)
+        with _pair_held(options, weights):
+            opts = read_options(options)
+            arrays = read_weights(weights, opts)
         bilm = cls.from_options(opts, stateful=stateful, device=device, dtype=dtype)
         bilm.load_state_dict(state_dict_from_arrays(arrays, opts))
         bilm.requires_grad_(False)
@@ -349,6 +356,15 @@ class ELMoBiLM(nn.Module):
         place of either is replaced, never written through. What a save killed before its end left there (its
         folder, with what it had written) is removed by the next save into ``folder``; the folder of a save under
         way in another process is locked (POSIX), and stays.
+
+        The two files are one pair: the moves are made holding ``folder``'s own lock (POSIX ``flock``, exclusive),
+        which :meth:`from_files` holds shared while it reads the two. Saves into one folder at once, from threads
+        or processes, each write their files side by side, then move them in one after the other, never between
+        each other's two moves: the folder is left holding the pair of the save that moved last, never the options
+        of one beside the weights of another; and :meth:`from_files` reads the pair before a save's moves, or after
+        them, never the new weights beside the old options. (A reader that does not take the lock, bilm-tf's or
+        AllenNLP's, may still read between the two moves, microseconds apart; where the OS or the file system has
+        no such lock, Windows or some network file systems, nothing is locked, as before.)
 
         Both places are checked before anything is written, and again before the first move: a folder in the
         place of either file, another user's file where the folder lets only its owner replace it, or a folder
@@ -377,7 +393,8 @@ class ELMoBiLM(nn.Module):
                 for name, value in arrays.items():
                     f.create_dataset(name, data=value)
             (scratch / "options.json").write_text(json.dumps(self.options(), indent=1) + "\n")
-            replace_all([(scratch / name, folder / name) for name in names], "save_files")
+            with folder_held(folder, shared=False):  # (another save's two moves, or a from_files' reading, first)
+                replace_all([(scratch / name, folder / name) for name in names], "save_files")
         return folder / "options.json", folder / "weights.hdf5"
 
     # -- the state -------------------------------------------------------------------------------
@@ -582,3 +599,15 @@ def arrays_from_state_dict(state: dict[str, Tensor], opts: ELMoOptions) -> dict[
             if f"{stack}.{layer}.weight_proj" in state:
                 put(cell + "W_P_0", state[f"{stack}.{layer}.weight_proj"].t())
     return arrays
+
+
+def _pair_held(options: object, weights: object) -> AbstractContextManager[bool]:
+    """The lock of the folder that holds both ``options`` and ``weights`` (paths), held shared while
+    :meth:`ELMoBiLM.from_files` reads them (:meth:`ELMoBiLM.save_files` moves its pair in holding it
+    exclusive); none where they are in different folders, or not paths (their readers then say what is wrong)."""
+    try:
+        folder = check_path("options", options).parent
+        same = os.path.samefile(folder, check_path("weights", weights).parent)
+    except (TypeError, ValueError, OSError):
+        return nullcontext(False)
+    return folder_held(folder, shared=True) if same else nullcontext(False)
