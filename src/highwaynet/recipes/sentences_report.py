@@ -258,6 +258,17 @@ def choice_scale(summary: dict[str, Any], task: dict[str, Any]) -> str:
                if size else "") + f", {count(task['contrast']['n'], 'seed')}")
 
 
+def _validation_margin(best: dict[str, Any], other: dict[str, Any]) -> str:
+    """How far the chosen candidate leads another on validation: paired by seed (fold), with its 95%
+    interval, where the summary keeps each run's values (``each``); else (a choice stored before it
+    did) against the seeds' spread."""
+    if "each" not in best or "each" not in other:
+        return compare(best["setting"], best["val"], other["setting"], other["val"], 1, higher_is_better=True)
+    c = paired_differences(*({(r["seed"], r["fold"]): r["val"] for r in x["each"]} for x in (best, other)))
+    return (f"{best['setting']} − {other['setting']} on validation {difference_text(c)}: "
+            + resolved(c, best["setting"], other["setting"]))
+
+
 def choice_verdicts(summary: dict[str, Any]) -> list[str]:
     """A sentence per task: the setting chosen on validation, its test accuracy, the baseline's, their
     difference paired by seed with its 95% interval, the scale (width, epochs, sentences, seeds), and
@@ -265,9 +276,8 @@ def choice_verdicts(summary: dict[str, Any]) -> list[str]:
     lines = []
     for t in summary["tasks"]:
         best, base, c = t["candidates"][t["chosen"]], t["baseline"], t["contrast"]
-        others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}% ("
-                           + compare(best["setting"], best["val"], o["setting"], o["val"], 1, higher_is_better=True)
-                           + ")" for o in t["candidates"] if o is not best)
+        others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}% ({_validation_margin(best, o)})"
+                           for o in t["candidates"] if o is not best)
         line = (f"{TASK_NAMES.get(t['task'], t['task'])} ({choice_scale(summary, t)}): chosen on validation, "
                 f"{summary['encoder']} at "
                 f"{best['setting']} "
