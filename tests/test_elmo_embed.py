@@ -615,3 +615,42 @@ def test_what_killed_writers_left_is_looked_for_once_a_run_not_once_a_piece(mode
     assert not [prefix for prefix in looked if prefix.startswith(".batch-")], looked
     with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
         assert len(f) == len(LINES)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="no fcntl: a save's folder is not locked there")
+def test_the_fingerprint_is_of_the_pair_the_vectors_were_made_with(model, tmp_path, monkeypatch, capsys):
+    """The pair was hashed for the file's fingerprint, then read again by from_files, neither holding the folder's
+    lock: a save_files into the model's folder between the two left vectors of the new weights in a file that says
+    it holds the old ones' (its weights_sha256), taken as complete by the next run. The save is forced in just
+    after the weights are hashed; the embedding holds the pair throughout, and the save waits for it (or 2 s)."""
+    import threading
+
+    from highwaynet.elmo import embed as embed_module
+
+    before = hashlib.sha256(model[1].read_bytes()).hexdigest()
+    expected = expected_layers(model, LINES)
+    other = ELMoBiLM.from_files(*model, stateful=False)
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.add_(0.25)
+    hashed, saver = embed_module._sha256, []
+
+    def hash_then_save(path):
+        digest = hashed(path)
+        if Path(path) == model[1] and not saver:
+            saver.append(threading.Thread(target=other.save_files, args=(model[0].parent,)))
+            saver[0].start()
+            saver[0].join(timeout=2)  # (unlocked, the save ends meanwhile; locked, it waits for the embedding)
+        return digest
+
+    monkeypatch.setattr(embed_module, "_sha256", hash_then_save)
+    try:
+        assert embed(model, tmp_path) == 0
+    finally:
+        saver[0].join(timeout=60)
+    capsys.readouterr()
+    assert hashlib.sha256(model[1].read_bytes()).hexdigest() != before  # (the save done, after the embedding)
+    with h5py.File(tmp_path / "vectors.hdf5", "r") as f:
+        assert f.attrs["weights_sha256"] == before
+        for i, line_expected in enumerate(expected):
+            np.testing.assert_allclose(f[str(i)][...], line_expected, rtol=0, atol=1e-6)

@@ -230,3 +230,51 @@ def test_the_results_index_row_is_the_stored_choice(monkeypatch):
                    "direction, 10 epochs, 4,907 training sentences (545 to validate, 500 to test), 3 seeds): wide "
                    "chosen, 91.3 ± 1.2 vs CNN 90.0 ± 1.0 (Kim, published: 91.2), chosen − CNN +1.3 [-0.1, +2.8] "
                    "(95%, 3 pairs): no difference resolved | 0.4.0 | {doc}`/results/sentences` |")
+
+
+def test_a_choice_between_a_sweep_and_itself_is_refused(shared_data, tmp_path, capsys):
+    """--choose-from naming one folder under two labels (spelt alike or not) chose "between" a sweep and itself
+    (a beats b by 0.0) and reported it as a choice: refused, naming both labels, before anything is written."""
+    folders = _sweep_folders(tmp_path)
+    for twice in (f"a={folders['defaults']},b={folders['defaults']}",
+                  f"a={folders['defaults']},b={tmp_path}/./defaults/,c={folders['wide']}"):
+        out = tmp_path / "choice"
+        assert main(["reproduce", "sentences", "--choose-from", twice, "--out", str(out),
+                     "--data-dir", str(shared_data / "sentence")]) == 2
+        error = capsys.readouterr().err
+        assert "sweeps 'a' and 'b' name one folder" in error and str(folders["defaults"]) in error
+        assert not out.exists()
+
+
+def test_a_choice_s_folder_whose_marker_is_damaged_is_taken_again(shared_data, tmp_path, capsys):
+    """The one check for an analysis' folder knew a gates' or lesion folder whose marker is damaged by its result,
+    not a choice's: run again into its own folder, the choice was refused (its summary.json not taken as evidence),
+    and the message named gates.json or lesion.json. A sweep's summary.json is no such evidence."""
+    folders = _sweep_folders(tmp_path)
+    out = tmp_path / "choice"
+    command = ["reproduce", "sentences", "--choose-from", f"defaults={folders['defaults']},wide={folders['wide']}",
+               "--out", str(out), "--data-dir", str(shared_data / "sentence")]
+    assert main(command) == 0
+    (out / files.MARKER).write_text("damaged")
+    assert main(command) == 0
+    assert "made again, listing the files there that highwaynet writes (report.md, summary.json)" in \
+        capsys.readouterr().out
+    assert {"report.md", "summary.json"} <= set(files.marker(out)["written"])
+    sweep = tmp_path / "sweep"  # (a sweep's folder, its marker damaged: never taken for a choice's)
+    files.claim(sweep, "sweep")
+    files.write_text(sweep / "summary.json", (folders["wide"] / "summary.json").read_text())
+    (sweep / files.MARKER).write_text("damaged")
+    with pytest.raises(files.DamagedMarker, match="summary.json naming sentences-choice"):
+        files.check_analysis_folder(sweep, "summary.json")
+
+
+def test_an_analysis_folder_is_read_as_a_path(tmp_path, monkeypatch):
+    """check_analysis_folder made its folder with Path(): "" was the working folder, taken for an analysis."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="folder must be a path, got an empty string"):
+        files.check_analysis_folder("", "gates.json")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(files.FolderNotOurs, match=f"^{tmp_path / 'mine'} holds files"):
+        files.check_analysis_folder("~/mine", "gates.json")

@@ -331,8 +331,13 @@ class ELMoBiLM(nn.Module):
             ImportError: h5py, the ``elmo`` extra, is not installed (``pip install h5py``).
         """
         with _pair_held(options, weights):
-            opts = read_options(options)
-            arrays = read_weights(weights, opts)
+            opts, arrays = _read_pair(options, weights)
+        return cls._from_arrays(opts, arrays, stateful=stateful, device=device, dtype=dtype)
+
+    @classmethod
+    def _from_arrays(cls, opts: ELMoOptions, arrays: dict[str, np.ndarray], *, stateful: bool,
+                     device: torch.device | str | None, dtype: torch.dtype | None) -> ELMoBiLM:
+        """:meth:`from_files`' biLM, of the pair read (:func:`_read_pair`)."""
         bilm = cls.from_options(opts, stateful=stateful, device=device, dtype=dtype)
         bilm.load_state_dict(state_dict_from_arrays(arrays, opts))
         bilm.requires_grad_(False)
@@ -601,10 +606,18 @@ def arrays_from_state_dict(state: dict[str, Tensor], opts: ELMoOptions) -> dict[
     return arrays
 
 
+def _read_pair(options: str | Path | dict[str, Any], weights: str | Path) -> tuple[ELMoOptions, dict[str, np.ndarray]]:
+    """The options and the weights' arrays of a pair (:meth:`ELMoBiLM.from_files` reads them so); hold
+    :func:`_pair_held` around it, and around whatever else must see the same pair (``elmo embed``'s hashes)."""
+    opts = read_options(options)
+    return opts, read_weights(weights, opts)
+
+
 def _pair_held(options: object, weights: object) -> AbstractContextManager[bool]:
     """The lock of the folder that holds both ``options`` and ``weights`` (paths), held shared while
     :meth:`ELMoBiLM.from_files` reads them (:meth:`ELMoBiLM.save_files` moves its pair in holding it
-    exclusive); none where they are in different folders, or not paths (their readers then say what is wrong)."""
+    exclusive), or ``elmo embed`` hashes and reads them; none where they are in different folders, or not paths
+    (their readers then say what is wrong). Taken once per reading: not again inside it."""
     try:
         folder = check_path("options", options).parent
         same = os.path.samefile(folder, check_path("weights", weights).parent)

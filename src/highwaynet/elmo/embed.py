@@ -50,7 +50,7 @@ from .._files import check_replaceable, private_folder, remove_killed, replace_a
 from ..data.download import parse_json, read_text
 from ..training.distributed import barrier, init_distributed
 from ..training.run_dir import release_lock, take_lock
-from .bilm import ELMoBiLM
+from .bilm import ELMoBiLM, _pair_held, _read_pair
 from .chars import batch_to_ids
 from .files import DAMAGED_HDF5, stored_dataset
 from .mix import remove_sentence_boundaries
@@ -248,10 +248,12 @@ def embed_file(options: str | Path, weights: str | Path, input_path: str | Path,
     _check_file("options", options)
     _check_file("weights", weights)
     sentences = _read_sentences(input_path)
-    wanted = _fingerprint(options, weights, input_path, layers, batch_size, stateful)
+    with _pair_held(options, weights):  # (the pair hashed is the pair read: a save_files there waits for both)
+        wanted = _fingerprint(options, weights, input_path, layers, batch_size, stateful)
+        opts, arrays = _read_pair(options, weights)
     rank, size = init_distributed(device)
     target = pick_device(device)
-    bilm = ELMoBiLM.from_files(options, weights, stateful=stateful, device=target)
+    bilm = ELMoBiLM._from_arrays(opts, arrays, stateful=stateful, device=target, dtype=None)
     # (every process reads OUT before rank 0 may remove it; read again once the lock is held, as another command
     # may have written it meanwhile: a complete OUT, or one with other settings, is never written over unchecked)
     if _complete(out, sentences, wanted, layers, bilm.output_size, restart, say):

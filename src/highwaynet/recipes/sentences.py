@@ -281,7 +281,14 @@ def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: s
         raise TypeError(f"sweeps must be a dict of a label for each finished sweep's folder, got {sweeps!r}")
     out = check_path("out", out)
     files.check_analysis_folder(out, "summary.json")  # (a gates' analysis or lesion study there is refused)
-    summaries = {label: _sweep_summary(check_path(f"sweeps[{label!r}]", folder)) for label, folder in sweeps.items()}
+    folders = {label: check_path(f"sweeps[{label!r}]", folder) for label, folder in sweeps.items()}
+    summaries = {label: _sweep_summary(folder) for label, folder in folders.items()}
+    seen: dict[Path, str] = {}
+    for label, folder in folders.items():  # (a sweep against itself is no choice: "a beats b by 0.0")
+        first = seen.setdefault(folder.resolve(), label)
+        if first != label:
+            raise ValueError(f"sweeps {first!r} and {label!r} name one folder ({folders[first]}, {folder}): give each "
+                             f"sweep's folder once")
     sizes = {}
     for task in dict.fromkeys(t for s in summaries.values() for t in s["config"]["tasks"]):
         data = load_sentences(task, data_dir, download=download)

@@ -60,7 +60,8 @@ _INFRASTRUCTURE = (MARKER, MARKER + ".tmp", ".lock")
 _LEGACY_RUN_FILES = frozenset({"config.json", "metrics.jsonl", "checkpoint.pt", "checkpoint.prev.pt", "model.pt",
                                "results.json", "vocab.json", "report.md", "report.html", "curves.png", "tensorboard",
                                ".lock"})
-#: What an analysis folder (``reproduce gates``, ``reproduce lesion``) holds: re-marked where its marker is damaged.
+#: What an analysis folder (``reproduce gates``, ``reproduce lesion``) holds: re-marked where its marker is damaged
+#: (with a choice among sweeps' summary.json, where it names its recipe: :func:`_a_choice`).
 _ANALYSIS_FILES = frozenset({"gates.json", "gates.png", "lesion.json", "lesion.png", "report.md", "report.html"})
 #: The analyses that write into an ``analysis`` folder, each by the file that shows it wrote there (its result): what
 #: each is called in messages. Each writes ``report.md`` too, so that one folder holds one analysis
@@ -236,21 +237,34 @@ def _legacy(folder: Path, kind: str, entries: list[str]) -> bool:
 
 #: What shows that a folder whose marker is damaged is a ``kind`` folder of highwaynet's, for messages.
 _EVIDENCE = {"run": "config.json naming a recipe", "sweep": "sweep.json naming a recipe",
-             "analysis": "gates.json or lesion.json"}
+             "analysis": "gates.json, lesion.json or summary.json naming sentences-choice"}
+
+
+def _a_choice(folder: Path) -> bool:
+    """Whether ``folder`` holds a choice among sweeps' ``summary.json`` (a regular file naming the recipe
+    ``sentences-choice``: a sweep's summary.json names none)."""
+    data = read_regular(folder, "summary.json")
+    try:
+        found = parse_json(data.decode("utf-8")) if data is not None else None
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(found, dict) and found.get("recipe") == "sentences-choice"
 
 
 def _evidently(folder: Path, kind: str) -> bool:
     """Whether a folder whose marker is damaged shows that it is a ``kind`` folder of highwaynet's (its
-    :data:`_EVIDENCE`, a regular file)."""
+    :data:`_EVIDENCE`, a regular file): for an analysis, the result of one of :data:`ANALYSES`."""
     if kind == "analysis":
-        return any(read_regular(folder, name) is not None for name in ("gates.json", "lesion.json"))
+        return any(read_regular(folder, name) is not None for name in ANALYSES if name != "summary.json") or \
+            _a_choice(folder)
     return _names_a_recipe(folder, "config.json" if kind == "run" else "sweep.json")
 
 
 def _its_own(folder: Path, kind: str, entries: list[str]) -> list[str]:
     """Those of ``entries`` that a ``kind`` folder of highwaynet's holds by name: regular files (and a run's
     TensorBoard folder), never a link. A damaged marker is made again listing these alone."""
-    names = {"run": _LEGACY_RUN_FILES, "analysis": _ANALYSIS_FILES,
+    names = {"run": _LEGACY_RUN_FILES,
+             "analysis": _ANALYSIS_FILES | ({"summary.json"} if kind == "analysis" and _a_choice(folder) else set()),
              "sweep": frozenset({"sweep.json", "summary.json", "report.md", "report.html"})}[kind]
     return [e for e in entries if (e in names or (kind == "sweep" and e.endswith(".png"))) and not
             (folder / e).is_symlink() and ((folder / e).is_file() or (e in _OPAQUE_FOLDERS and (folder / e).is_dir()))]
@@ -317,7 +331,7 @@ def check_analysis_folder(folder: str | Path, result: str, *, restart: bool | No
         FolderNotOurs: as :func:`check_claimable` (the folder is not one for an analysis).
         FileExistsError: the folder holds another analysis (named, with its file, and what to do).
     """
-    folder = Path(folder)
+    folder = check_path("folder", folder)
     what = ANALYSES[result]
     found = check_claimable(folder, "analysis", what)
     if restart:
