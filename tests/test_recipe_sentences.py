@@ -1,5 +1,7 @@
 import dataclasses
 import json
+import os
+import socket
 import warnings
 
 import pytest
@@ -11,7 +13,15 @@ from highwaynet.data.sentences import load_sentences
 from highwaynet.models.sentence import ENCODERS, SentenceClassifier, load_word_vectors
 from highwaynet.recipes import sentences
 from highwaynet.training import TrainConfig
-from highwaynet.training.run_dir import count, format_mean_std, load_run_config
+from highwaynet.training.run_dir import (
+    RunFolderBusy,
+    count,
+    format_mean_std,
+    load_run_config,
+    release_lock,
+    start_sweep,
+    take_lock,
+)
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)
@@ -243,3 +253,74 @@ def test_character_features_spell_words_the_training_split_lacks(shared_data, tm
     (label, probs), (label2, probs2) = sentences.predict(tmp_path / "run", ["What is a qwertyzoid ?",
                                                                             "What is a zzzzzzzzzzzzzz ?"])
     assert abs(sum(probs.values()) - 1) < 1e-5 and probs != probs2  # the two new words read differently
+
+
+def _split_sweep(shared_data):
+    """A two-run sweep (trec, cnn, seeds 0 and 1, one small epoch), and its seed 1 run's folder in ``out``."""
+    base = sentences.SentenceConfig(task="trec", encoder="cnn", embed_dim=16, batch_size=50,
+                                    train=TrainConfig(epochs=1, optimizer="adam", lr=3e-3, monitor="val_acc"))
+    config = sentences.SweepConfig(tasks=["trec"], encoders=["cnn"], layers=[1], seeds=[0, 1], base=base)
+    return config, dict(data_dir=shared_data / "sentence", progress=False)
+
+
+def test_a_split_sweep_takes_a_run_the_other_process_finished_before_its_end(shared_data, tmp_path):
+    """Two processes of one sweep: the run one left to the other (it held it) is looked at again at the end;
+    finished by then, it is in the summary (it was left out: each process summed only its own runs)."""
+    config, options = _split_sweep(shared_data)
+    out = tmp_path / "sweep"
+    start_sweep(out, "sentences", config, log=lambda line: None)  # (the first process to start made the folder)
+    held = out / "trec" / "cnn-L1" / "seed1"
+    held.mkdir(parents=True)
+    lock = take_lock(held / ".lock", RunFolderBusy)  # (the other process holds seed 1's folder: a real flock)
+    printed = []
+
+    def log(line: str) -> None:
+        printed.append(line)
+        if f"{held}: " in line and "held by another process" in line:  # the other process trains it, and ends
+            release_lock(lock)
+            sentences.sweep(config, out, log=lambda line: None, **options)
+
+    summary = sentences.sweep(config, out, log=log, **options)
+    assert not any("(resumed)" in line for line in printed)  # (it resumed nothing: it held nothing)
+    assert any(line.startswith(f"{held}: finished by the process that held it") for line in printed)
+    assert sorted(r["seed"] for r in summary["runs"]) == [0, 1] and "left_out" not in summary
+    assert len(json.loads((out / "summary.json").read_text())["runs"]) == 2
+    assert "Partial" not in (out / "report.md").read_text()
+
+
+def test_a_split_sweep_with_a_run_still_being_written_writes_a_partial_summary_its_readers_refuse(
+        shared_data, tmp_path, capsys):
+    config, options = _split_sweep(shared_data)
+    out = tmp_path / "sweep"
+    start_sweep(out, "sentences", config, log=lambda line: None)  # (the first process to start made the folder)
+    held = out / "trec" / "cnn-L1" / "seed1"
+    held.mkdir(parents=True)
+    lock = take_lock(held / ".lock", RunFolderBusy)
+    printed = []
+    try:
+        summary = sentences.sweep(config, out, log=printed.append, **options)
+        who = f"process {os.getpid()} on {socket.gethostname()}"
+        assert any(line.startswith(f"{held}: trec cnn 1 layer(s), seed 1: held by another process ({who})")
+                   for line in printed)
+        assert not any(line.startswith(f"{held}: trec cnn") and "(resumed)" in line for line in printed)
+        said = [line for line in printed if "hold only the finished runs" in line]
+        assert len(said) == 1 and f"{held} (being written by {who})" in said[0]
+        assert "Run the same command again once that process has ended" in said[0]
+        assert [r["seed"] for r in summary["runs"]] == [0]
+        stored = json.loads((out / "summary.json").read_text())
+        assert stored["left_out"] == [{"run": str(held), "held_by": who}]
+        assert "> **Partial:** the summary and report of" in (out / "report.md").read_text()
+        # A report of what is finished, while the run is still being written: partial too.
+        assert "left_out" in sentences.sweep(config, out, log=lambda line: None, report_only=True, **options)
+        # A reader of the summary refuses it, saying how to get the whole one.
+        assert main(["reproduce", "sentences", "--choose-from", f"one={out}", "--out", str(tmp_path / "choice"),
+                     "--data-dir", str(shared_data / "sentence")]) == 2
+        error = capsys.readouterr().err
+        assert f"{out / 'summary.json'} is a partial summary" in error and str(held) in error
+        assert "Run the sweep's command again once the process writing it has ended" in error
+    finally:
+        release_lock(lock)
+    # That process ended: the same command again writes the whole summary.
+    summary = sentences.sweep(config, out, log=lambda line: None, **options)
+    assert len(summary["runs"]) == 2 and "left_out" not in json.loads((out / "summary.json").read_text())
+    assert "Partial" not in (out / "report.md").read_text()

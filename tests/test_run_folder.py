@@ -4,6 +4,7 @@ that finished."""
 
 import json
 import math
+import os
 import random
 import signal
 import socket
@@ -17,7 +18,8 @@ import torch
 from conftest import process_timeout
 
 from highwaynet.cli import main
-from highwaynet.training.run_dir import RunFolderBusy, hold_run_dir
+from highwaynet.training.progress import SweepProgress
+from highwaynet.training.run_dir import RunFolderBusy, hold_run_dir, release_lock, run_once, take_lock
 
 pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the data extra)")
 
@@ -314,3 +316,22 @@ def test_a_finished_study_run_again_keeps_its_wall_and_cpu_time(tmp_path):
     assert (again["seconds"], again["cpu_seconds"]) == (2512.5, 4915.5)
     assert json.loads((tmp_path / "summary.json").read_text())["cpu_seconds"] == 4915.5
     assert reports[-1]["cpu_seconds"] == 4915.5
+
+
+def test_a_run_held_by_another_process_is_not_said_to_be_resumed(tmp_path):
+    """A split sweep's run another process writes (it has a checkpoint): this process resumes nothing, so it
+    says the run is held by that process, never "(resumed)", and leaves it to it for the sweep's end."""
+    run = tmp_path / "run"
+    with hold_run_dir(run):  # (the other process made it a run folder of highwaynet's, and saved an epoch)
+        (run / "checkpoint.pt").write_bytes(b"the other process's")
+    lock = take_lock(run / ".lock", RunFolderBusy)  # (a real flock, on a descriptor of its own: another holder)
+    printed, progress = [], SweepProgress(1)
+    try:
+        assert run_once(run, lambda resume: pytest.fail("trained a run another process holds"), printed.append,
+                        "highway 3, seed 0", progress=progress) is None
+    finally:
+        release_lock(lock)
+    who = f"process {os.getpid()} on {socket.gethostname()}"
+    assert printed == [f"{run}: highway 3, seed 0: held by another process ({who}), left to it: a sweep split over "
+                       f"several processes; looked at again at the sweep's end"]
+    assert progress.held == {run: who} and progress.done == 1

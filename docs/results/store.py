@@ -35,6 +35,10 @@ def main() -> None:
     for name, recipe in (("summary.json", None), ("gates.json", "gates"), ("lesion.json", "lesion")):
         if (args.folder / name).is_file():
             result = json.loads((args.folder / name).read_text())
+            if result.get("left_out"):  # (a split sweep's, written while another process still trained some runs)
+                raise SystemExit(f"{args.folder / name} is a partial summary: it leaves out "
+                                 f"{', '.join(str(r.get('run')) for r in result['left_out'])}, unfinished when it was "
+                                 f"written; run the sweep's command again once the process writing them has ended")
             recipe = recipe or result.get("recipe") or json.loads((args.folder / "sweep.json").read_text())["recipe"]
             break
     else:

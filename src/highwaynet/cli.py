@@ -266,6 +266,9 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
         depth = count(row["layers"], "layer") if row["encoder"] in STACKED_ENCODERS else "-"
         print(f"{row['task']:5} {row['encoder']:12} {depth:>10}  "
               f"{format_mean_std(row, row['runs'])}% ({count(row['runs'], 'run')})")
+    if summary.get("left_out"):
+        print(f"partial: {count(len(summary['left_out']), 'run')} left out, unfinished at the sweep's end "
+              f"(named above): run the same command again once it has ended")
     print(f"wrote {args.out}/report.md ({summary['seconds']:.0f}s)")
 
 

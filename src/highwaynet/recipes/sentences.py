@@ -24,10 +24,14 @@ from ..nn import CharVocab
 from ..training import SentenceTask, Trainer, files
 from ..training.progress import SweepProgress
 from ..training.run_dir import (
+    check_complete_summary,
+    count,
     finish_sweep,
     flat_settings,
+    held_by,
     load_best_weights,
     load_run_config,
+    look_again,
     mean_std,
     open_run,
     read_json,
@@ -228,7 +232,8 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, restart
     out, config = start_sweep(out, "sentences", config, resume=resume, restart=restart, report_only=report_only,
                               log=log)
     start = time.perf_counter()
-    results, settings = [], []
+    runs: list[tuple[Path, dict[str, Any] | None]] = []  # (each run's folder, its results: None, left to another)
+    left_out: dict[Path, str | None] = {}  # (a report's: runs another process is writing)
     stacked = sum(len(config.layers) if e in STACKED_ENCODERS else 1 for e in config.encoders)
     sweep = SweepProgress(stacked * sum(config.folds if t in CROSS_VALIDATED else len(config.seeds)
                                         for t in config.tasks))
@@ -244,24 +249,30 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, restart
                 for layers in (config.layers if encoder in STACKED_ENCODERS else [1]):
                     run_dir = out / task_name(task) / f"{encoder}-L{layers}" / f"{kind}{k}"
                     if report_only and not (run_dir / "results.json").is_file():
+                        if holder := held_by(run_dir):  # (being written: the report is partial; one not started, not)
+                            left_out[run_dir] = holder
                         continue
                     one = SentenceConfig(**{**asdict(base), "encoder": encoder, "layers": layers})
                     if data is None and not (run_dir / "results.json").is_file():
                         data = load_data(base, data_dir, download)
-                    result = run_once(run_dir, partial(run, one, run_dir, data=data, log=log, progress=progress),
-                                      log, f"{task} {encoder} {layers} layer(s), {kind} {k}",
-                                      config=None if report_only else one, progress=None if report_only else sweep)
-                    if result is None:  # (another process of a split sweep is training it)
-                        continue
-                    results.append(result)
-                    # The report gives each run's own settings (a finished run keeps those it was trained with).
-                    settings.append(run_settings(load_run_config(run_dir)["config"]))
+                    runs.append((run_dir, run_once(
+                        run_dir, partial(run, one, run_dir, data=data, log=log, progress=progress),
+                        log, f"{task} {encoder} {layers} layer(s), {kind} {k}",
+                        config=None if report_only else one, progress=None if report_only else sweep)))
+    # A run another process of a split sweep was training (None) is looked at again: finished since, it is taken.
+    found = look_again(sweep, log)
+    runs = [(run_dir, result if result is not None else found.get(run_dir)) for run_dir, result in runs]
+    results = [result for _, result in runs if result is not None]
+    # The report gives each run's own settings (a finished run keeps those it was trained with).
+    settings = [run_settings(load_run_config(run_dir)["config"]) for run_dir, result in runs if result is not None]
     if not results:
-        raise RuntimeError(f"no finished runs in {out} match the sweep's tasks, encoders, layers and seeds")
+        raise RuntimeError(f"no finished runs in {out} match the sweep's tasks, encoders, layers and seeds"
+                           + (f" ({count(len(sweep.held | left_out), 'run')} being written by another process: "
+                              f"run the command again once it has ended)" if sweep.held or left_out else ""))
     summary = {"recipe": "sentences", "config": asdict(config), "runs": results,
                "seconds": round(time.perf_counter() - start, 1), "table": summarize(results),
                "settings": common_settings(settings)}
-    return finish_sweep(out, summary, write_report)
+    return finish_sweep(out, summary, write_report, progress=sweep, log=log, left_out=left_out)
 
 
 def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: str = "hbilstm",
@@ -306,6 +317,8 @@ def _sweep_summary(folder: Path) -> dict[str, Any]:
     path = folder / "summary.json"
     summary = read_json(path, "a finished sweep's summary: run the sweep, or report what it finished with "
                               "--report-only")
+    check_complete_summary(summary, path)  # (a split sweep's, written while another process trained some of its runs)
+
     def number(v: object) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool)
 

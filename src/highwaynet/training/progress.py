@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Hashable, Sequence
+from pathlib import Path
 
 __all__ = ["RECENT_RUNS", "SweepProgress"]
 
@@ -63,6 +64,10 @@ class SweepProgress:
         self.by_family: dict[Hashable, list[tuple[float, float]]] = {}  # (cost, epochs' seconds) of its runs
         self.fixed: list[float] = []  # each timed run's seconds outside its epochs
         self.paced: list[tuple[float, float]] = []  # of each run estimated: (its seconds, the estimate before it)
+        #: The runs left to another process of a split sweep (``run_once``): each run folder, and who holds it
+        #: ("process 123 on host"; None where none does now). ``run_dir.look_again`` looks at them again at the
+        #: sweep's end; ``run_dir.finish_sweep`` marks a summary without those still unfinished partial.
+        self.held: dict[Path, str | None] = {}
 
     def finished(self, seconds: float | None, epochs_seconds: float | None = None) -> None:
         """The next planned run is done: trained in ``seconds`` (of which ``epochs_seconds`` in its

@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -43,7 +43,8 @@ from .distributed import barrier, init_distributed, is_main_process
 from .progress import SweepProgress
 
 __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
-           "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir",
+           "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir", "held_by",
+           "holder_of", "look_again", "check_complete_summary",
            "load_best_weights", "load_run_config", "mean_std", "open_run", "paired_differences", "paired_interval",
            "plan_run", "prepare_run_dir", "read_json", "read_metrics", "read_results", "release_lock", "run_once",
            "saved_config", "settings_differ", "settings_named_by", "start_sweep", "take_lock", "write_text"]
@@ -603,13 +604,23 @@ def _check_known_settings(path: Path, saved: dict[str, Any], asked: Any) -> None
                          f"or pass another --out (--restart starts the study there over)")
 
 
-def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Path, dict[str, Any]], Any]
-                 ) -> dict[str, Any]:
+def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Path, dict[str, Any]], Any],
+                 progress: SweepProgress | None = None, log: Callable[[str], None] = print,
+                 left_out: Mapping[Path, str | None] | None = None) -> dict[str, Any]:
     """Write a sweep's ``summary.json`` and its report (rank 0 alone under torchrun); returns ``summary``.
 
     A study that had ended and is run again (its report written again) keeps its time: ``seconds`` and
     ``cpu_seconds``, this session's, are added to the earlier summary's. (A study killed before its
-    summary counts from the session that ends it.)"""
+    summary counts from the session that ends it.)
+
+    A split sweep's runs still unfinished at its end (``progress.held``, after :func:`look_again`; or
+    ``left_out``, a report's) are left out of it: the summary records them (``left_out``: each run's
+    folder and who holds it) and is partial (:func:`partial_summary`, which readers of a summary refuse),
+    the report says so at its top, and one line on ``log`` names them and the way to the whole summary."""
+    held = {**(progress.held if progress is not None else {}), **(left_out or {})}
+    if held:
+        summary["left_out"] = [{"run": str(run), "held_by": holder} for run, holder in held.items()]
+        log(_left_out_line(out, summary["left_out"]))
     try:
         earlier = read_json(out / "summary.json", optional=True)
     except (OSError, ValueError):  # (a damaged summary: written again now)
@@ -622,7 +633,33 @@ def finish_sweep(out: Path, summary: dict[str, Any], write_report: Callable[[Pat
     if is_main_process():
         write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
         write_report(out, summary)
+        report = out / "report.md"
+        text = files.read_regular(out, "report.md") if held else None
+        if text is not None:  # (a warning under the report's title, where a reader meets it first)
+            title, _, rest = text.decode("utf-8").partition("\n")
+            write_text(report, f"{title}\n\n> **Partial:** {_left_out_line(out, summary['left_out'])}\n{rest}")
     return summary
+
+
+def _left_out_line(out: Path, left_out: list[dict[str, Any]]) -> str:
+    runs = "; ".join(f"{entry['run']} (" + (f"being written by {entry['held_by']}" if entry["held_by"] else
+                                            "unfinished: the process that held it ended") + ")" for entry in left_out)
+    return (f"the summary and report of {out} hold only the finished runs: {count(len(left_out), 'run')} of this "
+            f"sweep left out, {'unfinished' if len(left_out) == 1 else 'each unfinished'} at its end: {runs}. Run the "
+            f"same command again once that process has ended: it will then write the whole summary")
+
+
+def check_complete_summary(summary: Any, path: str | Path) -> None:
+    """Refuse a sweep's summary (read from ``path``) that is partial: one that left out runs another process
+    of a split sweep had not finished (:func:`finish_sweep`'s ``left_out``), which would otherwise pass for
+    the whole sweep's."""
+    left_out = summary.get("left_out") if isinstance(summary, dict) else None
+    if left_out:
+        runs = [entry.get("run") if isinstance(entry, dict) else entry for entry in left_out]
+        raise ValueError(f"{path} is a partial summary: {count(len(runs), 'run')} of its sweep left out, unfinished "
+                         f"when it was written ({', '.join(map(str, runs))}). Run the sweep's command again once "
+                         f"the process writing {'it' if len(runs) == 1 else 'them'} has ended: it then writes the "
+                         f"whole summary")
 
 
 def _differences(saved: dict[str, Any], asked: Any) -> list[tuple[str, Any, Any, bool]]:
@@ -664,10 +701,34 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
     ``train(resume=...)`` runs it into ``run_dir`` and returns its results (also in ``results.json``).
     A run that was started but never saved a checkpoint is started over. A finished or resumed run
     keeps the settings it was started with: given the ``config`` asked for, each setting where they
-    differ is logged. A run another process is writing (a sweep split over several) is left to it:
-    logged, and None returned, unless the sweep needs its result to go on (``required``: then
+    differ is logged. An unfinished run is held (its folder's lock, :func:`hold_run_dir`) before it is
+    looked at and trained. A run another process is writing (a sweep split over several) is left to it:
+    logged, recorded in ``progress`` (:attr:`SweepProgress.held`, for :func:`look_again` at the sweep's
+    end, which takes its results if it has finished by then and has :func:`finish_sweep` mark the summary
+    partial if not), and None returned, unless the sweep needs its result to go on (``required``: then
     :class:`RunFolderBusy` says so). ``progress`` counts the sweep's runs and says what is left.
     """
+    with ExitStack() as holding:
+        if read_results(run_dir) is None:  # (a finished run is read, never written: no lock to take)
+            try:
+                holding.enter_context(hold_run_dir(run_dir, log=log))
+            except RunFolderBusy as busy:
+                if required:
+                    raise RunFolderBusy(f"{busy}; this sweep needs its result to go on: run the sweep's command "
+                                        f"again once that process has finished") from None
+                holder = holder_of(busy)
+                log(f"{run_dir}: {what}: held by another process ({holder}), left to it: a sweep split over "
+                    f"several processes; looked at again at the sweep's end")
+                if progress is not None:
+                    progress.held[run_dir] = holder
+                    progress.finished(None)
+                return None
+        return _run_held(run_dir, train, log, what, config, progress)
+
+
+def _run_held(run_dir: Path, train: Train, log: Callable[[str], None], what: str, config: Any,
+              progress: SweepProgress | None) -> dict[str, Any] | None:
+    """:func:`run_once`'s run, its folder held (or finished)."""
     done, resume = read_results(run_dir), finished_an_epoch(run_dir)
     if done is None and ((run_dir / "results.json").exists() or (run_dir / "results.json").is_symlink()):
         log(f"{run_dir / 'results.json'} is not the results its run wrote (edited, damaged or a link): the run goes "
@@ -688,18 +749,58 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
     log(f"{run_dir}: {what}" + (" (resumed)" if resume else ""))
     earlier = len(read_metrics(run_dir))  # (the epochs of this session are the ones after these)
     start = time.perf_counter()
-    try:
-        results = train(resume=resume)
-    except RunFolderBusy as busy:
-        if required:
-            raise RunFolderBusy(f"{busy}; this sweep needs its result to go on: run the sweep's command again "
-                                f"once that process has finished") from None
-        log(f"{run_dir}: skipped: {busy}")
-        results = None
+    results = train(resume=resume)
     if progress is not None:
         epochs = sum(m["time"] for m in read_metrics(run_dir)[earlier:])
-        progress.finished(None if results is None else time.perf_counter() - start, epochs)
+        progress.finished(time.perf_counter() - start, epochs)
     return results
+
+
+def holder_of(busy: RunFolderBusy) -> str:
+    """Who holds a folder, as :class:`RunFolderBusy` names it ("process 123 on host")."""
+    text = str(busy)
+    start = text.find(" is being written by ")
+    return text[start + len(" is being written by "):text.find(" (it holds", start)] if start >= 0 else text
+
+
+def held_by(run_dir: str | Path) -> str | None:
+    """Who holds ``run_dir``'s lock ("process 123 on host"), or None where no other process holds it: looked
+    at without taking the lock, or writing anything (a report that trains nothing asks)."""
+    if fcntl is None:  # pragma: no cover - Windows: no lock
+        return None
+    folder = check_path("run_dir", run_dir)
+    if folder.resolve() in _held:
+        return None
+    try:
+        fd = os.open(folder / ".lock", os.O_RDONLY | NOFOLLOW)
+    except OSError:  # (no lock file: no run was ever held there)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.read(fd, 200).decode(errors="replace").strip() or "another process"
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def look_again(progress: SweepProgress, log: Callable[[str], None]) -> dict[Path, dict[str, Any]]:
+    """At a split sweep's end, before its summary: the results of each run :func:`run_once` left to another
+    process (``progress.held``) that has finished since, by its folder (each taken as a run skipped as
+    done, and dropped from ``progress.held``). Those still unfinished stay there, with who holds them now
+    (None: no process does; the one that did ended first), for :func:`finish_sweep` to name."""
+    found = {}
+    for run_dir in list(progress.held):
+        results = read_results(run_dir)
+        if results is not None:
+            log(f"{run_dir}: finished by the process that held it: its results are in the summary")
+            found[run_dir] = results
+            del progress.held[run_dir]
+        else:
+            progress.held[run_dir] = held_by(run_dir)
+    return found
 
 
 def load_best_weights(model: torch.nn.Module, run_dir: str | Path) -> torch.nn.Module:
