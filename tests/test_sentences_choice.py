@@ -229,7 +229,14 @@ def test_the_results_index_row_is_the_stored_choice(monkeypatch):
                    "recipe at its defaults, paired by seed | test accuracy (%): TREC (1 block, 300 units per "
                    "direction, 10 epochs, 4,907 training sentences (545 to validate, 500 to test), 3 seeds): wide "
                    "chosen, 91.3 ± 1.2 vs CNN 90.0 ± 1.0 (Kim, published: 91.2), chosen − CNN +1.3 [-0.1, +2.8] "
-                   "(95%, 3 pairs): no difference resolved | 0.4.0 | {doc}`/results/sentences` |")
+                   "(95%, 3 pairs): no difference resolved; the chosen setting averages its weights (`train.ema`), "
+                   "the CNN does not | 0.4.0 | {doc}`/results/sentences` |")
+    # What a reader of the row must know, stored with the result (store.py --caveat), is said in it.
+    try:
+        (row,) = results._summary({"sentences-choice": {**record, "caveat": "wide was tuned on test"}}).splitlines()[2:]
+    finally:
+        sys.modules.pop("results", None)
+    assert "or wide (`hidden=300`, `train.ema=0.995`); wide was tuned on test), vs Kim's" in row
 
 
 def test_a_choice_between_a_sweep_and_itself_is_refused(shared_data, tmp_path, capsys):

@@ -30,6 +30,8 @@ def main() -> None:
     parser.add_argument("--command", required=True, help="the command that made it, as a user types it")
     parser.add_argument("--seconds", type=float, help="the command's wall time (default: the summary's)")
     parser.add_argument("--note", default="", help="anything a reader needs to know about the run")
+    parser.add_argument("--caveat", default="", help="what a reader of the README's results row must know to read it "
+                                                     "(shown in the row)")
     parser.add_argument("--figure", help="one of the result's figures to copy to docs/images/NAME.png")
     args = parser.parse_args()
     for name, recipe in (("summary.json", None), ("gates.json", "gates"), ("lesion.json", "lesion")):
@@ -46,7 +48,8 @@ def main() -> None:
     configs = sorted(args.folder.rglob("config.json")) or sorted(Path(result.get("run_dir", "")).glob("config.json")) \
         or [c for folder in result.get("sweeps", {}).values() for c in sorted(Path(folder).rglob("config.json"))]
     environment = json.loads(configs[0].read_text())["environment"] if configs else {}
-    record = {"recipe": recipe, "command": args.command, "note": args.note, "environment": environment,
+    record = {"recipe": recipe, "command": args.command, "note": args.note,
+              **({"caveat": args.caveat} if args.caveat else {}), "environment": environment,
               "seconds": args.seconds if args.seconds is not None else result.get("seconds"), "result": result}
     out = HERE / f"{args.name}.json"
     out.write_text(json.dumps(record, indent=1) + "\n")
