@@ -44,7 +44,7 @@ from .progress import SweepProgress
 
 __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environment", "finish_sweep",
            "finished_an_epoch", "finite_or_inf", "flat_settings", "format_mean_std", "hold_run_dir", "held_by",
-           "holder_of", "look_again", "check_complete_summary",
+           "look_again", "check_complete_summary",
            "load_best_weights", "load_run_config", "mean_std", "open_run", "paired_differences", "paired_interval",
            "plan_run", "prepare_run_dir", "read_json", "read_metrics", "read_results", "release_lock", "run_once",
            "saved_config", "settings_differ", "settings_named_by", "start_sweep", "take_lock", "write_text"]
@@ -258,7 +258,12 @@ def _metrics_needed(recipe: str, settings: Any) -> dict[str, tuple[str, ...]]:
 
 
 class RunFolderBusy(FileExistsError):
-    """Another process is writing the run folder (it holds the folder's lock)."""
+    """Another process is writing the run folder (it holds the folder's lock): ``holder``, who
+    ("process 123 on host"), as its lock file names it."""
+
+    def __init__(self, message: str, holder: str = "another process") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 # Locks this process holds, by resolved folder: [the lock file's descriptor, how many holders inside]
@@ -296,7 +301,8 @@ def hold_run_dir(run_dir: str | Path | None, kind: str = "run", what: str = "",
         return
     path = folder / ".lock"
     fd = cast(int, take_lock(path, lambda holder: RunFolderBusy(
-        f"{folder} is being written by {holder} (it holds {path}): wait for that run to end, or pass another --out")))
+        f"{folder} is being written by {holder} (it holds {path}): wait for that run to end, or pass another --out",
+        holder)))
     _held[key] = [fd, 1]
     try:
         files.claim(folder, kind, what, identity=identity, log=log)
@@ -715,8 +721,8 @@ def run_once(run_dir: Path, train: Train, log: Callable[[str], None], what: str,
             except RunFolderBusy as busy:
                 if required:
                     raise RunFolderBusy(f"{busy}; this sweep needs its result to go on: run the sweep's command "
-                                        f"again once that process has finished") from None
-                holder = holder_of(busy)
+                                        f"again once that process has finished", busy.holder) from None
+                holder = busy.holder
                 log(f"{run_dir}: {what}: held by another process ({holder}), left to it: a sweep split over "
                     f"several processes; looked at again at the sweep's end")
                 if progress is not None:
@@ -754,13 +760,6 @@ def _run_held(run_dir: Path, train: Train, log: Callable[[str], None], what: str
         epochs = sum(m["time"] for m in read_metrics(run_dir)[earlier:])
         progress.finished(time.perf_counter() - start, epochs)
     return results
-
-
-def holder_of(busy: RunFolderBusy) -> str:
-    """Who holds a folder, as :class:`RunFolderBusy` names it ("process 123 on host")."""
-    text = str(busy)
-    start = text.find(" is being written by ")
-    return text[start + len(" is being written by "):text.find(" (it holds", start)] if start >= 0 else text
 
 
 def held_by(run_dir: str | Path) -> str | None:
