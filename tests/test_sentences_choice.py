@@ -92,7 +92,8 @@ def test_a_setting_is_chosen_on_validation_and_paired_against_the_cnn():
                            "validate, 500 to test), 3 seeds): chosen on validation, hbilstm at wide (`hidden=300`, "
                            "`train.ema=0.995`; validation 86.0 ± 1.0%, against defaults 85.0 ± 1.0% (wide − "
                            "defaults on validation +1.0 [+1.0, +1.0] (95%, 3 pairs): wide ahead)) tests at 91.3 ± "
-                           "1.2%; cnn at defaults 90.0 ± 1.0%; hbilstm − cnn +1.3 [-0.1, +2.8] (95%, 3 pairs)")
+                           "1.2%; cnn at defaults (`train.ema=0.0`; validation 80.0 ± 0.0%) tests at 90.0 ± 1.0%; "
+                           "hbilstm − cnn +1.3 [-0.1, +2.8] (95%, 3 pairs)")
     assert line.endswith("no difference resolved (Kim's CNN-rand, published: 91.2%)")
     # A choice stored before it kept each run's values: the margin against the seeds' spread, unpaired.
     unkept = {**summary, "tasks": [{**trec, "candidates": [{k: v for k, v in c.items() if k != "each"}
@@ -103,6 +104,44 @@ def test_a_setting_is_chosen_on_validation_and_paired_against_the_cnn():
     (line,) = choice_verdicts(sst)
     assert line.startswith("SST-2 (") and line.endswith(
         "(Kim's CNN-rand, published, trained on the treebank's phrases too: 82.7%)")
+
+
+# The CNN with an average of its weights: higher validation (82, 83, 81 against 80 each), lower test
+# (89, 90, 88 against 90, 91, 89): chosen, as the test split chooses nothing on the baseline's side either.
+CNN_EMA = _summary([_run("cnn", s, a, val=v) for s, a, v in ((0, 0.89, 0.82), (1, 0.90, 0.83), (2, 0.88, 0.81))],
+                   {"hidden": 150, "train.ema": 0.995, "dropout": 0.5})
+
+
+def test_the_baseline_s_setting_is_chosen_on_validation_too(tmp_path):
+    summary = choose({"defaults": DEFAULTS, "wide": WIDE, "cnn-ema": CNN_EMA},
+                     sentences={"trec": {"train": 4907, "val": 545, "test": 500}})
+    (trec,) = summary["tasks"]
+    # Each side shows the settings its sweeps differ in, and the training ones the other side's differ in.
+    assert summary["settings"] == ["hidden", "train.ema"] and summary["baseline_settings"] == ["train.ema"]
+    assert [c["setting"] for c in trec["baselines"]] == ["defaults", "cnn-ema"]
+    assert [c["settings"] for c in trec["baselines"]] == [{"train.ema": 0.0}, {"train.ema": 0.995}]
+    assert trec["baseline"]["setting"] == "cnn-ema" and trec["baseline"]["encoder"] == "cnn"
+    assert trec["baseline"]["val"]["mean"] == pytest.approx(82.0) and trec["baseline"]["test"]["mean"] == 89.0
+    # By hand: wide − cnn-ema = 92 − 89, 92 − 90, 90 − 88 = 3, 2, 2; mean 7/3, sd √(1/3), half-width 4.303 / 3.
+    c = trec["contrast"]
+    assert c["differences"] == pytest.approx([3, 2, 2])
+    assert (c["mean"], c["lo"], c["hi"]) == pytest.approx((7 / 3, 7 / 3 - 4.303 / 3, 7 / 3 + 4.303 / 3), abs=1e-3)
+    (line,) = choice_verdicts(summary)
+    # cnn-ema − defaults on validation: 2, 3, 1; mean 2, sd 1, half-width 4.303 / √3 = 2.484.
+    assert ("; chosen the same way, cnn at cnn-ema (`train.ema=0.995`; validation 82.0 ± 1.0%, against defaults "
+            "80.0 ± 0.0% (cnn-ema − defaults on validation +2.0 [-0.5, +4.5] (95%, 3 pairs): no difference "
+            "resolved)) tests at 89.0 ± 1.0%; hbilstm − cnn +2.3 [+0.9, +3.8] (95%, 3 pairs): hbilstm ahead") in line
+    report = sentences_report.write_choice_report(tmp_path, summary).read_text()
+    assert "| cnn, defaults | `train.ema=0.0` | 80.0 ± 0.0 | 90.0 ± 1.0 |" in report
+    assert "| cnn, cnn-ema (chosen) | `train.ema=0.995` | 82.0 ± 1.0 | 89.0 ± 1.0 |" in report
+    assert "| hbilstm, wide (chosen) | `hidden=300`, `train.ema=0.995` | 86.0 ± 1.0 | 91.3 ± 1.2 |" in report
+    assert "Chosen hbilstm − chosen cnn, test accuracy paired by seed: +2.3 [+0.9, +3.8] (95%, 3 pairs)." in report
+    # A choice stored before the baseline was chosen too: its baseline alone, without validation.
+    old = {**summary, "tasks": [{**trec, "baseline": {k: trec["baseline"][k] for k in ("setting", "encoder", "runs",
+                                                                                       "test", "each")}}]}
+    del old["tasks"][0]["baselines"]
+    assert "; cnn at cnn-ema 89.0 ± 1.0%; hbilstm − cnn" in choice_verdicts(old)[0]
+    assert "| cnn, cnn-ema | - | - | 89.0 ± 1.0 |" in sentences_report.write_choice_report(tmp_path, old).read_text()
 
 
 def _sweep_folders(tmp_path: Path) -> dict[str, Path]:
@@ -237,6 +276,29 @@ def test_the_results_index_row_is_the_stored_choice(monkeypatch):
     finally:
         sys.modules.pop("results", None)
     assert "or wide (`hidden=300`, `train.ema=0.995`); wide was tuned on test), vs Kim's" in row
+    # The CNN's setting chosen on validation too: the row names its candidates and the one chosen, and an
+    # average of the weights on both sides is no longer said to be the highway BiLSTM's alone.
+    record = {**record, "result": choose({"defaults": DEFAULTS, "wide": WIDE, "cnn-ema": CNN_EMA},
+                                         sentences={"trec": {"train": 4907, "val": 545, "test": 500}})}
+    try:
+        (row,) = results._summary({"sentences-choice": record}).splitlines()[2:]
+    finally:
+        sys.modules.pop("results", None)
+    assert ("), vs Kim's CNN-rand trained by the recipe, its setting chosen on validation too (defaults "
+            "(`train.ema=0.0`) or cnn-ema (`train.ema=0.995`)), paired by seed |") in row
+    assert "wide chosen, 91.3 ± 1.2 vs CNN at cnn-ema 89.0 ± 1.0 (Kim, published: 91.2)" in row
+    assert row.count("averages its weights") == 0
+    # Validation choosing the CNN without the average, the row says the average is the chosen BiLSTM's alone.
+    record = {**record, "result": choose({"defaults": DEFAULTS, "wide": WIDE, "cnn-ema": {
+        **CNN_EMA, "runs": [{**r, "best_val_acc": 0.7} for r in CNN_EMA["runs"]]}},
+        sentences={"trec": {"train": 4907, "val": 545, "test": 500}})}
+    try:
+        (row,) = results._summary({"sentences-choice": record}).splitlines()[2:]
+    finally:
+        sys.modules.pop("results", None)
+    assert "vs CNN at defaults 90.0 ± 1.0" in row
+    assert row.endswith("the chosen setting averages its weights (`train.ema`), the CNN validation chose does not | "
+                        "0.4.0 | {doc}`/results/sentences` |")
 
 
 def test_a_choice_between_a_sweep_and_itself_is_refused(shared_data, tmp_path, capsys):

@@ -303,7 +303,8 @@ def _sentence_choice(group: argparse._ArgumentGroup, recipe: Recipe) -> None:
     _report_only(group)
     group.add_argument("--choose-from", type=_labelled_folders, metavar="LABEL=FOLDER,...",
                        help="train nothing: choose the highway BiLSTM's setting on each task among these finished "
-                            "sweeps by mean best validation accuracy, test it against their cnn paired by seed, "
+                            "sweeps by mean best validation accuracy, test it against their cnn (its setting chosen "
+                            "the same way where they ran it at several) paired by seed, "
                             f"and write summary.json and report.md into --out (by default {_choice_out(recipe)}), "
                             "a folder of its own")
 

@@ -279,8 +279,9 @@ def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: s
                    baseline: str = "cnn", data_dir: str | Path | None = None, download: bool = False
                    ) -> dict[str, Any]:
     """Choose ``encoder``'s setting on each task among finished sweeps (``sweeps``: a label for each
-    sweep's folder) by mean best validation accuracy, and test it against ``baseline`` paired by seed
-    (:func:`~highwaynet.recipes.sentences_report.choose`); trains nothing. Writes ``out/summary.json``
+    sweep's folder) by mean best validation accuracy, and test it against ``baseline``'s, chosen the same
+    way among the sweeps that ran it, paired by seed (:func:`~highwaynet.recipes.sentences_report.choose`);
+    trains nothing. Writes ``out/summary.json``
     (with each task's split sizes, from its data, and the sweeps' folders) and ``out/report.md``.
 
     ``out`` is a folder of its own (:func:`~highwaynet.training.files.claim`, as an analysis): a

@@ -177,58 +177,66 @@ def _setting_keys(sweeps: dict[str, dict[str, Any]]) -> list[str]:
 def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline: str = "cnn",
            sentences: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
     """``encoder``'s setting chosen on validation, task by task, among finished sweeps (``sweeps``: a
-    label for each sweep's summary), and tested against ``baseline``.
+    label for each sweep's summary), and tested against ``baseline``'s, chosen on validation the same way.
 
-    On each task, over the seeds (folds) that every candidate (a sweep's ``encoder`` runs at one depth)
-    and the baseline finished, the candidate with the highest mean best validation accuracy is chosen
-    (the first of equals); its test accuracy is set against the baseline's (from the first sweep that
-    ran it), paired by seed: :func:`paired_difference`. The test split chooses nothing. ``sentences``
-    (each task's ``train``, ``val`` and ``test`` sizes) is kept for the report's scale. Returns the
-    summary :func:`write_choice_report` and :func:`choice_verdicts` read (``recipe``:
-    ``"sentences-choice"``)."""
-    keys = _setting_keys(sweeps)
+    On each task, over the seeds (folds) that every candidate of either side (a sweep's runs of one
+    encoder at one depth) finished, each side's candidate with the highest mean best validation accuracy
+    is chosen (the first of equals); the chosen encoder's test accuracy is set against the chosen
+    baseline's, paired by seed: :func:`paired_difference`. The test split chooses nothing. A side's
+    candidates show the settings in which its sweeps differ, and both sides show the training settings
+    (``train.*``, which apply to any model) in which either side's do, so that what one side has and the
+    other lacks (an average of the weights, say) is in both rows. ``sentences`` (each task's ``train``,
+    ``val`` and ``test`` sizes) is kept for the report's scale. Returns the summary
+    :func:`write_choice_report` and :func:`choice_verdicts` read (``recipe``: ``"sentences-choice"``;
+    each task's ``baseline`` is the chosen one of its ``baselines``)."""
+    keys = _candidate_keys(sweeps, (encoder, baseline))
     tasks = dict.fromkeys(r["task"] for s in sweeps.values() for r in s["runs"])
     results = []
     for task in tasks:
-        groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        base, base_label = None, None
-        for label, summary in sweeps.items():
-            for r in summary["runs"]:
-                if r["task"] == task and r["encoder"] == encoder:
-                    groups.setdefault((label, r["layers"]), []).append(r)
-            runs = [r for r in summary["runs"] if r["task"] == task and r["encoder"] == baseline]
-            if base is None and runs:
-                base, base_label = runs, label
-        if not groups or base is None:
+        sides = {e: _groups(sweeps, task, e) for e in (encoder, baseline)}
+        if not all(sides.values()):
             continue
-        pairs = set.intersection(set(_accuracy(base)), *(set(_accuracy(g)) for g in groups.values()))
+        pairs = set.intersection(*(set(_accuracy(g)) for groups in sides.values() for g in groups.values()))
         if not pairs:
             continue
-
-        def kept(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            return [r for r in runs if (r["seed"], r["fold"]) in pairs]  # noqa: B023
-
-        candidates: list[dict[str, Any]] = []
-        for (label, layers), runs in groups.items():
-            runs = kept(runs)
-            candidates.append({"setting": label, "layers": layers, "runs": len(runs),
-                               "settings": {k: sweeps[label]["settings"]["shared"].get(k) for k in keys},
-                               "val": mean_std([100 * r["best_val_acc"] for r in runs]),
-                               "test": mean_std([100 * r["test"]["acc"] for r in runs]), "each": _each(runs)})
-        best = max(range(len(candidates)), key=lambda i: (_or_low(candidates[i]["val"]["mean"]), -i))
-        (label, layers) = list(groups)[best]
-        results.append({"task": task, "candidates": candidates, "chosen": best,
-                        "baseline": {"setting": base_label, "encoder": baseline, "runs": len(kept(base)),
-                                     "test": mean_std([100 * r["test"]["acc"] for r in kept(base)]),
-                                     "each": _each(kept(base))},
-                        "contrast": paired_difference(kept(groups[label, layers]), kept(base)),
+        kept = {e: {key: [r for r in runs if (r["seed"], r["fold"]) in pairs] for key, runs in groups.items()}
+                for e, groups in sides.items()}
+        candidates = {e: [_candidate(label, layers, runs, sweeps[label], keys[e]) for (label, layers), runs
+                          in groups.items()] for e, groups in kept.items()}
+        chosen = {e: max(range(len(c)), key=lambda i: (_or_low(c[i]["val"]["mean"]), -i))  # noqa: B023
+                  for e, c in candidates.items()}
+        base = candidates[baseline][chosen[baseline]]
+        contrast = paired_difference(*(list(kept[e].values())[chosen[e]] for e in (encoder, baseline)))
+        results.append({"task": task, "candidates": candidates[encoder], "chosen": chosen[encoder],
+                        "baseline": {**base, "encoder": baseline}, "baselines": candidates[baseline],
+                        "contrast": contrast,
                         **({"sentences": sentences[task]} if sentences and task in sentences else {})})
     if not results:
         raise ValueError(f"no task on which the sweeps ran {encoder} and {baseline} with a seed (fold) in common")
     config = next(iter(sweeps.values()))["config"]
-    return {"recipe": "sentences-choice", "encoder": encoder, "baseline": baseline, "settings": keys,
-            "epochs": config["base"]["train"]["epochs"], "tasks": results,
+    return {"recipe": "sentences-choice", "encoder": encoder, "baseline": baseline, "settings": keys[encoder],
+            "baseline_settings": keys[baseline], "epochs": config["base"]["train"]["epochs"], "tasks": results,
             "seconds": round(sum(r["seconds"] for s in sweeps.values() for r in s["runs"]), 1)}
+
+
+def _groups(sweeps: dict[str, dict[str, Any]], task: str, encoder: str) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """``encoder``'s runs on ``task`` by (sweep's label, depth): the candidates of one side of a choice."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for label, summary in sweeps.items():
+        for r in summary["runs"]:
+            if r["task"] == task and r["encoder"] == encoder:
+                groups.setdefault((label, r["layers"]), []).append(r)
+    return groups
+
+
+def _candidate(label: str, layers: int, runs: list[dict[str, Any]], sweep: dict[str, Any],
+               keys: list[str]) -> dict[str, Any]:
+    """One candidate of a choice: its sweep's label, depth, settings (``keys`` of the sweep's shared
+    ones), validation and test accuracy (%) over ``runs``, and each run's values."""
+    return {"setting": label, "layers": layers, "runs": len(runs),
+            "settings": {k: sweep["settings"]["shared"].get(k) for k in keys},
+            "val": mean_std([100 * r["best_val_acc"] for r in runs]),
+            "test": mean_std([100 * r["test"]["acc"] for r in runs]), "each": _each(runs)}
 
 
 def _each(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -269,22 +277,38 @@ def _validation_margin(best: dict[str, Any], other: dict[str, Any]) -> str:
             + resolved(c, best["setting"], other["setting"]))
 
 
+def _side_text(encoder: str, best: dict[str, Any], candidates: list[dict[str, Any]]) -> str:
+    """One side of a choice in words: ``"cnn at ema (`train.ema=0.995`; validation 80.1 ± 0.5%, against
+    defaults …) tests at 80.9 ± 0.7%"``; a baseline stored without its validation (a choice stored before
+    the baseline was chosen too): ``"cnn at defaults 80.3 ± 0.8%"``."""
+    if "val" not in best:
+        return f"{encoder} at {best['setting']} {format_mean_std(best['test'], best['runs'])}%"
+    others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}% ({_validation_margin(best, o)})"
+                       for o in candidates if o is not best)
+    return (f"{encoder} at {best['setting']} ({_settings_text(best)}; validation "
+            f"{format_mean_std(best['val'], best['runs'])}%" + (f", against {others}" if others else "")
+            + f") tests at {format_mean_std(best['test'], best['runs'])}%")
+
+
+def _baselines(task: dict[str, Any]) -> list[dict[str, Any]]:
+    """A task's baseline candidates, the chosen one (``task["baseline"]``) in its place among them; the
+    baseline alone for a choice stored before the baseline was chosen too."""
+    return [task["baseline"] if c["setting"] == task["baseline"]["setting"] else c
+            for c in task.get("baselines", [task["baseline"]])]
+
+
 def choice_verdicts(summary: dict[str, Any]) -> list[str]:
-    """A sentence per task: the setting chosen on validation, its test accuracy, the baseline's, their
+    """A sentence per task: each side's setting chosen on validation and its test accuracy, their
     difference paired by seed with its 95% interval, the scale (width, epochs, sentences, seeds), and
     Kim's published CNN-rand figure where there is one."""
     lines = []
     for t in summary["tasks"]:
         best, base, c = t["candidates"][t["chosen"]], t["baseline"], t["contrast"]
-        others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}% ({_validation_margin(best, o)})"
-                           for o in t["candidates"] if o is not best)
+        baselines = _baselines(t)
         line = (f"{TASK_NAMES.get(t['task'], t['task'])} ({choice_scale(summary, t)}): chosen on validation, "
-                f"{summary['encoder']} at "
-                f"{best['setting']} "
-                f"({_settings_text(best)}; validation {format_mean_std(best['val'], best['runs'])}%"
-                + (f", against {others}" if others else "")
-                + f") tests at {format_mean_std(best['test'], best['runs'])}%; "
-                f"{base['encoder']} at {base['setting']} {format_mean_std(base['test'], base['runs'])}%; "
+                + _side_text(summary["encoder"], best, t["candidates"]) + "; "
+                + ("chosen the same way, " if len(baselines) > 1 else "")
+                + _side_text(base["encoder"], base, baselines) + "; "
                 f"{summary['encoder']} − {base['encoder']} {difference_text(c)}"
                 + (f": {resolved(c, summary['encoder'], base['encoder'])}" if c["n"] > 1 else ""))
         if t["task"] in KIM_CNN_RAND:
@@ -294,23 +318,37 @@ def choice_verdicts(summary: dict[str, Any]) -> list[str]:
 
 
 def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
-    """``report.md`` of a :func:`choose` summary: the verdicts, and a table per task of the candidates
-    (validation and test accuracy), the baseline and the paired difference."""
+    """``report.md`` of a :func:`choose` summary: the verdicts, and a table per task of both sides'
+    candidates (validation and test accuracy) and the paired difference."""
     lines = ["# A setting chosen on validation", "", *findings(choice_verdicts(summary)),
              "Accuracy (%), mean ± std over seeds (folds); each run's best validation epoch's weights are "
-             "tested. The setting with the highest mean best validation accuracy is chosen; the test split "
-             "chooses nothing. Differences are paired by seed (fold), with a 95% t-interval. " + _AS_KIM, ""]
+             "tested. On each side the setting with the highest mean best validation accuracy is chosen; the "
+             "test split chooses nothing. Differences are paired by seed (fold), with a 95% t-interval. "
+             + _AS_KIM, ""]
     for t in summary["tasks"]:
         base, c = t["baseline"], t["contrast"]
-        rows = [[f"{summary['encoder']}, {o['setting']}" + (" (chosen)" if i == t["chosen"] else ""),
-                 _settings_text(o), format_mean_std(o["val"], o["runs"]), format_mean_std(o["test"], o["runs"])]
-                for i, o in enumerate(t["candidates"])]
-        rows.append([f"{base['encoder']}, {base['setting']}", "-", "-", format_mean_std(base["test"], base["runs"])])
+        rows = []
+        for encoder, candidates, chosen in ((summary["encoder"], t["candidates"], t["candidates"][t["chosen"]]),
+                                            (base["encoder"], _baselines(t), base)):
+            rows += [[f"{encoder}, {o['setting']}" + (" (chosen)" if len(candidates) > 1 and o is chosen else ""),
+                      _settings_text(o) if "settings" in o else "-",
+                      format_mean_std(o["val"], o["runs"]) if "val" in o else "-",
+                      format_mean_std(o["test"], o["runs"])] for o in candidates]
         if t["task"] in KIM_CNN_RAND:
             rows.append(["Kim (2014) CNN-rand, published", "-", "-", f"{KIM_CNN_RAND[t['task']]:.1f}"])
         lines += [f"## {TASK_NAMES.get(t['task'], t['task'])}", "",
                   markdown_table(["model", "settings", "validation", "test"], rows), "",
-                  f"Chosen − {base['encoder']}, test accuracy paired by seed: {difference_text(c)}.", ""]
+                  f"Chosen {summary['encoder']} − chosen {base['encoder']}, test accuracy paired by seed: "
+                  f"{difference_text(c)}.", ""]
     report = out / "report.md"
     write_text(report, "\n".join(lines))
     return report
+
+
+def _candidate_keys(sweeps: dict[str, dict[str, Any]], encoders: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each encoder's candidates' settings shown in a choice: those in which the sweeps that ran it
+    differ (:func:`_setting_keys`), then the training settings (``train.*``) in which another's do."""
+    own = {e: _setting_keys({label: s for label, s in sweeps.items() if any(r["encoder"] == e for r in s["runs"])})
+           for e in encoders}
+    trainer = [k for keys in own.values() for k in keys if k.startswith("train.")]
+    return {e: list(dict.fromkeys([*keys, *trainer])) for e, keys in own.items()}
