@@ -40,7 +40,7 @@ def test_every_public_name_has_a_reference_entry(site):
         if home is not None and f"highwaynet.{home}.{name}" not in documented:
             missing.append(f"highwaynet.{home}.{name}")
     settings = set(importlib.import_module("highwaynet.config").__all__)
-    for module in ("mlp", "cnn", "depth", "gates", "lm", "rhn_depth", "char_lm", "tuning", "sentences",
+    for module in ("mlp", "cnn", "depth", "gates", "analyses", "lm", "rhn_depth", "char_lm", "tuning", "sentences",
                    "sentences_report", "transformer_depth"):
         for name in set(importlib.import_module(f"highwaynet.recipes.{module}").__all__) - settings:
             if f"highwaynet.recipes.{module}.{name}" not in documented:

@@ -105,6 +105,76 @@ def test_an_analysis_never_writes_into_a_sweep_or_a_run_folder(tmp_path, capsys)
     assert files.marker(run / "gates")["kind"] == "analysis"
 
 
+def _analysis_folder(folder: Path, result: str, text: str) -> Path:
+    """An analysis' folder holding ``result`` (``text``) and a report.md, its marker then damaged."""
+    files.claim(folder, "analysis", "an analysis")
+    files.write_text(folder / result, text)
+    files.write_text(folder / "report.md", "its report\n")
+    (folder / files.MARKER).write_text("damaged")
+    return folder
+
+
+def test_an_analysis_is_known_by_the_test_its_writer_registered(tmp_path, monkeypatch):
+    """training.files named a recipe (sentences-choice) to know a choice's folder by its summary.json. Each
+    analysis is now made known with the test that recognises its result (register_analysis), by the code that
+    writes it (the recipes' in highwaynet.recipes.analyses): a folder whose marker is damaged is taken again
+    where a registered test knows its result, and not for a summary.json no registered test accepts (a sweep's,
+    naming its own recipe). Without the registrations training.files knows no analysis at all."""
+    import highwaynet.recipes  # noqa: F401  (makes the recipes' analyses known)
+    from highwaynet.recipes.analyses import CHOICE_RECIPE
+
+    assert "sentences" not in Path(files.__file__).read_text()  # (it names no recipe)
+    monkeypatch.setattr(files, "ANALYSES", dict(files.ANALYSES))
+    monkeypatch.setattr(files, "_RECOGNISED", dict(files._RECOGNISED))
+    files.register_analysis("probe.json", "the probe", evidence="probe.json holding a probe",
+                            holds=lambda folder: files.read_json_in(folder, "probe.json") == {"probe": 1})
+    probe = _analysis_folder(tmp_path / "probe", "probe.json", '{"probe": 1}')
+    assert files.check_claimable(probe, "analysis") is None  # (known by its result: to be marked again)
+    files.claim(probe, "analysis", "the probe", log=lambda line: None)
+    assert sorted(files.marker(probe)["written"]) == ["probe.json", "report.md"]
+    with pytest.raises(FileExistsError, match=r"holds the probe \(probe.json\), whose report.md the gates' analysis"):
+        files.check_analysis_folder(probe, "gates.json")
+    choice = _analysis_folder(tmp_path / "choice", "summary.json", json.dumps({"recipe": CHOICE_RECIPE}))
+    assert files.check_claimable(choice, "analysis") is None
+    for name, result, text in (("not-a-probe", "probe.json", '{"probe": 2}'),
+                               ("sweep-summary", "summary.json", json.dumps({"recipe": "sentences", "runs": []})),
+                               ("not-json", "summary.json", "{")):
+        folder = _analysis_folder(tmp_path / name, result, text)
+        with pytest.raises(files.DamagedMarker, match="its gates.json, lesion.json, summary.json naming "
+                           f"{CHOICE_RECIPE} or probe.json holding a probe\\)"):
+            files.check_claimable(folder, "analysis")
+    # (training.files alone: no analysis is known, a choice's folder neither)
+    monkeypatch.setattr(files, "ANALYSES", {})
+    monkeypatch.setattr(files, "_RECOGNISED", {})
+    with pytest.raises(files.DamagedMarker, match=r"\(its result\)"):
+        files.check_claimable(_analysis_folder(tmp_path / "choice2", "summary.json",
+                                               json.dumps({"recipe": CHOICE_RECIPE})), "analysis")
+    with pytest.raises(ValueError, match="'gates.json' is the result of no analysis made known"):
+        files.check_analysis_folder(tmp_path / "new", "gates.json")
+    with pytest.raises(ValueError, match="result must be a file's plain name"):
+        files.register_analysis("a/b.json", "a misnamed analysis")
+
+
+def test_the_report_command_knows_a_choice_s_folder_whose_marker_is_damaged(tmp_path):
+    """``highwaynet report`` in a process of its own (no recipe imported before it) knows a choice's folder by
+    its summary.json, as training.files did when it named the choice's recipe itself: the folder is marked
+    again and its page written, not refused as damaged."""
+    import subprocess
+    import sys
+
+    from conftest import process_timeout
+
+    import highwaynet
+
+    choice = _analysis_folder(tmp_path / "choice", "summary.json", '{"recipe": "sentences-choice"}')
+    env = {**os.environ, "PYTHONPATH": str(Path(highwaynet.__file__).parents[1])}
+    run = subprocess.run([sys.executable, "-m", "highwaynet", "report", str(choice)], env=env, capture_output=True,
+                         text=True, timeout=process_timeout(120))
+    assert run.returncode == 0, run.stderr
+    assert (choice / "report.html").is_file() and files.marker(choice)["kind"] == "analysis"
+    assert {"summary.json", "report.md", "report.html"} <= set(files.marker(choice)["written"])
+
+
 def test_restart_removes_the_analyses_of_the_run_before_and_refuses_a_link_in_their_place(tmp_path, outside,
                                                                                           capsys):
     """RUN/gates and RUN/lesion analyse the run's weights: a run started over clears them with its own files

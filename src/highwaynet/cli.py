@@ -579,6 +579,7 @@ def _reproduce_lesion(args: argparse.Namespace) -> None:
 def _report(args: argparse.Namespace) -> None:
     from pathlib import Path
 
+    from . import recipes  # noqa: F401  (the analyses the recipes write: a folder of one is known by its result)
     from .report import write_html
 
     for folder in args.folders:

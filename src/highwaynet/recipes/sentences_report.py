@@ -11,6 +11,7 @@ from typing import Any
 from ..models.sentence import ENCODER_DESCRIPTIONS, STACKED_ENCODERS
 from ..report import compare, findings, markdown_table, save_figure, subplots
 from ..training.run_dir import count, format_mean_std, mean_std, paired_differences, write_text
+from .analyses import CHOICE_RECIPE
 
 __all__ = ["KIM_CNN_RAND", "KIM_WITH_PHRASES", "TASK_NAMES", "choice_scale", "choice_verdicts", "choose",
            "difference_text", "paired_contrasts", "paired_difference", "plot_depth", "published", "resolved",
@@ -187,7 +188,8 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
     (``train.*``, which apply to any model) in which either side's do, so that what one side has and the
     other lacks (an average of the weights, say) is in both rows. ``sentences`` (each task's ``train``,
     ``val`` and ``test`` sizes) is kept for the report's scale. Returns the summary
-    :func:`write_choice_report` and :func:`choice_verdicts` read (``recipe``: ``"sentences-choice"``;
+    :func:`write_choice_report` and :func:`choice_verdicts` read (``recipe``:
+    :data:`~highwaynet.recipes.analyses.CHOICE_RECIPE`, ``"sentences-choice"``;
     each task's ``baseline`` is the chosen one of its ``baselines``)."""
     keys = _candidate_keys(sweeps, (encoder, baseline))
     tasks = dict.fromkeys(r["task"] for s in sweeps.values() for r in s["runs"])
@@ -214,7 +216,7 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
     if not results:
         raise ValueError(f"no task on which the sweeps ran {encoder} and {baseline} with a seed (fold) in common")
     config = next(iter(sweeps.values()))["config"]
-    return {"recipe": "sentences-choice", "encoder": encoder, "baseline": baseline, "settings": keys[encoder],
+    return {"recipe": CHOICE_RECIPE, "encoder": encoder, "baseline": baseline, "settings": keys[encoder],
             "baseline_settings": keys[baseline], "epochs": config["base"]["train"]["epochs"], "tasks": results,
             "seconds": round(sum(r["seconds"] for s in sweeps.values() for r in s["runs"]), 1)}
 

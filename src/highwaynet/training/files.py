@@ -47,8 +47,9 @@ from .._files import NOFOLLOW, lock, open_folder
 
 __all__ = ["ANALYSES", "KINDS", "MARKER", "DamagedMarker", "DiskFull", "FolderNotOurs", "LinkInFolder", "adopt",
            "append_line", "check_analysis_folder", "check_claimable", "claim", "clear", "make_dirs", "make_folder",
-           "marker", "read_marker", "read_regular", "remove_new_folders", "remove_stray_files", "remove_written",
-           "save_figure", "save_torch", "track_new_folders", "write_bytes", "write_text", "written"]
+           "marker", "read_json_in", "read_marker", "read_regular", "register_analysis", "remove_new_folders",
+           "remove_stray_files", "remove_written", "save_figure", "save_torch", "track_new_folders", "write_bytes",
+           "write_text", "written"]
 
 #: The marker file of a folder highwaynet writes.
 MARKER = ".highwaynet"
@@ -61,14 +62,17 @@ _LEGACY_RUN_FILES = frozenset({"config.json", "metrics.jsonl", "checkpoint.pt", 
                                "results.json", "vocab.json", "report.md", "report.html", "curves.png", "tensorboard",
                                ".lock"})
 #: What an analysis folder (``reproduce gates``, ``reproduce lesion``) holds: re-marked where its marker is damaged
-#: (with a choice among sweeps' summary.json, where it names its recipe: :func:`_a_choice`).
+#: (with the result of any other analysis of :data:`ANALYSES` its folder holds: :func:`_its_own`).
 _ANALYSIS_FILES = frozenset({"gates.json", "gates.png", "lesion.json", "lesion.png", "report.md", "report.html"})
 #: The analyses that write into an ``analysis`` folder, each by the file that shows it wrote there (its result): what
 #: each is called in messages. Each writes ``report.md`` too, so that one folder holds one analysis
-#: (:func:`check_analysis_folder`): ``reproduce gates``, ``reproduce lesion`` (:mod:`highwaynet.recipes.gates`) and
-#: ``reproduce sentences --choose-from`` (:func:`highwaynet.recipes.sentences.choose_setting`).
-ANALYSES = {"gates.json": "the gates' analysis", "lesion.json": "the lesion study",
-            "summary.json": "the setting chosen among sweeps"}
+#: (:func:`check_analysis_folder`). The code that writes an analysis makes it known (:func:`register_analysis`, with
+#: the test that recognises its result): this module knows none of them (the recipes' are registered by
+#: :mod:`highwaynet.recipes.analyses`, on importing :mod:`highwaynet.recipes`).
+ANALYSES: dict[str, str] = {}
+#: For each result of :data:`ANALYSES`: what shows that a folder holds it, in words (for messages), and the test of a
+#: folder that says whether it does (:func:`register_analysis`).
+_RECOGNISED: dict[str, tuple[str, Callable[[Path], bool]]] = {}
 #: Folders highwaynet makes in a run folder whose files it does not list one by one (TensorBoard's event
 #: files): removed whole when the run starts over.
 _OPAQUE_FOLDERS = frozenset({"tensorboard"})
@@ -206,13 +210,19 @@ def _describe(names: list[str]) -> str:
     return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def _names_a_recipe(folder: Path, name: str) -> bool:
-    """Whether ``folder/name`` is a regular file (not a link) holding a JSON object that names a recipe."""
+def read_json_in(folder: str | Path, name: str) -> Any:
+    """What the file ``folder/name`` holds, read as JSON where it is a regular file (:func:`read_regular`: never
+    a link); None where it is missing, a link, or not JSON (UTF-8)."""
     data = read_regular(folder, name)
     try:
-        found = parse_json(data.decode("utf-8")) if data is not None else None
+        return parse_json(data.decode("utf-8")) if data is not None else None
     except (UnicodeDecodeError, ValueError):
-        return False
+        return None
+
+
+def _names_a_recipe(folder: Path, name: str) -> bool:
+    """Whether ``folder/name`` is a regular file (not a link) holding a JSON object that names a recipe."""
+    found = read_json_in(folder, name)
     return isinstance(found, dict) and isinstance(found.get("recipe"), str)
 
 
@@ -235,28 +245,44 @@ def _legacy(folder: Path, kind: str, entries: list[str]) -> bool:
     return (kind == "run" and _legacy_run(folder, entries)) or (kind == "sweep" and _legacy_sweep(folder, entries))
 
 
-#: What shows that a folder whose marker is damaged is a ``kind`` folder of highwaynet's, for messages.
-_EVIDENCE = {"run": "config.json naming a recipe", "sweep": "sweep.json naming a recipe",
-             "analysis": "gates.json, lesion.json or summary.json naming sentences-choice"}
+def register_analysis(result: str, what: str, *, holds: Callable[[Path], bool] | None = None,
+                      evidence: str = "") -> None:
+    """Make known an analysis that writes into an ``analysis`` folder (:data:`ANALYSES`), so that each analysis
+    refuses a folder holding another (:func:`check_analysis_folder`) and a folder of its whose marker is damaged
+    is known by its result (:func:`check_claimable`). Called by the code that writes the analysis, on import.
+
+    ``result``: the name of the file that shows it wrote into a folder; ``what``: the analysis in messages
+    (``"the lesion study"``); ``holds(folder)``: whether ``folder`` holds its result, by default whether
+    ``result`` is a regular file there (pass a stricter test where a file of that name may be another's, as a
+    sweep's ``summary.json``: read it with :func:`read_json_in` or :func:`read_regular`, never through a link);
+    ``evidence``: that test in words, for messages (default ``result``). Registering a result again replaces
+    what was registered."""
+    if not isinstance(result, str) or not result or "/" in result or os.sep in result or result in (".", ".."):
+        raise ValueError(f"result must be a file's plain name, got {result!r}")
+    ANALYSES[result] = what
+    _RECOGNISED[result] = (evidence or result,
+                           holds if holds is not None else (lambda folder: read_regular(folder, result) is not None))
 
 
-def _a_choice(folder: Path) -> bool:
-    """Whether ``folder`` holds a choice among sweeps' ``summary.json`` (a regular file naming the recipe
-    ``sentences-choice``: a sweep's summary.json names none)."""
-    data = read_regular(folder, "summary.json")
-    try:
-        found = parse_json(data.decode("utf-8")) if data is not None else None
-    except (UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(found, dict) and found.get("recipe") == "sentences-choice"
+def _holds_analysis(folder: Path) -> list[str]:
+    """The results of :data:`ANALYSES` that ``folder`` holds, as each is recognised (:func:`register_analysis`)."""
+    return [name for name, (_, holds) in _RECOGNISED.items() if holds(folder)]
+
+
+def _evidence(kind: str) -> str:
+    """What shows that a folder whose marker is damaged is a ``kind`` folder of highwaynet's, for messages."""
+    if kind != "analysis":
+        return "config.json naming a recipe" if kind == "run" else "sweep.json naming a recipe"
+    shown = [evidence for evidence, _ in _RECOGNISED.values()]
+    return (", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0] if shown
+            else "result")
 
 
 def _evidently(folder: Path, kind: str) -> bool:
     """Whether a folder whose marker is damaged shows that it is a ``kind`` folder of highwaynet's (its
-    :data:`_EVIDENCE`, a regular file): for an analysis, the result of one of :data:`ANALYSES`."""
+    :func:`_evidence`, a regular file): for an analysis, the result of one of :data:`ANALYSES`."""
     if kind == "analysis":
-        return any(read_regular(folder, name) is not None for name in ANALYSES if name != "summary.json") or \
-            _a_choice(folder)
+        return bool(_holds_analysis(folder))
     return _names_a_recipe(folder, "config.json" if kind == "run" else "sweep.json")
 
 
@@ -264,7 +290,7 @@ def _its_own(folder: Path, kind: str, entries: list[str]) -> list[str]:
     """Those of ``entries`` that a ``kind`` folder of highwaynet's holds by name: regular files (and a run's
     TensorBoard folder), never a link. A damaged marker is made again listing these alone."""
     names = {"run": _LEGACY_RUN_FILES,
-             "analysis": _ANALYSIS_FILES | ({"summary.json"} if kind == "analysis" and _a_choice(folder) else set()),
+             "analysis": _ANALYSIS_FILES | (set(_holds_analysis(folder)) if kind == "analysis" else set()),
              "sweep": frozenset({"sweep.json", "summary.json", "report.md", "report.html"})}[kind]
     return [e for e in entries if (e in names or (kind == "sweep" and e.endswith(".png"))) and not
             (folder / e).is_symlink() and ((folder / e).is_file() or (e in _OPAQUE_FOLDERS and (folder / e).is_dir()))]
@@ -312,7 +338,7 @@ def check_claimable(folder: str | Path, kind: str, what: str = "") -> dict[str, 
         return None
     if problem is not None:
         raise DamagedMarker(f"{_damaged(folder, problem)}, and nothing there shows it is {what}'s folder (its "
-                            f"{_EVIDENCE[kind]}): it holds {_describe(entries)}. Nothing was changed. Pass another "
+                            f"{_evidence(kind)}): it holds {_describe(entries)}. Nothing was changed. Pass another "
                             f"folder; or, if this is highwaynet's, move the files that are yours out of {folder}, "
                             f"remove {MARKER} and run the command again")
     raise FolderNotOurs(f"{folder} holds files that highwaynet did not write ({_describe(entries)}): {what} writes "
@@ -328,10 +354,14 @@ def check_analysis_folder(folder: str | Path, result: str, *, restart: bool | No
     where it has no such option. Returns :func:`check_claimable`'s marker.
 
     Raises:
+        ValueError: ``result`` is not the result of an analysis of :data:`ANALYSES`.
         FolderNotOurs: as :func:`check_claimable` (the folder is not one for an analysis).
         FileExistsError: the folder holds another analysis (named, with its file, and what to do).
     """
     folder = check_path("folder", folder)
+    if result not in ANALYSES:
+        raise ValueError(f"{result!r} is the result of no analysis made known (register_analysis): known are "
+                         f"{', '.join(ANALYSES) or 'none'}")
     what = ANALYSES[result]
     found = check_claimable(folder, "analysis", what)
     if restart:
