@@ -209,3 +209,56 @@ def test_char_lm_contrasts_pair_by_seed_and_choose_on_validation(tmp_path):
     char_lm.write_report(tmp_path, summary)
     assert ("| chars, 1 highway − words (LSTM) (the first chosen on validation) | +24.0 | none | 1 "
             "| one seed: no interval |") in (tmp_path / "report.md").read_text()
+
+
+def _t_quantile(degrees: int) -> float:
+    """Student's two-sided 95% quantile for 1, 2 or 4 degrees of freedom, from the t distribution's closed-form
+    CDF (F(t) = 0.975), solved by bisection: worked out here, not read from the package's table."""
+    cdf = {1: lambda t: 0.5 + math.atan(t) / math.pi,
+           2: lambda t: 0.5 + t / (2 * math.sqrt(2 + t * t)),
+           4: lambda t: 0.5 + 0.375 * t / math.sqrt(1 + t * t / 4) * (1 - t * t / (12 * (1 + t * t / 4)))}[degrees]
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < 0.975 else (lo, mid)
+    return lo
+
+
+def test_the_report_names_the_t_of_the_seeds_its_contrasts_pair(tmp_path):
+    """The report's note on its intervals said t is 12.71 for two seeds and 4.30 for three whatever the seeds:
+    a study of five seeds was told of quantiles none of its intervals took. It names the t of the numbers of
+    seeds its contrasts pair (the t its intervals take), here worked out from the t distribution itself."""
+    assert [f"{_t_quantile(d):.2f}" for d in (1, 2, 4)] == ["12.71", "4.30", "2.78"]
+
+    def row(model: str, tests: list[float], valid: float) -> dict:
+        return {"model": model, "settings": {}, "hidden": 100, "parameters": 1000, "seeds": [0, 1, 2, 3, 4],
+                "test_ppl": {"mean": sum(tests) / 5, "std": 1.0, "values": tests}, "val_ppl": valid,
+                "train_seconds": 10.0}
+
+    summary = _hand_made_study()
+    summary["config"]["seeds"] = [0, 1, 2, 3, 4]
+    summary["rows"] = [row("chars, 0 highway", [200.0, 210.0, 205.0, 207.0, 203.0], 190.0),
+                       row("chars, 1 highway", [190.0, 196.0, 201.0, 199.0, 192.0], 185.0),
+                       row("words (LSTM)", [170.0, 172.0, 180.0, 175.0, 171.0], 160.0)]
+    found = char_lm.contrasts(summary)
+    assert [c["n"] for c in found] == [5, 5]
+    differences = [-10.0, -14.0, -4.0, -8.0, -11.0]  # 1 highway − 0 highway, seed by seed
+    sd = math.sqrt(sum((d + 9.4) ** 2 for d in differences) / 4)
+    assert found[0]["hi"] - found[0]["mean"] == pytest.approx(_t_quantile(4) * sd / math.sqrt(5), rel=1e-3)
+    char_lm.write_report(tmp_path, summary)
+    report = (tmp_path / "report.md").read_text()
+    assert f"where t (Student's, for n − 1 degrees of freedom) is {_t_quantile(4):.2f} for 5 seeds paired, so" \
+        in report
+    assert "12.71" not in report and "4.30" not in report
+
+    # Pairs of two and three seeds (a diverged seed left out): each t named, as each interval takes it.
+    char_lm.write_report(tmp_path, _hand_made_study())
+    assert (f"is {_t_quantile(1):.2f} for 2 seeds paired and {_t_quantile(2):.2f} for 3, so that a few seeds give a "
+            "wide interval") in (tmp_path / "report.md").read_text()
+    # One seed each: no interval, and no t.
+    summary["rows"] = [{**r, "seeds": [0], "test_ppl": {"mean": r["test_ppl"]["values"][0], "std": 0.0,
+                                                         "values": r["test_ppl"]["values"][:1]}}
+                       for r in summary["rows"]]
+    char_lm.write_report(tmp_path, summary)
+    report = (tmp_path / "report.md").read_text()
+    assert "with its 95% t-interval where two seeds or more pair" in report and "here none does" in report

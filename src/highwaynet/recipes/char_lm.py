@@ -31,7 +31,7 @@ from ..report import (
     subplots,
 )
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, paired_differences, run_once, start_sweep, write_text
+from ..training.run_dir import finish_sweep, paired_differences, run_once, start_sweep, t95, write_text
 from . import lm
 from .tuning import trial_config, tune_family
 
@@ -140,12 +140,25 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         "![test perplexity](char-lm.png)", "", table, "",
         *([differences, "",
            "Each difference is the first model's test perplexity − the second's, seed by seed (the same seed gives "
-           "both models the same batches), over the seeds both trained without diverging, with its 95% t-interval: "
-           "the mean ± t × sd / √n, where t is 12.71 for two seeds and 4.30 for three, so that a few seeds give a "
-           "wide interval. The best highway model and the best character model are the ones with the lowest "
+           "both models the same batches), over the seeds both trained without diverging, with its 95% t-interval"
+           f"{_t_note(found)}. The best highway model and the best character model are the ones with the lowest "
            "validation perplexity (the last epoch's, mean over the seeds); the test split chooses nothing.", ""]
           if found else [])]))
     return report
+
+
+def _t_note(found: list[dict[str, Any]]) -> str:
+    """What the report says of its intervals' t, for the numbers of seeds its contrasts pair (``n``): the t of
+    :func:`~highwaynet.training.run_dir.t95` (the one :func:`~highwaynet.training.run_dir.paired_interval`
+    takes) for each, as ``: the mean ± t × sd / √n, where t is 12.71 for 2 seeds paired and 4.30 for 3, ...``."""
+    counts = sorted({c["n"] for c in found if c["n"] > 1})
+    if not counts:
+        return (" where two seeds or more pair (the mean ± t × sd / √n, t Student's for n − 1 degrees of freedom): "
+                "here none does")
+    each = [f"{t95(n):.2f} for {n}" + (" seeds paired" if i == 0 else "") for i, n in enumerate(counts)]
+    listed = each[0] if len(each) == 1 else ", ".join(each[:-1]) + " and " + each[-1]
+    return (f": the mean ± t × sd / √n, where t (Student's, for n − 1 degrees of freedom) is {listed}, so that a "
+            f"few seeds give a wide interval")
 
 
 def _test(row: dict[str, Any]) -> dict[int, float]:

@@ -47,7 +47,7 @@ __all__ = ["RunFolderBusy", "RunPlan", "SettingsDiffer", "cpu_model", "environme
            "look_again", "check_complete_summary",
            "load_best_weights", "load_run_config", "mean_std", "open_run", "paired_differences", "paired_interval",
            "plan_run", "prepare_run_dir", "read_json", "read_metrics", "read_results", "release_lock", "run_once",
-           "saved_config", "settings_differ", "settings_named_by", "start_sweep", "take_lock", "write_text"]
+           "saved_config", "settings_differ", "settings_named_by", "start_sweep", "t95", "take_lock", "write_text"]
 
 
 def environment() -> dict[str, Any]:
@@ -845,13 +845,22 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 
 
+def t95(pairs: int) -> float:
+    """The two-sided 95% quantile of Student's t that :func:`paired_interval` multiplies sd / √n by for
+    ``pairs`` paired differences (``pairs`` − 1 degrees of freedom; beyond 31 pairs, the normal's 1.96):
+    12.706 for two, 4.303 for three. What a report says of its intervals' t is read from here."""
+    if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 2:
+        raise ValueError(f"pairs must be a whole number of at least 2 (one pair has no interval), got {pairs!r}")
+    return _T95[pairs - 2] if pairs - 1 <= len(_T95) else 1.96
+
+
 def paired_interval(differences: list[float]) -> dict[str, float]:
-    """Mean of paired differences and its two-sided 95% t-interval (``lo``, ``hi``); ``n`` pairs."""
+    """Mean of paired differences and its two-sided 95% t-interval (``lo``, ``hi``: :func:`t95`); ``n`` pairs."""
     n = len(differences)
     mean = statistics.fmean(differences) if n else math.nan
     if n < 2:
         return {"mean": mean, "lo": math.nan, "hi": math.nan, "n": n}
-    half = (_T95[n - 2] if n - 1 <= len(_T95) else 1.96) * statistics.stdev(differences) / math.sqrt(n)
+    half = t95(n) * statistics.stdev(differences) / math.sqrt(n)
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
 
 
