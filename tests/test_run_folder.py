@@ -19,7 +19,7 @@ from conftest import process_timeout
 
 from highwaynet.cli import main
 from highwaynet.training.progress import SweepProgress
-from highwaynet.training.run_dir import RunFolderBusy, hold_run_dir, release_lock, run_once, take_lock
+from highwaynet.training.run_dir import RunFolderBusy, held_by, hold_run_dir, release_lock, run_once, take_lock
 
 pytest.importorskip("sklearn", reason="the digits come with scikit-learn (the data extra)")
 
@@ -64,6 +64,40 @@ def test_the_lock_is_reentrant_in_one_process_and_released(tmp_path):
         assert child.returncode != 0 and RunFolderBusy.__name__ in child.stderr
     with hold_run_dir(tmp_path):
         pass
+
+
+def test_held_by_names_the_holder_take_lock_is_refused_by_and_takes_nothing(tmp_path):
+    """held_by reads who holds a folder's lock without taking it or writing anything: the holder that
+    take_lock names when refused ("another process" where the holder has not written who it is yet); None
+    for a folder never locked, one no process holds, and one this process holds."""
+    import fcntl
+
+    run = tmp_path / "run"
+    assert held_by(run) is None  # (no folder, no lock file)
+    with hold_run_dir(run):
+        assert held_by(run) is None  # this process holds it
+    assert held_by(run) is None  # nobody holds it (its lock file names the last holder)
+    who = f"process {os.getpid()} on {socket.gethostname()}"
+    lock = take_lock(run / ".lock", RunFolderBusy)  # (a real flock, on a descriptor of its own: another holder)
+    try:
+        assert held_by(run) == who and (run / ".lock").read_text() == f"{who}\n"
+        with pytest.raises(RunFolderBusy) as busy:
+            take_lock(run / ".lock", lambda holder: RunFolderBusy("busy", holder))
+        assert busy.value.holder == who
+    finally:
+        release_lock(lock)
+    (run / ".lock").write_text("")  # a holder that has locked the file and not yet written who it is
+    fd = os.open(run / ".lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert held_by(run) == "another process"
+        with pytest.raises(RunFolderBusy) as busy:
+            take_lock(run / ".lock", lambda holder: RunFolderBusy("busy", holder))
+        assert busy.value.holder == "another process"
+    finally:
+        os.close(fd)
+    assert held_by(run) is None and (run / ".lock").read_text() == ""  # (read, never written)
+    release_lock(take_lock(run / ".lock", RunFolderBusy))  # (and free to take)
 
 
 def test_a_folder_killed_before_its_first_checkpoint_starts_over(tmp_path, capsys):

@@ -326,15 +326,25 @@ def take_lock(path: Path, busy: Callable[[str], Exception]) -> int | None:
             raise files.LinkInFolder(f"{path} is a symbolic link: highwaynet keeps its own lock file there and does "
                                      f"not write through a link; remove the link and run again") from None
         raise
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+    holder = _lock_or_holder(fd, fcntl.LOCK_EX)
+    if holder is not None:
         os.close(fd)
-        raise busy(holder) from None
+        raise busy(holder)
     os.ftruncate(fd, 0)
     os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
     return fd
+
+
+def _lock_or_holder(fd: int, kind: int) -> str | None:
+    """Lock the lock file open on ``fd`` (``kind``: ``fcntl.LOCK_EX`` or ``LOCK_SH``) without waiting: None
+    once this process holds it; where another process holds it, who ("process 123 on host", as
+    :func:`take_lock` wrote it there; "another process" where it has written nothing yet). The one reader
+    of a lock's holder, for :func:`take_lock` and :func:`held_by`."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.read(fd, 200).decode(errors="replace").strip() or "another process"
+    return None
 
 
 def release_lock(fd: int | None) -> None:
@@ -775,12 +785,10 @@ def held_by(run_dir: str | Path) -> str | None:
     except OSError:  # (no lock file: no run was ever held there)
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return os.read(fd, 200).decode(errors="replace").strip() or "another process"
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        holder = _lock_or_holder(fd, fcntl.LOCK_SH)
+        if holder is None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        return holder
     finally:
         os.close(fd)
 
