@@ -347,3 +347,43 @@ def test_an_analysis_folder_is_read_as_a_path(tmp_path, monkeypatch):
     (tmp_path / "mine" / "notes.txt").write_text("mine")
     with pytest.raises(files.FolderNotOurs, match=f"^{tmp_path / 'mine'} holds files"):
         files.check_analysis_folder("~/mine", "gates.json")
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda r: r.update(best_val_acc=float("nan")), "run 1 (trec, hbilstm, 1, 1, 0) has best_val_acc nan, not an "
+                                                    "accuracy from 0 to 1"),
+    (lambda r: r.update(best_val_acc=86.0), "has best_val_acc 86.0, not an accuracy from 0 to 1"),
+    (lambda r: r.update(best_val_acc="0.86"), "has best_val_acc '0.86', not a number"),
+    (lambda r: r.pop("best_val_acc"), "run 1 (trec, hbilstm, 1, 1, 0) lacks best_val_acc"),
+    (lambda r: r["test"].update(acc=float("inf")), "has test.acc inf, not an accuracy from 0 to 1"),
+    (lambda r: r.update(seed="1"), "has seed '1', not a whole number"),
+    (lambda r: r.update(seed=0), "run 1 (trec, hbilstm, 1, 0, 0) repeats run 0 (the same task, encoder, depth, seed "
+                                 "and fold)"),
+])
+def test_a_hand_edited_run_is_named(shared_data, tmp_path, edit, named):
+    """A run hand-edited in a sweep's summary (validation NaN, a percentage, a string, missing; a run given
+    twice) crashed deep in the report (NaN: an AttributeError from statistics, after summary.json was
+    written) or was chosen on it (a percentage, a repeated seed counted twice): refused, naming the run and
+    what is wrong with it, before anything is written."""
+    from highwaynet.recipes.sentences import choose_setting
+
+    folders = _sweep_folders(tmp_path)
+    summary = json.loads((folders["wide"] / "summary.json").read_text())
+    edit(summary["runs"][1])
+    (folders["wide"] / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match="summary.json: ") as caught:
+        choose_setting(folders, tmp_path / "choice", data_dir=shared_data / "sentence")
+    assert named in str(caught.value) and "put back the summary.json its sweep wrote" in str(caught.value)
+    assert not (tmp_path / "choice").exists()
+
+
+def test_a_sweep_summary_without_its_epochs_is_refused(shared_data, tmp_path):
+    """The choice reads each sweep's epochs (config.base.train.epochs): a summary without them was a KeyError."""
+    from highwaynet.recipes.sentences import choose_setting
+
+    folders = _sweep_folders(tmp_path)
+    summary = json.loads((folders["defaults"] / "summary.json").read_text())
+    del summary["config"]["base"]
+    (folders["defaults"] / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match="is not a finished sentence sweep's summary"):
+        choose_setting(folders, tmp_path / "choice", data_dir=shared_data / "sentence")

@@ -319,25 +319,56 @@ def _sweep_summary(folder: Path) -> dict[str, Any]:
     summary = read_json(path, "a finished sweep's summary: run the sweep, or report what it finished with "
                               "--report-only")
     check_complete_summary(summary, path)  # (a split sweep's, written while another process trained some of its runs)
-
-    def number(v: object) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
     try:
         runs, tasks = summary["runs"], summary["config"]["tasks"]
-        shared = summary["settings"]["shared"]
+        shared, epochs = summary["settings"]["shared"], summary["config"]["base"]["train"]["epochs"]
         well_formed = (isinstance(runs, list) and isinstance(tasks, list) and isinstance(shared, dict)
-                       and all(isinstance(r["task"], str) and isinstance(r["encoder"], str)
-                               and all(type(r[k]) is int for k in ("layers", "seed", "fold"))
-                               and all(number(v) for v in (r["best_val_acc"], r["test"]["acc"], r["seconds"]))
-                               for r in runs))
+                       and type(epochs) is int)
     except (KeyError, TypeError):
         well_formed = False
     if not well_formed:  # (checked by an if, not an assert: python -O strips asserts)
         raise ValueError(f"{path} is not a finished sentence sweep's summary (its runs, settings or tasks are "
                          f"missing or of another form): give the folder of a `highwaynet reproduce sentences` "
                          f"sweep, or put back the summary.json it wrote (--report-only writes it again)")
+    seen: dict[tuple, int] = {}
+    for i, r in enumerate(runs):
+        fault = _run_fault(r)
+        if not fault:
+            first = seen.setdefault(tuple(r[k] for k in _RUN_KEYS), i)
+            fault = f"repeats run {first} (the same task, encoder, depth, seed and fold)" if first != i else ""
+        if fault:  # (a hand edit: named, rather than a crash deep in the choice or a choice made on it)
+            name = (f" ({', '.join(str(r.get(k)) for k in _RUN_KEYS)})" if isinstance(r, dict) else "")
+            raise ValueError(f"{path}: run {i}{name} {fault}: put back the summary.json its sweep wrote "
+                             f"(--report-only writes it again), or give another sweep's folder")
     return summary
+
+
+#: What tells a sentence sweep's runs apart: none is run twice.
+_RUN_KEYS = ("task", "encoder", "layers", "seed", "fold")
+
+
+def _run_fault(r: object) -> str:
+    """What is wrong with a run's record in a sweep's summary, in words (``""``: nothing): a key of
+    :data:`_RUN_KEYS` missing or of another type, an accuracy (``best_val_acc``, ``test.acc``) that is not a
+    number from 0 to 1 (NaN included), ``seconds`` not a number."""
+    if not isinstance(r, dict):
+        return f"is {r!r}, not a run's record"
+    for key in _RUN_KEYS:
+        kind = str if key in ("task", "encoder") else int
+        if key not in r:
+            return f"lacks {key}"
+        if type(r[key]) is not kind:
+            return f"has {key} {r[key]!r}, not {'a string' if kind is str else 'a whole number'}"
+    test = r.get("test")
+    for key, value in (("best_val_acc", r.get("best_val_acc")), ("test.acc", test.get("acc") if isinstance(test, dict)
+                                                                  else None), ("seconds", r.get("seconds"))):
+        if value is None:
+            return f"lacks {key}"
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return f"has {key} {value!r}, not a number"
+        if key != "seconds" and not 0 <= value <= 1:  # (NaN fails both)
+            return f"has {key} {value!r}, not an accuracy from 0 to 1"
+    return ""
 
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:
