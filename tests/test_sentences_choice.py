@@ -88,8 +88,9 @@ def test_a_setting_is_chosen_on_validation_and_paired_against_the_cnn():
     (line,) = choice_verdicts(summary)
     # Validation 86 ± 1 against 85 ± 1, but paired by seed the margin is 1 each time (86 − 85, 87 − 86, 85 − 84):
     # sd 0, so the interval is [1, 1], and the choice's margin is resolved.
+    # Seed 3, finished by wide alone, is said to be left out.
     assert line.startswith("TREC (1 block, 300 units per direction, 10 epochs, 4,907 training sentences (545 to "
-                           "validate, 500 to test), 3 seeds): chosen on validation, hbilstm at wide (`hidden=300`, "
+                           "validate, 500 to test), 3 seeds (seed 3 left out: not every candidate finished it)): chosen on validation, hbilstm at wide (`hidden=300`, "
                            "`train.ema=0.995`; validation 86.0 ± 1.0%, against defaults 85.0 ± 1.0% (wide − "
                            "defaults on validation +1.0 [+1.0, +1.0] (95%, 3 pairs): wide ahead)) tests at 91.3 ± "
                            "1.2%; cnn at defaults (`train.ema=0.0`; validation 80.0 ± 0.0%) tests at 90.0 ± 1.0%; "
@@ -266,8 +267,8 @@ def test_the_results_index_row_is_the_stored_choice(monkeypatch):
     assert row == ("| highway BiLSTM, its setting chosen per task on validation (defaults (`hidden=150`, "
                    "`train.ema=0.0`) or wide (`hidden=300`, `train.ema=0.995`)), vs Kim's CNN-rand trained by the "
                    "recipe at its defaults, paired by seed | test accuracy (%): TREC (1 block, 300 units per "
-                   "direction, 10 epochs, 4,907 training sentences (545 to validate, 500 to test), 3 seeds): wide "
-                   "chosen, 91.3 ± 1.2 vs CNN 90.0 ± 1.0 (Kim, published: 91.2), chosen − CNN +1.3 [-0.1, +2.8] "
+                   "direction, 10 epochs, 4,907 training sentences (545 to validate, 500 to test), 3 seeds (seed 3 "
+                   "left out: not every candidate finished it)): wide chosen, 91.3 ± 1.2 vs CNN 90.0 ± 1.0 (Kim, published: 91.2), chosen − CNN +1.3 [-0.1, +2.8] "
                    "(95%, 3 pairs): no difference resolved; the chosen setting averages its weights (`train.ema`), "
                    "the CNN does not | 0.4.0 | {doc}`/results/sentences` |")
     # What a reader of the row must know, stored with the result (store.py --caveat), is said in it.
@@ -387,3 +388,24 @@ def test_a_sweep_summary_without_its_epochs_is_refused(shared_data, tmp_path):
     (folders["defaults"] / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(ValueError, match="is not a finished sentence sweep's summary"):
         choose_setting(folders, tmp_path / "choice", data_dir=shared_data / "sentence")
+
+
+def test_a_task_whose_candidates_share_no_seed_is_refused_by_name():
+    """Since the baseline is chosen among every sweep that ran it, a CNN sweep run with other seeds left a task
+    without a seed every candidate finished: the task was dropped from the choice without a word (and where
+    every task was, the error said the sweeps never ran both encoders with a seed in common). It is refused,
+    naming what each candidate finished; sweeps lacking an encoder are told so."""
+    other = {**CNN_EMA, "runs": [{**r, "seed": r["seed"] + 5} for r in CNN_EMA["runs"]]}
+    with pytest.raises(ValueError, match="on TREC no seed \\(fold\\) was finished by every candidate: ") as caught:
+        choose({"defaults": DEFAULTS, "wide": WIDE, "cnn-other": other})
+    assert ("; cnn at defaults (1 block) finished seeds 0, 1, 2; cnn at cnn-other (1 block) finished seeds 5, 6, 7: "
+            "give sweeps run with seeds in common") in str(caught.value)
+    assert "hbilstm at wide (1 block) finished seeds 0, 1, 2, 3;" in str(caught.value)
+    with pytest.raises(ValueError, match="^none of the sweeps ran hbilstm: give a sweep that did"):
+        choose({"cnn-ema": CNN_EMA})
+    with pytest.raises(ValueError, match="^none of the sweeps ran cnn: give a sweep that did"):
+        choose({"wide": WIDE})
+    with pytest.raises(ValueError, match="^no task on which the sweeps ran both hbilstm and cnn"):
+        choose({"wide": WIDE, "cnn-sst2": {**CNN_EMA, "runs": [{**r, "task": "sst2"} for r in CNN_EMA["runs"]]}})
+    # Cross-validation's folds are named as folds.
+    assert sentences_report._seeds_text([[0, 3], [0, 1]]) == "folds 1 (seed 0), 3 (seed 0)"

@@ -5,6 +5,7 @@ and the report of a setting chosen on validation among several sweeps (:func:`ch
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,8 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
     label for each sweep's summary), and tested against ``baseline``'s, chosen on validation the same way.
 
     On each task, over the seeds (folds) that every candidate of either side (a sweep's runs of one
-    encoder at one depth) finished, each side's candidate with the highest mean best validation accuracy
+    encoder at one depth) finished (those some lack: ``left_out``, said in the scale; a task where none is
+    finished by all is refused, naming what each finished), each side's candidate with the highest mean best validation accuracy
     is chosen (the first of equals); the chosen encoder's test accuracy is set against the chosen
     baseline's, paired by seed: :func:`paired_difference`. The test split chooses nothing. A side's
     candidates show the settings in which its sweeps differ, and both sides show the training settings
@@ -198,9 +200,13 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
         sides = {e: _groups(sweeps, task, e) for e in (encoder, baseline)}
         if not all(sides.values()):
             continue
-        pairs = set.intersection(*(set(_accuracy(g)) for groups in sides.values() for g in groups.values()))
-        if not pairs:
-            continue
+        finished = {(e, key): set(_accuracy(runs)) for e, groups in sides.items() for key, runs in groups.items()}
+        pairs = set.intersection(*finished.values())
+        if not pairs:  # (the task left out without a word, where a sweep was run with other seeds, was no choice)
+            raise ValueError(f"on {TASK_NAMES.get(task, task)} no seed (fold) was finished by every candidate: " + "; ".join(
+                f"{e} at {label} ({count(layers, 'block')}) finished {_seeds_text(done)}"
+                for (e, (label, layers)), done in finished.items())
+                + ": give sweeps run with seeds in common, or leave out the one run with others")
         kept = {e: {key: [r for r in runs if (r["seed"], r["fold"]) in pairs] for key, runs in groups.items()}
                 for e, groups in sides.items()}
         candidates = {e: [_candidate(label, layers, runs, sweeps[label], keys[e]) for (label, layers), runs
@@ -211,10 +217,13 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
         contrast = paired_difference(*(list(kept[e].values())[chosen[e]] for e in (encoder, baseline)))
         results.append({"task": task, "candidates": candidates[encoder], "chosen": chosen[encoder],
                         "baseline": {**base, "encoder": baseline}, "baselines": candidates[baseline],
-                        "contrast": contrast,
+                        "contrast": contrast, "left_out": [list(p) for p in sorted(set.union(*finished.values()) - pairs)],
                         **({"sentences": sentences[task]} if sentences and task in sentences else {})})
     if not results:
-        raise ValueError(f"no task on which the sweeps ran {encoder} and {baseline} with a seed (fold) in common")
+        missing = [e for e in (encoder, baseline) if not any(r["encoder"] == e for s in sweeps.values() for r in s["runs"])]
+        raise ValueError(f"none of the sweeps ran {' or '.join(missing)}: give a sweep that did" if missing else
+                         f"no task on which the sweeps ran both {encoder} and {baseline}: give sweeps run on a task "
+                         f"in common")
     config = next(iter(sweeps.values()))["config"]
     return {"recipe": CHOICE_RECIPE, "encoder": encoder, "baseline": baseline, "settings": keys[encoder],
             "baseline_settings": keys[baseline], "epochs": config["base"]["train"]["epochs"], "tasks": results,
@@ -265,7 +274,17 @@ def choice_scale(summary: dict[str, Any], task: dict[str, Any]) -> str:
     return ((f"{count(layers, 'block')}, " if layers else "")
             + (f"{hidden} units per direction, " if hidden is not None else "") + f"{summary['epochs']} epochs"
             + (f", {size['train']:,} training sentences ({size['val']:,} to validate, {size['test']:,} to test)"
-               if size else "") + f", {count(task['contrast']['n'], 'seed')}")
+               if size else "") + f", {count(task['contrast']['n'], 'seed')}"
+            + (f" ({_seeds_text(left)} left out: not every candidate finished {'it' if len(left) == 1 else 'them'})"
+               if (left := task.get("left_out")) else ""))
+
+
+def _seeds_text(pairs: Iterable[Sequence[int]]) -> str:
+    """``"seeds 3, 4"`` for (seed, fold) pairs all of fold 0; ``"folds 2 (seed 1), 3 (seed 1)"`` for cross-validation."""
+    pairs = sorted(tuple(p) for p in pairs)
+    if all(fold == 0 for _, fold in pairs):
+        return ("seed " if len(pairs) == 1 else "seeds ") + ", ".join(str(seed) for seed, _ in pairs)
+    return ("fold " if len(pairs) == 1 else "folds ") + ", ".join(f"{fold} (seed {seed})" for seed, fold in pairs)
 
 
 def _validation_margin(best: dict[str, Any], other: dict[str, Any]) -> str:
