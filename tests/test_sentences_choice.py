@@ -409,3 +409,24 @@ def test_a_task_whose_candidates_share_no_seed_is_refused_by_name():
         choose({"wide": WIDE, "cnn-sst2": {**CNN_EMA, "runs": [{**r, "task": "sst2"} for r in CNN_EMA["runs"]]}})
     # Cross-validation's folds are named as folds.
     assert sentences_report._seeds_text([[0, 3], [0, 1]]) == "folds 1 (seed 0), 3 (seed 0)"
+
+
+def test_a_sweep_s_depths_are_candidates_told_apart(tmp_path):
+    """A sweep that ran the highway BiLSTM at several depths gives a candidate at each: the verdict named each by
+    its sweep's label alone ("deep − deep on validation +1.0: deep ahead") and the report's table gave rows
+    alike but for their numbers. Each is named with its depth where its sweep gives several."""
+    deep = _summary([_run("hbilstm", s, a - 0.01 * (n - 1), val=v + 0.01 * (2 - n), layers=n)
+                     for n in (1, 2) for s, a, v in ((0, 0.92, 0.86), (1, 0.92, 0.87), (2, 0.90, 0.85))],
+                    {"hidden": 300, "train.ema": 0.995, "dropout": 0.5})
+    summary = choose({"defaults": DEFAULTS, "deep": deep})
+    (trec,) = summary["tasks"]
+    assert [(c["setting"], c["layers"]) for c in trec["candidates"]] == [("defaults", 1), ("deep", 1), ("deep", 2)]
+    assert trec["chosen"] == 1
+    (line,) = choice_verdicts(summary)
+    assert "hbilstm at deep (1 block) (`hidden=300`, `train.ema=0.995`; validation 87.0 ± 1.0%" in line
+    assert ("; deep (2 blocks) 86.0 ± 1.0% (deep (1 block) − deep (2 blocks) on validation +1.0 [+1.0, +1.0] (95%, 3 "
+            "pairs): deep (1 block) ahead)) tests at 91.3 ± 1.2%") in line
+    assert "against defaults 85.0 ± 1.0% (deep (1 block) − defaults on validation" in line
+    report = sentences_report.write_choice_report(tmp_path, summary).read_text()
+    assert "| hbilstm, deep (1 block) (chosen) |" in report and "| hbilstm, deep (2 blocks) |" in report
+    assert "| hbilstm, defaults |" in report

@@ -287,15 +287,23 @@ def _seeds_text(pairs: Iterable[Sequence[int]]) -> str:
     return ("fold " if len(pairs) == 1 else "folds ") + ", ".join(f"{fold} (seed {seed})" for seed, fold in pairs)
 
 
-def _validation_margin(best: dict[str, Any], other: dict[str, Any]) -> str:
+def _name(candidate: dict[str, Any], candidates: list[dict[str, Any]]) -> str:
+    """A candidate's name: its sweep's label, with its depth where another candidate of its side comes from
+    the same sweep (``"deep (2 blocks)"``): a sweep's runs at several depths are candidates each."""
+    twins = sum(o["setting"] == candidate["setting"] for o in candidates)
+    layers = candidate.get("layers")
+    return candidate["setting"] + (f" ({count(layers, 'block')})" if twins > 1 and layers else "")
+
+
+def _validation_margin(best: dict[str, Any], other: dict[str, Any], candidates: list[dict[str, Any]]) -> str:
     """How far the chosen candidate leads another on validation: paired by seed (fold), with its 95%
     interval, where the summary keeps each run's values (``each``); else (a choice stored before it
     did) against the seeds' spread."""
+    a, b = _name(best, candidates), _name(other, candidates)
     if "each" not in best or "each" not in other:
-        return compare(best["setting"], best["val"], other["setting"], other["val"], 1, higher_is_better=True)
+        return compare(a, best["val"], b, other["val"], 1, higher_is_better=True)
     c = paired_differences(*({(r["seed"], r["fold"]): r["val"] for r in x["each"]} for x in (best, other)))
-    return (f"{best['setting']} − {other['setting']} on validation {difference_text(c)}: "
-            + resolved(c, best["setting"], other["setting"]))
+    return f"{a} − {b} on validation {difference_text(c)}: " + resolved(c, a, b)
 
 
 def _side_text(encoder: str, best: dict[str, Any], candidates: list[dict[str, Any]]) -> str:
@@ -304,9 +312,9 @@ def _side_text(encoder: str, best: dict[str, Any], candidates: list[dict[str, An
     the baseline was chosen too): ``"cnn at defaults 80.3 ± 0.8%"``."""
     if "val" not in best:
         return f"{encoder} at {best['setting']} {format_mean_std(best['test'], best['runs'])}%"
-    others = "; ".join(f"{o['setting']} {format_mean_std(o['val'], o['runs'])}% ({_validation_margin(best, o)})"
-                       for o in candidates if o is not best)
-    return (f"{encoder} at {best['setting']} ({_settings_text(best)}; validation "
+    others = "; ".join(f"{_name(o, candidates)} {format_mean_std(o['val'], o['runs'])}% "
+                       f"({_validation_margin(best, o, candidates)})" for o in candidates if o is not best)
+    return (f"{encoder} at {_name(best, candidates)} ({_settings_text(best)}; validation "
             f"{format_mean_std(best['val'], best['runs'])}%" + (f", against {others}" if others else "")
             + f") tests at {format_mean_std(best['test'], best['runs'])}%")
 
@@ -314,8 +322,9 @@ def _side_text(encoder: str, best: dict[str, Any], candidates: list[dict[str, An
 def _baselines(task: dict[str, Any]) -> list[dict[str, Any]]:
     """A task's baseline candidates, the chosen one (``task["baseline"]``) in its place among them; the
     baseline alone for a choice stored before the baseline was chosen too."""
-    return [task["baseline"] if c["setting"] == task["baseline"]["setting"] else c
-            for c in task.get("baselines", [task["baseline"]])]
+    base = task["baseline"]
+    return [base if (c["setting"], c.get("layers")) == (base["setting"], base.get("layers")) else c
+            for c in task.get("baselines", [base])]
 
 
 def choice_verdicts(summary: dict[str, Any]) -> list[str]:
@@ -351,7 +360,7 @@ def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
         rows = []
         for encoder, candidates, chosen in ((summary["encoder"], t["candidates"], t["candidates"][t["chosen"]]),
                                             (base["encoder"], _baselines(t), base)):
-            rows += [[f"{encoder}, {o['setting']}" + (" (chosen)" if len(candidates) > 1 and o is chosen else ""),
+            rows += [[f"{encoder}, {_name(o, candidates)}" + (" (chosen)" if len(candidates) > 1 and o is chosen else ""),
                       _settings_text(o) if "settings" in o else "-",
                       format_mean_std(o["val"], o["runs"]) if "val" in o else "-",
                       format_mean_std(o["test"], o["runs"])] for o in candidates]
