@@ -430,3 +430,23 @@ def test_a_sweep_s_depths_are_candidates_told_apart(tmp_path):
     report = sentences_report.write_choice_report(tmp_path, summary).read_text()
     assert "| hbilstm, deep (1 block) (chosen) |" in report and "| hbilstm, deep (2 blocks) |" in report
     assert "| hbilstm, defaults |" in report
+
+
+def test_a_tie_on_validation_is_said_to_be_broken_by_the_order_given(tmp_path):
+    """Two CNN sweeps of one mean validation accuracy: the first given is taken (its test accuracy differs), and
+    the verdict said "chosen on validation" as though validation had told them apart. It says the means are
+    equal and the first given is taken, and so does the report's table; a lead on validation says nothing of it."""
+    tied = {**CNN_EMA, "runs": [{**r, "best_val_acc": 0.8} for r in CNN_EMA["runs"]]}  # (80 each, as DEFAULTS' cnn)
+    for order, first, other in ((("cnn-ema", "defaults"), "cnn-ema", "defaults"),
+                                (("defaults", "cnn-ema"), "defaults", "cnn-ema")):
+        summary = choose({**{label: {"cnn-ema": tied, "defaults": DEFAULTS}[label] for label in order}, "wide": WIDE})
+        (trec,) = summary["tasks"]
+        assert trec["baseline"]["setting"] == first
+        (line,) = choice_verdicts(summary)
+        ema = 0.995 if first == "cnn-ema" else 0.0
+        assert (f"chosen the same way, cnn at {first} (`train.ema={ema}`; validation 80.0 ± 0.0%, the same mean as "
+                f"{other}'s: the first given of equals is taken, against {other} 80.0 ±") in line
+        report = sentences_report.write_choice_report(tmp_path, summary).read_text()
+        assert f"| cnn, {first} (chosen: the first given of equals) |" in report
+        assert "| hbilstm, wide (chosen) |" in report and "(of equals, the first given)" in report
+        assert line.count("the same mean") == 1  # (wide leads defaults on validation: no tie said there)

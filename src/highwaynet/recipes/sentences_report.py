@@ -314,9 +314,18 @@ def _side_text(encoder: str, best: dict[str, Any], candidates: list[dict[str, An
         return f"{encoder} at {best['setting']} {format_mean_std(best['test'], best['runs'])}%"
     others = "; ".join(f"{_name(o, candidates)} {format_mean_std(o['val'], o['runs'])}% "
                        f"({_validation_margin(best, o, candidates)})" for o in candidates if o is not best)
+    equals = [_name(o, candidates) for o in _equals(best, candidates)]
     return (f"{encoder} at {_name(best, candidates)} ({_settings_text(best)}; validation "
-            f"{format_mean_std(best['val'], best['runs'])}%" + (f", against {others}" if others else "")
+            f"{format_mean_std(best['val'], best['runs'])}%"
+            + (f", the same mean as {' and '.join(equals)}'s: the first given of equals is taken" if equals else "")
+            + (f", against {others}" if others else "")
             + f") tests at {format_mean_std(best['test'], best['runs'])}%")
+
+
+def _equals(best: dict[str, Any], candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The other candidates whose mean validation accuracy is the chosen one's: validation did not choose
+    between them, the order the sweeps were given in did (:func:`choose` takes the first of equals)."""
+    return [o for o in candidates if o is not best and "val" in o and o["val"]["mean"] == best["val"]["mean"]]
 
 
 def _baselines(task: dict[str, Any]) -> list[dict[str, Any]]:
@@ -352,15 +361,17 @@ def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
     candidates (validation and test accuracy) and the paired difference."""
     lines = ["# A setting chosen on validation", "", *findings(choice_verdicts(summary)),
              "Accuracy (%), mean ± std over seeds (folds); each run's best validation epoch's weights are "
-             "tested. On each side the setting with the highest mean best validation accuracy is chosen; the "
-             "test split chooses nothing. Differences are paired by seed (fold), with a 95% t-interval. "
+             "tested. On each side the setting with the highest mean best validation accuracy is chosen (of "
+             "equals, the first given); the test split chooses nothing. Differences are paired by seed (fold), with a 95% t-interval. "
              + _AS_KIM, ""]
     for t in summary["tasks"]:
         base, c = t["baseline"], t["contrast"]
         rows = []
         for encoder, candidates, chosen in ((summary["encoder"], t["candidates"], t["candidates"][t["chosen"]]),
                                             (base["encoder"], _baselines(t), base)):
-            rows += [[f"{encoder}, {_name(o, candidates)}" + (" (chosen)" if len(candidates) > 1 and o is chosen else ""),
+            rows += [[f"{encoder}, {_name(o, candidates)}"
+                      + ((" (chosen: the first given of equals)" if _equals(o, candidates) else " (chosen)")
+                         if len(candidates) > 1 and o is chosen else ""),
                       _settings_text(o) if "settings" in o else "-",
                       format_mean_std(o["val"], o["runs"]) if "val" in o else "-",
                       format_mean_std(o["test"], o["runs"])] for o in candidates]
