@@ -450,3 +450,16 @@ def test_a_tie_on_validation_is_said_to_be_broken_by_the_order_given(tmp_path):
         assert f"| cnn, {first} (chosen: the first given of equals) |" in report
         assert "| hbilstm, wide (chosen) |" in report and "(of equals, the first given)" in report
         assert line.count("the same mean") == 1  # (wide leads defaults on validation: no tie said there)
+
+
+def test_the_scale_gives_the_chosen_setting_s_epochs():
+    """The scale's epochs were the first sweep's, whichever was chosen: a setting trained 20 epochs, chosen over
+    defaults' 10, was said to be of 10 epochs. Each candidate keeps its sweep's epochs; the chosen one's are said."""
+    longer = {**WIDE, "config": {**WIDE["config"], "base": {"train": {"epochs": 20}}}}
+    summary = choose({"defaults": DEFAULTS, "longer": longer})
+    (trec,) = summary["tasks"]
+    assert [c["epochs"] for c in trec["candidates"]] == [10, 20] and trec["chosen"] == 1
+    assert choice_verdicts(summary)[0].startswith("TREC (1 block, 300 units per direction, 20 epochs, 3 seeds")
+    # A choice stored before its candidates kept their epochs: the summary's.
+    del trec["candidates"][1]["epochs"]
+    assert choice_verdicts(summary)[0].startswith("TREC (1 block, 300 units per direction, 10 epochs, 3 seeds")

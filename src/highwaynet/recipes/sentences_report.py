@@ -242,9 +242,9 @@ def _groups(sweeps: dict[str, dict[str, Any]], task: str, encoder: str) -> dict[
 
 def _candidate(label: str, layers: int, runs: list[dict[str, Any]], sweep: dict[str, Any],
                keys: list[str]) -> dict[str, Any]:
-    """One candidate of a choice: its sweep's label, depth, settings (``keys`` of the sweep's shared
+    """One candidate of a choice: its sweep's label, depth, epochs, settings (``keys`` of the sweep's shared
     ones), validation and test accuracy (%) over ``runs``, and each run's values."""
-    return {"setting": label, "layers": layers, "runs": len(runs),
+    return {"setting": label, "layers": layers, "runs": len(runs), "epochs": sweep["config"]["base"]["train"]["epochs"],
             "settings": {k: sweep["settings"]["shared"].get(k) for k in keys},
             "val": mean_std([100 * r["best_val_acc"] for r in runs]),
             "test": mean_std([100 * r["test"]["acc"] for r in runs]), "each": _each(runs)}
@@ -272,7 +272,8 @@ def choice_scale(summary: dict[str, Any], task: dict[str, Any]) -> str:
     hidden, layers = chosen["settings"].get("hidden"), chosen.get("layers")
     size = task.get("sentences")
     return ((f"{count(layers, 'block')}, " if layers else "")
-            + (f"{hidden} units per direction, " if hidden is not None else "") + f"{summary['epochs']} epochs"
+            + (f"{hidden} units per direction, " if hidden is not None else "")
+            + f"{chosen.get('epochs', summary['epochs'])} epochs"  # (the chosen one's sweep's; a choice stored before: the first's)
             + (f", {size['train']:,} training sentences ({size['val']:,} to validate, {size['test']:,} to test)"
                if size else "") + f", {count(task['contrast']['n'], 'seed')}"
             + (f" ({_seeds_text(left)} left out: not every candidate finished {'it' if len(left) == 1 else 'them'})"
