@@ -463,3 +463,26 @@ def test_the_scale_gives_the_chosen_setting_s_epochs():
     # A choice stored before its candidates kept their epochs: the summary's.
     del trec["candidates"][1]["epochs"]
     assert choice_verdicts(summary)[0].startswith("TREC (1 block, 300 units per direction, 10 epochs, 3 seeds")
+
+
+def test_a_training_setting_the_two_sides_differ_in_is_shown_with_one_sweep_a_side(monkeypatch):
+    """A CNN sweep without the weight average and a highway BiLSTM sweep with it, one sweep a side: neither side's
+    sweeps differ among themselves, so neither row showed `train.ema` and the README's row did not say that the
+    chosen setting averages its weights and the CNN does not. The training settings the sides' sweeps differ in
+    are shown on both."""
+    cnn = {**DEFAULTS, "runs": [r for r in DEFAULTS["runs"] if r["encoder"] == "cnn"]}
+    summary = choose({"cnn": cnn, "wide": WIDE}, sentences={"trec": {"train": 4907, "val": 545, "test": 500}})
+    assert summary["settings"] == ["train.ema"] and summary["baseline_settings"] == ["train.ema"]
+    (trec,) = summary["tasks"]
+    assert trec["candidates"][0]["settings"] == {"train.ema": 0.995}
+    assert trec["baseline"]["settings"] == {"train.ema": 0.0}
+    assert "; cnn at cnn (`train.ema=0.0`; validation 80.0 ± 0.0%) tests at" in choice_verdicts(summary)[0]
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs" / "_ext"))
+    import results
+
+    try:
+        (row,) = results._summary({"sentences-choice": {"environment": {"highwaynet": "0.4.0"},
+                                                         "result": summary}}).splitlines()[2:]
+    finally:
+        sys.modules.pop("results", None)
+    assert "; the chosen setting averages its weights (`train.ema`), the CNN does not |" in row

@@ -187,9 +187,10 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
     is chosen (the first of equals); the chosen encoder's test accuracy is set against the chosen
     baseline's, paired by seed: :func:`paired_difference`. The test split chooses nothing. A side's
     candidates show the settings in which its sweeps differ, and both sides show the training settings
-    (``train.*``, which apply to any model) in which either side's do, so that what one side has and the
-    other lacks (an average of the weights, say) is in both rows. ``sentences`` (each task's ``train``,
-    ``val`` and ``test`` sizes) is kept for the report's scale. Returns the summary
+    (``train.*``, which apply to any model) in which the sweeps of both sides differ, so that what one
+    side has and the other lacks (an average of the weights, say) is in both rows, one sweep a side
+    included. ``sentences`` (each task's ``train``, ``val`` and ``test`` sizes) is kept for the report's
+    scale. Returns the summary
     :func:`write_choice_report` and :func:`choice_verdicts` read (``recipe``:
     :data:`~highwaynet.recipes.analyses.CHOICE_RECIPE`, ``"sentences-choice"``;
     each task's ``baseline`` is the chosen one of its ``baselines``)."""
@@ -389,8 +390,10 @@ def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
 
 def _candidate_keys(sweeps: dict[str, dict[str, Any]], encoders: tuple[str, ...]) -> dict[str, list[str]]:
     """Each encoder's candidates' settings shown in a choice: those in which the sweeps that ran it
-    differ (:func:`_setting_keys`), then the training settings (``train.*``) in which another's do."""
-    own = {e: _setting_keys({label: s for label, s in sweeps.items() if any(r["encoder"] == e for r in s["runs"])})
-           for e in encoders}
-    trainer = [k for keys in own.values() for k in keys if k.startswith("train.")]
-    return {e: list(dict.fromkeys([*keys, *trainer])) for e, keys in own.items()}
+    differ (:func:`_setting_keys`), then the training settings (``train.*``) in which the sweeps that ran
+    any of them do, so that one a side differs in from the other is shown on both, one sweep a side
+    included."""
+    ran = {e: {label: s for label, s in sweeps.items() if any(r["encoder"] == e for r in s["runs"])} for e in encoders}
+    either = _setting_keys({label: s for by_label in ran.values() for label, s in by_label.items()})
+    trainer = [k for k in either if k.startswith("train.")]
+    return {e: list(dict.fromkeys([*_setting_keys(by_label), *trainer])) for e, by_label in ran.items()}
