@@ -2,6 +2,7 @@
 sweeps (``reproduce sentences --choose-from``), against numbers worked out by hand."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -486,3 +487,24 @@ def test_a_training_setting_the_two_sides_differ_in_is_shown_with_one_sweep_a_si
     finally:
         sys.modules.pop("results", None)
     assert "; the chosen setting averages its weights (`train.ema`), the CNN does not |" in row
+
+
+def test_a_label_that_markdown_reads_is_refused(shared_data, tmp_path, capsys):
+    """A sweep's label names it in the report's tables (and the README's): `a|b` split a row into five cells, a
+    backtick opened code. Such a label is refused, naming it, before anything is written; spaces around a label
+    or folder on the command line (after a comma) are dropped rather than kept in the label."""
+    from highwaynet.recipes.sentences import choose_setting
+
+    folders = _sweep_folders(tmp_path)
+    out = tmp_path / "choice"
+    for label in ("a|b", "`wide", "wide*", " wide", "five  sets", ""):
+        with pytest.raises(ValueError, match=f"^sweep label {re.escape(repr(label))}: a label is letters, digits"):
+            choose_setting({"defaults": folders["defaults"], label: folders["wide"]}, out,
+                           data_dir=shared_data / "sentence")
+    assert not out.exists()
+    assert main(["reproduce", "sentences", "--choose-from", f"defaults={folders['defaults']},a|b={folders['wide']}",
+                 "--out", str(out), "--data-dir", str(shared_data / "sentence")]) == 2
+    assert "sweep label 'a|b'" in capsys.readouterr().err and not out.exists()
+    assert main(["reproduce", "sentences", "--choose-from", f"defaults={folders['defaults']}, five sets.2 = "
+                 f"{folders['wide']}", "--out", str(out), "--data-dir", str(shared_data / "sentence")]) == 0
+    assert "| hbilstm, five sets.2 (chosen) |" in (out / "report.md").read_text()

@@ -310,8 +310,9 @@ def _sentence_choice(group: argparse._ArgumentGroup, recipe: Recipe) -> None:
 
 
 def _labelled_folders(text: str) -> dict[str, str]:
-    """``{"defaults": "runs/a", "wide": "runs/b"}`` from ``defaults=runs/a,wide=runs/b``."""
-    pairs = [part.partition("=") for part in text.split(",")]
+    """``{"defaults": "runs/a", "wide": "runs/b"}`` from ``defaults=runs/a,wide=runs/b`` (spaces around a
+    label or a folder dropped: ``defaults=runs/a, wide=runs/b`` is the same)."""
+    pairs = [tuple(x.strip() for x in part.partition("=")) for part in text.split(",")]
     if any(not label or not sep or not folder.strip() for label, sep, folder in pairs):
         raise argparse.ArgumentTypeError(f"expected LABEL=FOLDER, comma-separated, got {text!r}")
     if len({label for label, _, _ in pairs}) < len(pairs):

@@ -8,6 +8,7 @@ Kim (2014)'s CNN-rand.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict
 from functools import partial
@@ -275,6 +276,10 @@ def sweep(config: SweepConfig, out: str | Path, *, resume: bool = False, restart
     return finish_sweep(out, summary, write_report, progress=sweep, log=log, left_out=left_out)
 
 
+#: A sweep's label in a choice: words of letters, digits and ``-_.+:``, parted by one space.
+_LABEL = re.compile(r"[\w.+:-]+(?: [\w.+:-]+)*")
+
+
 def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: str = "hbilstm",
                    baseline: str = "cnn", data_dir: str | Path | None = None, download: bool = False
                    ) -> dict[str, Any]:
@@ -291,6 +296,11 @@ def choose_setting(sweeps: dict[str, str | Path], out: str | Path, *, encoder: s
     again."""
     if not isinstance(sweeps, dict) or not sweeps:
         raise TypeError(f"sweeps must be a dict of a label for each finished sweep's folder, got {sweeps!r}")
+    for label in sweeps:  # (a label names its sweep in the report's tables and the README's: markdown there)
+        if not isinstance(label, str) or not _LABEL.fullmatch(label):
+            raise ValueError(f"sweep label {label!r}: a label is letters, digits, '-', '_', '.', '+' or ':', words "
+                             f"parted by one space (it names its sweep in the report's tables, where | and ` are "
+                             f"markdown)")
     out = check_path("out", out)
     files.check_analysis_folder(out, "summary.json")  # (a gates' analysis or lesion study there is refused)
     folders = {label: check_path(f"sweeps[{label!r}]", folder) for label, folder in sweeps.items()}
