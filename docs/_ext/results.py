@@ -246,8 +246,11 @@ def _summary(records: dict[str, dict[str, Any]]) -> str:
         settings = _candidate_settings(choice, "candidates")
         baselines = _candidate_settings(choice, "baselines")
         several_baselines = len({c["setting"] for t in choice["tasks"] for c in t.get("baselines", ())}) > 1
+        # (one setting is named as the record has it: its sweep need not have run the recipe's defaults; a
+        # choice stored before the baseline was chosen too took it from its defaults sweep)
         against = (f"vs Kim's CNN-rand trained by the recipe, its setting chosen on validation too ({baselines})"
-                   if several_baselines else "vs Kim's CNN-rand trained by the recipe at its defaults")
+                   if several_baselines else f"vs Kim's CNN-rand trained by the recipe in one setting ({baselines})"
+                   if baselines else "vs Kim's CNN-rand trained by the recipe at its defaults")
         caveat = records["sentences-choice"].get("caveat")
         add("sentences-choice", [f"highway BiLSTM, its setting chosen per task on validation ({settings}"
                                  + (f"; {caveat}" if caveat else "") + f"), {against}, paired by seed",
