@@ -534,3 +534,14 @@ def test_the_results_index_row_names_a_single_cnn_setting(monkeypatch):
     for t in old["tasks"]:
         del t["baselines"]
     assert "vs Kim's CNN-rand trained by the recipe at its defaults, paired by seed" in row(old)
+
+
+def test_one_setting_given_is_not_said_to_be_chosen():
+    """A single sweep (or one highway BiLSTM setting among several CNN ones) is no choice on its side: the verdict
+    said "chosen on validation" all the same."""
+    (line,) = choice_verdicts(choose({"defaults": DEFAULTS}))
+    assert "3 seeds): the one setting given, hbilstm at defaults (-; validation 85.0 ± 1.0%) tests at" in line
+    assert "chosen" not in line
+    (line,) = choice_verdicts(choose({"defaults": DEFAULTS, "cnn-ema": CNN_EMA}))
+    assert "): the one setting given, hbilstm at defaults (`train.ema=0.0`; validation" in line
+    assert "; chosen on validation, cnn at cnn-ema (`train.ema=0.995`; validation 82.0 ± 1.0%, against" in line

@@ -346,9 +346,11 @@ def choice_verdicts(summary: dict[str, Any]) -> list[str]:
     for t in summary["tasks"]:
         best, base, c = t["candidates"][t["chosen"]], t["baseline"], t["contrast"]
         baselines = _baselines(t)
-        line = (f"{TASK_NAMES.get(t['task'], t['task'])} ({choice_scale(summary, t)}): chosen on validation, "
+        several = len(t["candidates"]) > 1  # (one setting given is no choice: not said to be chosen)
+        line = (f"{TASK_NAMES.get(t['task'], t['task'])} ({choice_scale(summary, t)}): "
+                + ("chosen on validation, " if several else "the one setting given, ")
                 + _side_text(summary["encoder"], best, t["candidates"]) + "; "
-                + ("chosen the same way, " if len(baselines) > 1 else "")
+                + (("chosen the same way, " if several else "chosen on validation, ") if len(baselines) > 1 else "")
                 + _side_text(base["encoder"], base, baselines) + "; "
                 f"{summary['encoder']} − {base['encoder']} {difference_text(c)}"
                 + (f": {resolved(c, summary['encoder'], base['encoder'])}" if c["n"] > 1 else ""))
