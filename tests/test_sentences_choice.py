@@ -545,3 +545,22 @@ def test_one_setting_given_is_not_said_to_be_chosen():
     (line,) = choice_verdicts(choose({"defaults": DEFAULTS, "cnn-ema": CNN_EMA}))
     assert "): the one setting given, hbilstm at defaults (`train.ema=0.0`; validation" in line
     assert "; chosen on validation, cnn at cnn-ema (`train.ema=0.995`; validation 82.0 ± 1.0%, against" in line
+
+
+def test_a_sweep_s_options_given_with_a_choice_are_refused(shared_data, tmp_path, capsys):
+    """--choose-from reads every task and seed its sweeps ran: `--task trec` or `--seeds 0,1` beside it was
+    dropped without a word (the choice made on every task and seed), as were --restart and --report-only. Each
+    option the choice would not read is refused by name, before anything is written."""
+    folders = _sweep_folders(tmp_path)
+    out = tmp_path / "choice"
+    command = ["reproduce", "sentences", "--choose-from", f"defaults={folders['defaults']},wide={folders['wide']}",
+               "--out", str(out), "--data-dir", str(shared_data / "sentence")]
+    for extra, named in ((["--task", "trec"], "--task would not be read; leave it out"),
+                         (["--seeds", "0,1", "--ema", "0.9"], "--seeds, --ema would not be read; leave them out"),
+                         (["--restart"], "--restart would not be read"),
+                         (["--report-only"], "--report-only would not be read")):
+        assert main(command + extra) == 2
+        error = capsys.readouterr().err
+        assert "--choose-from trains nothing and reads every task, encoder, depth and seed its sweeps ran" in error
+        assert named in error and not out.exists()
+    assert main(command) == 0

@@ -254,6 +254,12 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
     from .training.run_dir import count, format_mean_std
 
     if args.choose_from:  # (a folder of its own: by default not the sweeps' default folder, which it would not take)
+        unread = args.options.given(args) + [f"--{name.replace('_', '-')}" for name in ("resume", "restart", "report_only")
+                                             if getattr(args, name)]
+        if unread:  # (--task trec, say, would leave the choice on every task its sweeps ran, without a word)
+            raise ValueError(f"--choose-from trains nothing and reads every task, encoder, depth and seed its sweeps "
+                             f"ran, as they ran them: {', '.join(unread)} would not be read; leave "
+                             f"{'it' if len(unread) == 1 else 'them'} out (--out, --data-dir and --download are read)")
         out = _choice_out(args.recipe) if args.out == _path(args.recipe.out) else args.out
         chosen = sentences.choose_setting(args.choose_from, out, data_dir=args.data_dir, download=args.download)
         for line in sentences_report.choice_verdicts(chosen):

@@ -57,6 +57,12 @@ class ConfigOptions:
                 message = re.sub(rf"\b{re.escape(name)}\b", flag, message)
             raise ValueError(message) from None
 
+    def given(self, args: argparse.Namespace) -> list[str]:
+        """The options the user gave (``["--lr", "--dropout"]``): an option not given leaves no value in
+        ``args`` (its default is the configuration's, applied by :meth:`build`)."""
+        return ([flag for path, flag in self.flags.items() if hasattr(args, path)]
+                + [s.flag for s in self.shorthands if getattr(args, _dest(s.flag), None) is not None])
+
     def _names(self) -> dict[str, str]:
         """``"TrainConfig.lr": "--lr"``: how a configuration's check names each field that has an option."""
         names = {}
