@@ -91,7 +91,8 @@ def test_a_setting_is_chosen_on_validation_and_paired_against_the_cnn():
     # sd 0, so the interval is [1, 1], and the choice's margin is resolved.
     # Seed 3, finished by wide alone, is said to be left out.
     assert line.startswith("TREC (1 block, 300 units per direction, 10 epochs, 4,907 training sentences (545 to "
-                           "validate, 500 to test), 3 seeds (seed 3 left out: not every candidate finished it)): chosen on validation, hbilstm at wide (`hidden=300`, "
+                           "validate, 500 to test), 3 seeds (seed 3 left out: not every candidate finished it)): "
+                           "chosen on validation, hbilstm at wide (`hidden=300`, "
                            "`train.ema=0.995`; validation 86.0 ± 1.0%, against defaults 85.0 ± 1.0% (wide − "
                            "defaults on validation +1.0 [+1.0, +1.0] (95%, 3 pairs): wide ahead)) tests at 91.3 ± "
                            "1.2%; cnn at defaults (`train.ema=0.0`; validation 80.0 ± 0.0%) tests at 90.0 ± 1.0%; "
@@ -267,11 +268,12 @@ def test_the_results_index_row_is_the_stored_choice(monkeypatch):
         sys.modules.pop("results", None)
     assert row == ("| highway BiLSTM, its setting chosen per task on validation (defaults (`hidden=150`, "
                    "`train.ema=0.0`) or wide (`hidden=300`, `train.ema=0.995`)), vs Kim's CNN-rand trained by the "
-                   "recipe in one setting (defaults (`train.ema=0.0`)), paired by seed | test accuracy (%): TREC (1 block, 300 units per "
-                   "direction, 10 epochs, 4,907 training sentences (545 to validate, 500 to test), 3 seeds (seed 3 "
-                   "left out: not every candidate finished it)): wide chosen, 91.3 ± 1.2 vs CNN 90.0 ± 1.0 (Kim, published: 91.2), chosen − CNN +1.3 [-0.1, +2.8] "
-                   "(95%, 3 pairs): no difference resolved; the chosen setting averages its weights (`train.ema`), "
-                   "the CNN does not | 0.4.0 | {doc}`/results/sentences` |")
+                   "recipe in one setting (defaults (`train.ema=0.0`)), paired by seed | test accuracy (%): TREC "
+                   "(1 block, 300 units per direction, 10 epochs, 4,907 training sentences (545 to validate, 500 to "
+                   "test), 3 seeds (seed 3 left out: not every candidate finished it)): wide chosen, 91.3 ± 1.2 vs "
+                   "CNN 90.0 ± 1.0 (Kim, published: 91.2), chosen − CNN +1.3 [-0.1, +2.8] (95%, 3 pairs): no "
+                   "difference resolved; the chosen setting averages its weights (`train.ema`), the CNN does not | "
+                   "0.4.0 | {doc}`/results/sentences` |")
     # What a reader of the row must know, stored with the result (store.py --caveat), is said in it.
     try:
         (row,) = results._summary({"sentences-choice": {**record, "caveat": "wide was tuned on test"}}).splitlines()[2:]

@@ -254,8 +254,8 @@ def _reproduce_sentences(args: argparse.Namespace, config: Any) -> None:
     from .training.run_dir import count, format_mean_std
 
     if args.choose_from:  # (a folder of its own: by default not the sweeps' default folder, which it would not take)
-        unread = args.options.given(args) + [f"--{name.replace('_', '-')}" for name in ("resume", "restart", "report_only")
-                                             if getattr(args, name)]
+        unread = args.options.given(args) + [f"--{name.replace('_', '-')}"
+                                             for name in ("resume", "restart", "report_only") if getattr(args, name)]
         if unread:  # (--task trec, say, would leave the choice on every task its sweeps ran, without a word)
             raise ValueError(f"--choose-from trains nothing and reads every task, encoder, depth and seed its sweeps "
                              f"ran, as they ran them: {', '.join(unread)} would not be read; leave "

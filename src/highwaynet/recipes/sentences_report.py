@@ -182,18 +182,17 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
     label for each sweep's summary), and tested against ``baseline``'s, chosen on validation the same way.
 
     On each task, over the seeds (folds) that every candidate of either side (a sweep's runs of one
-    encoder at one depth) finished (those some lack: ``left_out``, said in the scale; a task where none is
-    finished by all is refused, naming what each finished), each side's candidate with the highest mean best validation accuracy
-    is chosen (the first of equals); the chosen encoder's test accuracy is set against the chosen
-    baseline's, paired by seed: :func:`paired_difference`. The test split chooses nothing. A side's
-    candidates show the settings in which its sweeps differ, and both sides show the training settings
-    (``train.*``, which apply to any model) in which the sweeps of both sides differ, so that what one
-    side has and the other lacks (an average of the weights, say) is in both rows, one sweep a side
-    included. ``sentences`` (each task's ``train``, ``val`` and ``test`` sizes) is kept for the report's
-    scale. Returns the summary
-    :func:`write_choice_report` and :func:`choice_verdicts` read (``recipe``:
-    :data:`~highwaynet.recipes.analyses.CHOICE_RECIPE`, ``"sentences-choice"``;
-    each task's ``baseline`` is the chosen one of its ``baselines``)."""
+    encoder at one depth) finished (those some lack: ``left_out``, said in the scale; a task where none
+    is finished by all is refused, naming what each finished), each side's candidate with the highest
+    mean best validation accuracy is chosen (the first of equals); the chosen encoder's test accuracy is
+    set against the chosen baseline's, paired by seed: :func:`paired_difference`. The test split chooses
+    nothing. A side's candidates show the settings in which its sweeps differ, and both sides show the
+    training settings (``train.*``, which apply to any model) in which the sweeps of both sides differ,
+    so that what one side has and the other lacks (an average of the weights, say) is in both rows, one
+    sweep a side included. ``sentences`` (each task's ``train``, ``val`` and ``test`` sizes) is kept for
+    the report's scale. Returns the summary :func:`write_choice_report` and :func:`choice_verdicts` read
+    (``recipe``: :data:`~highwaynet.recipes.analyses.CHOICE_RECIPE`, ``"sentences-choice"``; each task's
+    ``baseline`` is the chosen one of its ``baselines``)."""
     keys = _candidate_keys(sweeps, (encoder, baseline))
     tasks = dict.fromkeys(r["task"] for s in sweeps.values() for r in s["runs"])
     results = []
@@ -204,10 +203,11 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
         finished = {(e, key): set(_accuracy(runs)) for e, groups in sides.items() for key, runs in groups.items()}
         pairs = set.intersection(*finished.values())
         if not pairs:  # (the task left out without a word, where a sweep was run with other seeds, was no choice)
-            raise ValueError(f"on {TASK_NAMES.get(task, task)} no seed (fold) was finished by every candidate: " + "; ".join(
-                f"{e} at {label} ({count(layers, 'block')}) finished {_seeds_text(done)}"
-                for (e, (label, layers)), done in finished.items())
-                + ": give sweeps run with seeds in common, or leave out the one run with others")
+            raise ValueError(f"on {TASK_NAMES.get(task, task)} no seed (fold) was finished by every candidate: "
+                             + "; ".join(f"{e} at {label} ({count(layers, 'block')}) finished {_seeds_text(done)}"
+                                         for (e, (label, layers)), done in finished.items())
+                             + ": give sweeps run with seeds in common, or leave out the one run with others")
+        left_out = sorted(set.union(*finished.values()) - pairs)
         kept = {e: {key: [r for r in runs if (r["seed"], r["fold"]) in pairs] for key, runs in groups.items()}
                 for e, groups in sides.items()}
         candidates = {e: [_candidate(label, layers, runs, sweeps[label], keys[e]) for (label, layers), runs
@@ -218,10 +218,11 @@ def choose(sweeps: dict[str, dict[str, Any]], encoder: str = "hbilstm", baseline
         contrast = paired_difference(*(list(kept[e].values())[chosen[e]] for e in (encoder, baseline)))
         results.append({"task": task, "candidates": candidates[encoder], "chosen": chosen[encoder],
                         "baseline": {**base, "encoder": baseline}, "baselines": candidates[baseline],
-                        "contrast": contrast, "left_out": [list(p) for p in sorted(set.union(*finished.values()) - pairs)],
+                        "contrast": contrast, "left_out": [list(p) for p in left_out],
                         **({"sentences": sentences[task]} if sentences and task in sentences else {})})
     if not results:
-        missing = [e for e in (encoder, baseline) if not any(r["encoder"] == e for s in sweeps.values() for r in s["runs"])]
+        missing = [e for e in (encoder, baseline)
+                   if not any(r["encoder"] == e for s in sweeps.values() for r in s["runs"])]
         raise ValueError(f"none of the sweeps ran {' or '.join(missing)}: give a sweep that did" if missing else
                          f"no task on which the sweeps ran both {encoder} and {baseline}: give sweeps run on a task "
                          f"in common")
@@ -274,7 +275,7 @@ def choice_scale(summary: dict[str, Any], task: dict[str, Any]) -> str:
     size = task.get("sentences")
     return ((f"{count(layers, 'block')}, " if layers else "")
             + (f"{hidden} units per direction, " if hidden is not None else "")
-            + f"{chosen.get('epochs', summary['epochs'])} epochs"  # (the chosen one's sweep's; a choice stored before: the first's)
+            + f"{chosen.get('epochs', summary['epochs'])} epochs"  # (its sweep's; stored before: the first's)
             + (f", {size['train']:,} training sentences ({size['val']:,} to validate, {size['test']:,} to test)"
                if size else "") + f", {count(task['contrast']['n'], 'seed')}"
             + (f" ({_seeds_text(left)} left out: not every candidate finished {'it' if len(left) == 1 else 'them'})"
@@ -282,7 +283,8 @@ def choice_scale(summary: dict[str, Any], task: dict[str, Any]) -> str:
 
 
 def _seeds_text(pairs: Iterable[Sequence[int]]) -> str:
-    """``"seeds 3, 4"`` for (seed, fold) pairs all of fold 0; ``"folds 2 (seed 1), 3 (seed 1)"`` for cross-validation."""
+    """``"seeds 3, 4"`` for (seed, fold) pairs all of fold 0; ``"folds 2 (seed 1), 3 (seed 1)"`` for
+    cross-validation."""
     pairs = sorted(tuple(p) for p in pairs)
     if all(fold == 0 for _, fold in pairs):
         return ("seed " if len(pairs) == 1 else "seeds ") + ", ".join(str(seed) for seed, _ in pairs)
@@ -366,7 +368,8 @@ def write_choice_report(out: Path, summary: dict[str, Any]) -> Path:
     lines = ["# A setting chosen on validation", "", *findings(choice_verdicts(summary)),
              "Accuracy (%), mean ± std over seeds (folds); each run's best validation epoch's weights are "
              "tested. On each side the setting with the highest mean best validation accuracy is chosen (of "
-             "equals, the first given); the test split chooses nothing. Differences are paired by seed (fold), with a 95% t-interval. "
+             "equals, the first given); the test split chooses nothing. Differences are paired by seed (fold), "
+             "with a 95% t-interval. "
              + _AS_KIM, ""]
     for t in summary["tasks"]:
         base, c = t["baseline"], t["contrast"]
