@@ -62,7 +62,15 @@ from ..report import (
 from ..training import read_metrics
 from ..training.devices import pick_device
 from ..training.progress import SweepProgress
-from ..training.run_dir import finish_sweep, finite_or_inf, paired_interval, run_once, start_sweep, write_text
+from ..training.run_dir import (  # (paired_interval: importable from here, below)
+    finish_sweep,
+    finite_or_inf,
+    paired_differences,
+    paired_interval,  # noqa: F401
+    run_once,
+    start_sweep,
+    write_text,
+)
 from . import lm
 
 # paired_interval lives in run_dir now; the name stays importable from here for code written against 0.3.
@@ -332,9 +340,10 @@ def _finite(row: dict[str, Any]) -> dict[int, float]:
 
 
 def _contrast(a: dict[str, Any], b: dict[str, Any], kind: str) -> dict[str, Any]:
-    left, right = _finite(a), _finite(b)
-    pairs = sorted(set(left) & set(right))
-    interval = paired_interval([left[i] - right[i] for i in pairs])
+    """``a`` − ``b`` in test loss, paired by seed over those both trained, with its interval and verdict (the
+    stored keys: the interval's fields alone, not the seeds and differences)."""
+    paired = paired_differences(_finite(a), _finite(b))
+    interval = {k: paired[k] for k in ("mean", "lo", "hi", "n")}
     if interval["n"] < 2:
         verdict = "too few runs that trained to compare"
     elif interval["hi"] < 0 or interval["lo"] > 0:
