@@ -147,12 +147,17 @@ def process_timeout(seconds: float) -> float:
     return seconds * max(1.0, 8 * WORKERS / CORES) * scale
 
 
-def _site_folder(config: pytest.Config) -> Path:
-    """Where the site is built: under -n, a folder the run's workers share (each worker's base is a folder
-    of the run's own; a pytest started by a test, which inherits PYTEST_XDIST_WORKER_COUNT but is no
-    worker, keeps to its own base)."""
+def shared_folder(config: pytest.Config, name: str) -> Path:
+    """A folder ``name`` the run's workers share under -n (each worker's base is a folder of the run's own;
+    a pytest started by a test, which inherits PYTEST_XDIST_WORKER_COUNT but is no worker, keeps to its own
+    base): where what is built once for all (:func:`settle_once`) is kept."""
     shared = config._tmp_path_factory.getbasetemp()  # (tmp_path_factory's, before any fixture asks for it)
-    return (shared.parent if hasattr(config, "workerinput") else shared) / "site"
+    return (shared.parent if hasattr(config, "workerinput") else shared) / name
+
+
+def _site_folder(config: pytest.Config) -> Path:
+    """Where the site is built: :func:`shared_folder` ``site``."""
+    return shared_folder(config, "site")
 
 
 #: The site build's process while it runs (stopped if the session ends first), and the thread that waits on it.

@@ -9,21 +9,30 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import process_timeout
+from conftest import process_timeout, settle_once, shared_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> Path:
-    """``python -m build``: the sdist, then the wheel built from it (so the sdist must hold everything)."""
+def dist(request) -> Path:
+    """``python -m build``: the sdist, then the wheel built from it (so the sdist must hold everything).
+    Built once for the run's workers (:func:`conftest.settle_once`): under -n this module's tests may go
+    to two workers, and two builds at once in the checkout stage the sdist in one folder there, each
+    removing it under the other (``No such file or directory: 'highwaynet-0.4.0/tests/...'``)."""
     pytest.importorskip("build", reason="the dev extra: pip install -e '.[dev]'")
-    out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
-                           capture_output=True, text=True, timeout=process_timeout(600))
-    if built.returncode != 0 and "Could not find a version that satisfies" in built.stdout + built.stderr:
+    folder = shared_folder(request.config, "dist")
+    out = folder / "out"
+
+    def build() -> str | None:
+        built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+                               capture_output=True, text=True, timeout=process_timeout(600))
+        return None if built.returncode == 0 else built.stdout + built.stderr
+
+    problem = settle_once(folder, build)
+    if problem is not None and "Could not find a version that satisfies" in problem:
         pytest.skip("build could not fetch its backend (setuptools>=77): no package index reachable")
-    assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
+    assert problem is None, problem[-3000:]
     return out
 
 
