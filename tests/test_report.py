@@ -275,10 +275,14 @@ def test_the_char_lm_page_s_finding_quotes_each_paired_interval_its_stored_repor
     finding = " ".join(page[page.index("## What holds, and what does not"):].split())  # (its lines joined)
     assert [i for i in intervals if i not in finding] == []
     assert [q for q in re.findall(r"\d+\.\d+", finding) if q not in known] == []
-    # The five that span 0 said so (highway against MLP: three; highway against none: two), the two resolved too.
-    assert unresolved == 5 and "Not resolved in either run" in finding and "both intervals spanning 0" in finding
-    assert "is resolved worse than none: +88.5 ppl [+48.2, +128.8]" in finding
-    assert "Words are resolved ahead of characters" in finding
+    # The three that span 0 said so (one highway against one MLP layer, in both runs; the longer run's highway
+    # against none), the four resolved too, each with the side it resolves.
+    assert unresolved == 3 and "neither interval excludes 0" in finding
+    assert "over two in the longer one, not resolved" in finding
+    assert "Two layers: -36.1 ppl [-68.6, -3.5] over five seeds, the highway model lower" in finding
+    assert ("+34.0 ppl [+1.6, +66.4] over five seeds in the default run, the model without highway layers "
+            "lower") in finding
+    assert "word-level LSTM's test perplexity is lower" in finding
     assert "12.7" in finding and "two seeds" in finding  # (how wide two seeds make an interval, said plainly)
 
 
